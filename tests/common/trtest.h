@@ -1,0 +1,78 @@
+/* Helpers for the multi-rank test programs: rank identity from the launcher's
+ * environment, unique-id exchange through the launcher's rendezvous folder,
+ * and CHECK macros that name the rank and line of a failure. */
+#ifndef TRTEST_H
+#define TRTEST_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+static int trtest_rank = -1;
+
+static inline int trtest_env_int(const char *name, int dflt)
+{
+    const char *v = getenv(name);
+    return v && *v ? atoi(v) : dflt;
+}
+
+#define FAIL(...) do { \
+    fprintf(stderr, "FAIL rank %d %s:%d: ", trtest_rank, __FILE__, __LINE__); \
+    fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); exit(1); } while (0)
+
+#define CUDACHECK(call) do { cudaError_t e_ = (call); \
+    if (e_ != cudaSuccess) FAIL("%s -> %s", #call, cudaGetErrorName(e_)); } while (0)
+
+#define NCCLCHECK(call) do { ncclResult_t r_ = (call); \
+    if (r_ != ncclSuccess) FAIL("%s -> %s", #call, ncclGetErrorString(r_)); } while (0)
+
+#define EXPECT(cond, ...) do { if (!(cond)) FAIL("expected %s: " __VA_ARGS__, #cond); } while (0)
+
+/* Rank 0 (of the group named tag) publishes id; the others wait for it. The
+ * folder comes from the launcher (TRSIM_RDZV). Writes go through a temporary
+ * file and rename so a reader never sees half an id. */
+static inline void trtest_exchange_id(ncclUniqueId *id, int is_root, const char *tag)
+{
+    const char *dir = getenv("TRSIM_RDZV");
+    char path[4096], tmp[4200];
+    if (!dir || !*dir) FAIL("TRSIM_RDZV is not set: run under trsim-launch");
+    snprintf(path, sizeof path, "%s/%s.id", dir, tag);
+    if (is_root) {
+        NCCLCHECK(ncclGetUniqueId(id));
+        snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+        FILE *f = fopen(tmp, "wb");
+        if (!f || fwrite(id, sizeof *id, 1, f) != 1 || fclose(f) != 0) FAIL("write %s", tmp);
+        if (rename(tmp, path) != 0) FAIL("rename %s: %s", tmp, strerror(errno));
+        return;
+    }
+    for (;;) {
+        FILE *f = fopen(path, "rb");
+        if (f) {
+            size_t n = fread(id, sizeof *id, 1, f);
+            fclose(f);
+            if (n == 1) return;
+        }
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Rank/world from the launcher, current device = LOCAL_RANK modulo devices. */
+static inline void trtest_init(int *rank, int *world)
+{
+    *rank = trtest_env_int("RANK", -1);
+    *world = trtest_env_int("WORLD_SIZE", -1);
+    trtest_rank = *rank;
+    if (*rank < 0 || *world <= 0) FAIL("RANK/WORLD_SIZE not set: run under trsim-launch");
+    int ndev = 0;
+    CUDACHECK(cudaGetDeviceCount(&ndev));
+    CUDACHECK(cudaSetDevice(trtest_env_int("LOCAL_RANK", *rank) % ndev));
+}
+
+#endif

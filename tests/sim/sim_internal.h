@@ -1,0 +1,104 @@
+/* Internal interfaces of libtrsim.so, the simulated CUDA runtime + NCCL.
+ *
+ * Everything here is hidden (the library is built with -fvisibility=hidden);
+ * only the CUDA/NCCL API functions marked TRSIM_API are exported. */
+#ifndef TRSIM_SIM_INTERNAL_H
+#define TRSIM_SIM_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <cuda_runtime.h>
+
+#define TRSIM_API __attribute__((visibility("default")))
+
+/* ---- errors (rt_errors.c) ------------------------------------------------ */
+
+/* Records err as the calling thread's last error (unless cudaSuccess) and
+ * returns it, so API functions can `return trsim_error(e);`. */
+cudaError_t trsim_error(cudaError_t err);
+
+/* Prints one line "trsim: ..." on stderr. */
+void trsim_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- devices (rt_device.c) ----------------------------------------------- */
+
+#define TRSIM_MAX_DEVICES 16
+
+int trsim_device_count(void);      /* TRSIM_DEVICE_COUNT, default 8 */
+int trsim_current_device(void);    /* the calling thread's current device */
+size_t trsim_device_capacity(void);/* TRSIM_DEVICE_MEM, default 80 GiB */
+
+/* ---- memory (rt_memory.c) ------------------------------------------------ */
+
+typedef enum {
+    TRSIM_MEM_DEVICE = 1,   /* cudaMalloc & co: counts against device capacity */
+    TRSIM_MEM_HOST = 2,     /* cudaMallocHost / cudaHostAlloc: pinned host memory */
+    TRSIM_MEM_MANAGED = 3,  /* cudaMallocManaged: counts against device capacity */
+} trsim_mem_kind;
+
+typedef struct {
+    void *base;
+    size_t size;            /* size the application asked for */
+    int device;
+    trsim_mem_kind kind;
+    unsigned flags;         /* cudaHostAlloc flags, cudaMemAttach flags */
+} trsim_alloc_info;
+
+/* Allocates size bytes of kind on device (ignored for host memory).
+ * Device and managed memory fail with cudaErrorMemoryAllocation past the
+ * device's capacity. Does not set the last error. */
+cudaError_t trsim_mem_alloc(void **ptr, size_t size, int device,
+                            trsim_mem_kind kind, unsigned flags);
+/* Frees an allocation of the given kind; cudaErrorInvalidValue when ptr is
+ * not the base of a live allocation of that kind. Does not set the last error. */
+cudaError_t trsim_mem_free(void *ptr, trsim_mem_kind kind);
+/* Finds the live allocation containing p (interior pointers too).
+ * Returns 1 and fills *out when found, 0 otherwise. */
+int trsim_mem_lookup(const void *p, trsim_alloc_info *out);
+/* Bytes of device+managed memory live on device. */
+size_t trsim_mem_used(int device);
+
+/* ---- streams and events (rt_stream.c) ------------------------------------ */
+
+typedef struct trsim_stream trsim_stream;
+typedef struct trsim_task trsim_task;
+
+typedef enum {
+    TRSIM_TASK_DONE = 0,    /* finished: the stream moves on */
+    TRSIM_TASK_AGAIN = 1,   /* not finished: run() will be called again */
+} trsim_task_state;
+
+/* A unit of work executed, in order, by a stream's worker thread.
+ * run() must not block forever: when it has to wait for something outside
+ * the process (peers of a collective) it waits a bounded time (a few ms at
+ * most) and returns TRSIM_TASK_AGAIN; the worker calls it again. A task that
+ * never completes keeps its stream pending forever, like a hung GPU kernel.
+ * destroy() (may be NULL) is called once on the worker after run() returned
+ * DONE, or when the process is torn down never. */
+struct trsim_task {
+    trsim_task_state (*run)(trsim_task *task);
+    void (*destroy)(trsim_task *task);
+    /* private to rt_stream.c */
+    trsim_task *next_;
+    uint64_t ticket_;
+    int ndeps_;
+    struct { trsim_stream *stream; uint64_t ticket; } deps_[2];
+    void *internal_;
+};
+
+/* Resolves an application stream handle (0, cudaStreamLegacy,
+ * cudaStreamPerThread or a created stream) on the current device.
+ * cudaErrorInvalidResourceHandle for a destroyed or unknown stream. */
+cudaError_t trsim_stream_get(cudaStream_t handle, trsim_stream **out);
+int trsim_stream_device(const trsim_stream *s);
+/* Queues task at the end of s, applying the legacy default stream's
+ * ordering rules. The calling thread never waits. Takes ownership. */
+void trsim_stream_submit(trsim_stream *s, trsim_task *task);
+/* Blocks until everything queued on s so far has completed. */
+void trsim_stream_wait_idle(trsim_stream *s);
+
+/* Convenience: queue fn(arg) on s (used for copies, memsets, host funcs). */
+cudaError_t trsim_stream_call(trsim_stream *s, void (*fn)(void *arg), void *arg,
+                              void (*free_arg)(void *arg));
+
+#endif
