@@ -32,7 +32,9 @@ static inline int trtest_env_int(const char *name, int dflt)
 #define NCCLCHECK(call) do { ncclResult_t r_ = (call); \
     if (r_ != ncclSuccess) FAIL("%s -> %s", #call, ncclGetErrorString(r_)); } while (0)
 
-#define EXPECT(cond, ...) do { if (!(cond)) FAIL("expected %s: " __VA_ARGS__, #cond); } while (0)
+#define EXPECT(cond, ...) do { if (!(cond)) { \
+    fprintf(stderr, "FAIL rank %d %s:%d: expected %s: ", trtest_rank, __FILE__, __LINE__, #cond); \
+    fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); exit(1); } } while (0)
 
 /* Rank 0 (of the group named tag) publishes id; the others wait for it. The
  * folder comes from the launcher (TRSIM_RDZV). Writes go through a temporary
@@ -60,6 +62,27 @@ static inline void trtest_exchange_id(ncclUniqueId *id, int is_root, const char 
         }
         struct timespec ts = {0, 2000000};
         nanosleep(&ts, NULL);
+    }
+}
+
+/* Every rank of the job (world ranks) waits here for the others: a
+ * barrier through files in the launcher's rendezvous folder, for tests that
+ * must not let a rank exit while its peers still check something. */
+static inline void trtest_file_barrier(const char *tag, int rank, int world)
+{
+    const char *dir = getenv("TRSIM_RDZV");
+    char path[4096];
+    if (!dir || !*dir) FAIL("TRSIM_RDZV is not set: run under trsim-launch");
+    snprintf(path, sizeof path, "%s/%s.barrier.%d", dir, tag, rank);
+    FILE *f = fopen(path, "w");
+    if (!f) FAIL("cannot create %s", path);
+    fclose(f);
+    for (int q = 0; q < world; q++) {
+        snprintf(path, sizeof path, "%s/%s.barrier.%d", dir, tag, q);
+        while (access(path, F_OK) != 0) {
+            struct timespec ts = {0, 2000000};
+            nanosleep(&ts, NULL);
+        }
     }
 }
 

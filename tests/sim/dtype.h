@@ -40,4 +40,33 @@ uint8_t trsim_half_to_e4m3(uint16_t h);
 float trsim_e5m2_to_float(uint8_t v);
 uint8_t trsim_half_to_e5m2(uint16_t h);
 
+/* The conversions NCCL's fp8 kernels use to store a result: __nv_fp8_e4m3(h)
+ * and __nv_fp8_e5m2(h) (cuda_fp8.hpp: __NV_SATFINITE). Round to nearest even;
+ * a finite overflow and +-Inf give +-max finite (448, 57344); NaN gives 0x7f
+ * (e4m3: 0x7f | sign; e5m2: the quieted top bits of the half). */
+uint8_t trsim_half_to_e4m3_sat(uint16_t h);
+uint8_t trsim_half_to_e5m2_sat(uint16_t h);
+
+/* Exact semantics of trsim_reduce (NCCL 2.28's ring kernels on sm_90):
+ *  - nsrc == 1 without a pre-multiply (sum, prod, max, min, integer avg):
+ *    a plain copy, bits included.
+ *  - A NaN produced by arithmetic is the GPU's canonical NaN: 0x7fff (half,
+ *    bfloat16), 0x7fffffff (float32), 0x7fffffffffffffff (float64), 0x7f (fp8).
+ *  - max/min on floating types: a NaN operand loses to a number, two NaNs give
+ *    the canonical NaN, and -0 < +0.
+ *  - float16, bfloat16: every step is the correctly rounded result (sm_80+
+ *    computes them natively).
+ *  - fp8: both operands widened to half, the op done in half, the result
+ *    stored with trsim_half_to_e*_sat: an overflow saturates to max finite,
+ *    an e5m2 Inf becomes 57344 (NCCL uses the saturating constructors).
+ *  - ncclAvg on floating types / PreMulSum: the scalar s is 1/nsrc as NCCL
+ *    makes it (float64: 1.0/nsrc; the others: float(1.0/nsrc), then for
+ *    half/bf16/fp8 rounded to the type, fp8 saturating), or op.scalar rounded
+ *    to the type (nearest even; fp8 saturating). acc = x0*s rounded; then
+ *    acc = x_k*s + acc with ONE rounding (nvcc contracts NCCL's multiply and
+ *    add into an FMA) for float16, bfloat16, float32 and float64; for fp8 the
+ *    product is stored as fp8 first (saturating), then added in half.
+ *  - Integer PreMulSum multiplies by the scalar truncated to the type
+ *    (wrapping); integer avg sums (wrapping) then divides, truncating. */
+
 #endif

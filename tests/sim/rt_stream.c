@@ -1,2 +1,851 @@
-/* placeholder: being written */
-typedef int trsim_placeholder_rt_stream;
+/* Streams: ordered task queues, each executed by its own worker thread, so
+ * that work runs asynchronously to the threads that submit it, as on a GPU.
+ *
+ * Every task queued on a stream gets the next ticket of that stream; the
+ * worker completes tasks in ticket order and publishes the last completed
+ * ticket. A dependency on other work is a (stream, ticket) pair, satisfied
+ * once that stream's completed ticket reaches it. This one mechanism carries
+ * cudaStreamWaitEvent, events and the legacy default stream's rules:
+ *  - a task on the legacy stream depends on the last task queued on every
+ *    blocking stream of the device;
+ *  - a task on a blocking stream depends on the last task queued on the
+ *    legacy stream.
+ * Submissions that take part in these rules are serialized per device, so
+ * that two of them never wait for each other.
+ *
+ * Stream structures are never freed: a destroyed stream drains its queue,
+ * its worker exits, and the structure is reused for a later stream with its
+ * ticket counters continuing, so a (stream, ticket) pair held by an event or
+ * a dependency stays satisfied forever. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim_internal.h"
+
+/* Stream priorities of a Hopper GPU: lower numbers are higher priorities. */
+#define PRIORITY_LEAST 0
+#define PRIORITY_GREATEST (-5)
+
+enum stream_kind { STREAM_LEGACY, STREAM_PER_THREAD, STREAM_CREATED };
+
+struct trsim_stream {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;        /* broadcast when work is queued or completes */
+    trsim_task *head, *tail;    /* queued tasks the worker has not started */
+    uint64_t submitted;         /* ticket of the last queued task */
+    uint64_t completed;         /* ticket of the last completed task */
+    int worker_running;
+    int destroyed;              /* no more work comes; the worker exits when drained */
+    int device;
+    unsigned flags;
+    int priority;
+    enum stream_kind kind;
+    uintptr_t handle;           /* created streams: the application's handle */
+    unsigned long long id;
+    trsim_stream *dev_next, *dev_prev;  /* the device's streams, under its lock */
+    trsim_stream *free_next;
+};
+
+static struct device_streams {
+    /* Serializes submissions to the legacy stream and to blocking streams,
+     * and guards the list. Taken before any stream's lock. */
+    pthread_mutex_t lock;
+    trsim_stream legacy;
+    trsim_stream *list;         /* every other stream until it drained after destroy */
+} devices[TRSIM_MAX_DEVICES];
+
+static pthread_once_t streams_once = PTHREAD_ONCE_INIT;
+static trsim_handles *stream_handles;
+static pthread_mutex_t free_lock = PTHREAD_MUTEX_INITIALIZER;
+static trsim_stream *free_streams;
+static atomic_ullong next_stream_id = 1;
+static pthread_key_t per_thread_key;
+
+/* One dependency: the task with this ticket on this stream. */
+struct dep_ref { trsim_stream *stream; uint64_t ticket; };
+
+struct per_thread_streams { trsim_stream *s[TRSIM_MAX_DEVICES]; };
+static __thread struct per_thread_streams *per_thread;
+
+static void stream_release(trsim_stream *s);
+
+static void per_thread_exit(void *value)
+{
+    struct per_thread_streams *pts = value;
+    for (int i = 0; i < TRSIM_MAX_DEVICES; i++)
+        if (pts->s[i])
+            stream_release(pts->s[i]);
+    free(pts);
+}
+
+static void stream_init_sync(trsim_stream *s)
+{
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->cond, NULL);
+}
+
+static void streams_init(void)
+{
+    stream_handles = trsim_handles_new(1);
+    if (!stream_handles || pthread_key_create(&per_thread_key, per_thread_exit) != 0) {
+        trsim_warn("cannot initialize streams");
+        abort();
+    }
+    for (int i = 0; i < TRSIM_MAX_DEVICES; i++) {
+        pthread_mutex_init(&devices[i].lock, NULL);
+        stream_init_sync(&devices[i].legacy);
+        devices[i].legacy.device = i;
+        devices[i].legacy.kind = STREAM_LEGACY;
+        devices[i].legacy.id = 0;
+    }
+}
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n);
+    if (!p) {
+        trsim_warn("out of host memory");
+        abort();
+    }
+    return p;
+}
+
+/* ---- handle tables ------------------------------------------------------- */
+
+/* A handle encodes the table's kind, a slot and the slot's generation;
+ * removing an object bumps the generation, so a stale handle no longer
+ * resolves even after the slot was reused:
+ *   bits 40..63 generation, 8..39 slot + 1, 4..7 kind, 0..3 zero.
+ * Handles are never 0, 1 or 2 (the values of the NULL stream,
+ * cudaStreamLegacy and cudaStreamPerThread). */
+struct handle_slot { void *obj; uint32_t gen; uint32_t next_free; };
+
+struct trsim_handles {
+    pthread_mutex_t lock;
+    unsigned kind;
+    struct handle_slot *slots;
+    uint32_t nslots, cap;
+    uint32_t free_head;         /* slot index + 1; 0: none free */
+};
+
+#define HANDLE_GEN_BITS 24
+
+trsim_handles *trsim_handles_new(unsigned kind)
+{
+    trsim_handles *t = calloc(1, sizeof *t);
+    if (t) {
+        pthread_mutex_init(&t->lock, NULL);
+        t->kind = kind & 0xf;
+    }
+    return t;
+}
+
+uintptr_t trsim_handle_add(trsim_handles *t, void *obj)
+{
+    uint32_t slot;
+    pthread_mutex_lock(&t->lock);
+    if (t->free_head) {
+        slot = t->free_head - 1;
+        t->free_head = t->slots[slot].next_free;
+    } else {
+        if (t->nslots == t->cap) {
+            uint32_t cap = t->cap ? t->cap * 2 : 64;
+            struct handle_slot *slots = realloc(t->slots, cap * sizeof *slots);
+            if (!slots) {
+                pthread_mutex_unlock(&t->lock);
+                return 0;
+            }
+            t->slots = slots;
+            t->cap = cap;
+        }
+        slot = t->nslots++;
+        t->slots[slot].gen = 1;
+    }
+    t->slots[slot].obj = obj;
+    uintptr_t h = ((((uintptr_t)t->slots[slot].gen << 32) | (slot + 1u)) << 8) | (t->kind << 4);
+    pthread_mutex_unlock(&t->lock);
+    return h;
+}
+
+static struct handle_slot *handle_slot(trsim_handles *t, uintptr_t h)
+{
+    if ((h & 0xff) != t->kind << 4)
+        return NULL;
+    uint64_t slot = (h >> 8) & 0xffffffffu, gen = h >> 40;
+    if (slot == 0 || slot > t->nslots)
+        return NULL;
+    struct handle_slot *hs = &t->slots[slot - 1];
+    return hs->obj && hs->gen == gen ? hs : NULL;
+}
+
+void *trsim_handle_get(trsim_handles *t, uintptr_t h)
+{
+    pthread_mutex_lock(&t->lock);
+    struct handle_slot *hs = handle_slot(t, h);
+    void *obj = hs ? hs->obj : NULL;
+    pthread_mutex_unlock(&t->lock);
+    return obj;
+}
+
+void *trsim_handle_remove(trsim_handles *t, uintptr_t h)
+{
+    pthread_mutex_lock(&t->lock);
+    struct handle_slot *hs = handle_slot(t, h);
+    void *obj = NULL;
+    if (hs) {
+        obj = hs->obj;
+        hs->obj = NULL;
+        hs->gen = hs->gen % ((1u << HANDLE_GEN_BITS) - 1) + 1;
+        hs->next_free = t->free_head;
+        t->free_head = (uint32_t)(hs - t->slots) + 1;
+    }
+    pthread_mutex_unlock(&t->lock);
+    return obj;
+}
+
+/* ---- the worker ---------------------------------------------------------- */
+
+static void task_dep(const trsim_task *task, int i, trsim_stream **s, uint64_t *ticket)
+{
+    if (task->ndeps_ <= 2) {
+        *s = task->deps_[i].stream;
+        *ticket = task->deps_[i].ticket;
+    } else {
+        const struct dep_ref *deps = task->internal_;
+        *s = deps[i].stream;
+        *ticket = deps[i].ticket;
+    }
+}
+
+/* Called by the worker of a destroyed stream, with s->lock held, once its
+ * queue is empty. Returns 1 when s was retired (and its lock released), 0
+ * when work arrived meanwhile (lock still held). */
+static int stream_retire(trsim_stream *s)
+{
+    struct device_streams *d = &devices[s->device];
+    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_lock(&d->lock);
+    pthread_mutex_lock(&s->lock);
+    if (s->head || !s->destroyed) {
+        pthread_mutex_unlock(&d->lock);
+        return 0;
+    }
+    if (s->dev_prev)
+        s->dev_prev->dev_next = s->dev_next;
+    else
+        d->list = s->dev_next;
+    if (s->dev_next)
+        s->dev_next->dev_prev = s->dev_prev;
+    s->dev_next = s->dev_prev = NULL;
+    s->worker_running = 0;
+    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_unlock(&d->lock);
+    pthread_mutex_lock(&free_lock);
+    s->free_next = free_streams;
+    free_streams = s;
+    pthread_mutex_unlock(&free_lock);
+    return 1;
+}
+
+static void *stream_worker(void *arg)
+{
+    trsim_stream *s = arg;
+    pthread_mutex_lock(&s->lock);
+    for (;;) {
+        while (!s->head && !s->destroyed)
+            pthread_cond_wait(&s->cond, &s->lock);
+        if (!s->head) {
+            if (stream_retire(s))
+                return NULL;
+            continue;
+        }
+        trsim_task *task = s->head;
+        s->head = task->next_;
+        if (!s->head)
+            s->tail = NULL;
+        pthread_mutex_unlock(&s->lock);
+
+        for (int i = 0; i < task->ndeps_; i++) {
+            trsim_stream *dep;
+            uint64_t ticket;
+            task_dep(task, i, &dep, &ticket);
+            trsim_stream_wait_ticket(dep, ticket);
+        }
+        while (task->run(task) == TRSIM_TASK_AGAIN)
+            ;
+        uint64_t ticket = task->ticket_;
+        if (task->ndeps_ > 2)
+            free(task->internal_);
+        if (task->destroy)
+            task->destroy(task);
+
+        pthread_mutex_lock(&s->lock);
+        s->completed = ticket;
+        pthread_cond_broadcast(&s->cond);
+    }
+}
+
+/* With s->lock held. */
+static void stream_start_worker(trsim_stream *s)
+{
+    pthread_attr_t attr;
+    pthread_t thread;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&thread, &attr, stream_worker, s) != 0) {
+        trsim_warn("cannot start a stream worker thread");
+        abort();
+    }
+    pthread_attr_destroy(&attr);
+    s->worker_running = 1;
+}
+
+/* ---- submission ---------------------------------------------------------- */
+
+struct dep_list { struct dep_ref *v; int n, cap; };
+
+static void dep_add(struct dep_list *l, trsim_stream *s, uint64_t ticket)
+{
+    if (l->n == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 8;
+        void *v = realloc(l->v, (size_t)l->cap * sizeof l->v[0]);
+        if (!v) {
+            trsim_warn("out of host memory");
+            abort();
+        }
+        l->v = v;
+    }
+    l->v[l->n].stream = s;
+    l->v[l->n].ticket = ticket;
+    l->n++;
+}
+
+/* Adds (o, o's last ticket) to l unless all of o's work completed. */
+static void dep_add_pending(struct dep_list *l, trsim_stream *o)
+{
+    pthread_mutex_lock(&o->lock);
+    uint64_t last = o->submitted;
+    int pending = o->completed < last;
+    pthread_mutex_unlock(&o->lock);
+    if (pending)
+        dep_add(l, o, last);
+}
+
+uint64_t trsim_stream_submit_after(trsim_stream *s, trsim_task *task,
+                                   trsim_stream *dep, uint64_t dep_ticket)
+{
+    struct dep_list deps = {0};
+    struct device_streams *d = &devices[s->device];
+    int ordered = !(s->flags & cudaStreamNonBlocking);
+
+    if (dep && dep != s && !trsim_stream_ticket_done(dep, dep_ticket))
+        dep_add(&deps, dep, dep_ticket);
+    if (ordered) {
+        pthread_mutex_lock(&d->lock);
+        if (s->kind == STREAM_LEGACY) {
+            for (trsim_stream *o = d->list; o; o = o->dev_next)
+                if (!(o->flags & cudaStreamNonBlocking))
+                    dep_add_pending(&deps, o);
+        } else {
+            dep_add_pending(&deps, &d->legacy);
+        }
+    }
+
+    task->ndeps_ = deps.n;
+    task->internal_ = NULL;
+    if (deps.n <= 2) {
+        for (int i = 0; i < deps.n; i++) {
+            task->deps_[i].stream = deps.v[i].stream;
+            task->deps_[i].ticket = deps.v[i].ticket;
+        }
+        free(deps.v);
+    } else {
+        task->internal_ = deps.v;   /* freed by the worker */
+    }
+
+    pthread_mutex_lock(&s->lock);
+    uint64_t ticket = ++s->submitted;
+    task->ticket_ = ticket;
+    task->next_ = NULL;
+    if (s->tail)
+        s->tail->next_ = task;
+    else
+        s->head = task;
+    s->tail = task;
+    if (!s->worker_running)
+        stream_start_worker(s);
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+
+    if (ordered)
+        pthread_mutex_unlock(&d->lock);
+    return ticket;
+}
+
+void trsim_stream_submit(trsim_stream *s, trsim_task *task)
+{
+    trsim_stream_submit_after(s, task, NULL, 0);
+}
+
+uint64_t trsim_stream_last_ticket(trsim_stream *s)
+{
+    pthread_mutex_lock(&s->lock);
+    uint64_t t = s->submitted;
+    pthread_mutex_unlock(&s->lock);
+    return t;
+}
+
+int trsim_stream_ticket_done(trsim_stream *s, uint64_t ticket)
+{
+    pthread_mutex_lock(&s->lock);
+    int done = s->completed >= ticket;
+    pthread_mutex_unlock(&s->lock);
+    return done;
+}
+
+void trsim_stream_wait_ticket(trsim_stream *s, uint64_t ticket)
+{
+    pthread_mutex_lock(&s->lock);
+    while (s->completed < ticket)
+        pthread_cond_wait(&s->cond, &s->lock);
+    pthread_mutex_unlock(&s->lock);
+}
+
+void trsim_stream_wait_idle(trsim_stream *s)
+{
+    trsim_stream_wait_ticket(s, trsim_stream_last_ticket(s));
+}
+
+void trsim_device_wait_idle(int device)
+{
+    pthread_once(&streams_once, streams_init);
+    if (device < 0 || device >= TRSIM_MAX_DEVICES)
+        return;
+    struct device_streams *d = &devices[device];
+    struct dep_list pending = {0};
+    pthread_mutex_lock(&d->lock);
+    dep_add_pending(&pending, &d->legacy);
+    for (trsim_stream *o = d->list; o; o = o->dev_next)
+        dep_add_pending(&pending, o);
+    pthread_mutex_unlock(&d->lock);
+    for (int i = 0; i < pending.n; i++)
+        trsim_stream_wait_ticket(pending.v[i].stream, pending.v[i].ticket);
+    free(pending.v);
+}
+
+struct call_task {
+    trsim_task task;
+    void (*fn)(void *arg);
+    void *arg;
+    void (*free_arg)(void *arg);
+};
+
+static trsim_task_state call_run(trsim_task *task)
+{
+    struct call_task *c = (struct call_task *)task;
+    c->fn(c->arg);
+    return TRSIM_TASK_DONE;
+}
+
+static void call_destroy(trsim_task *task)
+{
+    struct call_task *c = (struct call_task *)task;
+    if (c->free_arg)
+        c->free_arg(c->arg);
+    free(c);
+}
+
+cudaError_t trsim_stream_call(trsim_stream *s, void (*fn)(void *arg), void *arg,
+                              void (*free_arg)(void *arg))
+{
+    struct call_task *c = calloc(1, sizeof *c);
+    if (!c)
+        return cudaErrorMemoryAllocation;
+    c->task.run = call_run;
+    c->task.destroy = call_destroy;
+    c->fn = fn;
+    c->arg = arg;
+    c->free_arg = free_arg;
+    trsim_stream_submit(s, &c->task);
+    return cudaSuccess;
+}
+
+/* ---- stream objects ------------------------------------------------------ */
+
+static trsim_stream *stream_new(int device, unsigned flags, int priority, enum stream_kind kind)
+{
+    pthread_mutex_lock(&free_lock);
+    trsim_stream *s = free_streams;
+    if (s)
+        free_streams = s->free_next;
+    pthread_mutex_unlock(&free_lock);
+    if (!s) {
+        s = calloc(1, sizeof *s);
+        if (!s)
+            return NULL;
+        stream_init_sync(s);
+    }
+    /* A reused structure keeps its lock and its ticket counters. */
+    s->destroyed = 0;
+    s->device = device;
+    s->flags = flags;
+    s->priority = priority;
+    s->kind = kind;
+    s->handle = 0;
+    s->id = atomic_fetch_add(&next_stream_id, 1);
+    s->free_next = NULL;
+
+    struct device_streams *d = &devices[device];
+    pthread_mutex_lock(&d->lock);
+    s->dev_prev = NULL;
+    s->dev_next = d->list;
+    if (d->list)
+        d->list->dev_prev = s;
+    d->list = s;
+    pthread_mutex_unlock(&d->lock);
+    return s;
+}
+
+/* The application is done with s: its queued work still completes. */
+static void stream_release(trsim_stream *s)
+{
+    pthread_mutex_lock(&s->lock);
+    s->destroyed = 1;
+    if (s->worker_running) {
+        pthread_cond_broadcast(&s->cond);   /* the worker retires s when drained */
+        pthread_mutex_unlock(&s->lock);
+        return;
+    }
+    /* Never had work (a worker starts with the first task): retire it now. */
+    pthread_mutex_unlock(&s->lock);
+    struct device_streams *d = &devices[s->device];
+    pthread_mutex_lock(&d->lock);
+    if (s->dev_prev)
+        s->dev_prev->dev_next = s->dev_next;
+    else
+        d->list = s->dev_next;
+    if (s->dev_next)
+        s->dev_next->dev_prev = s->dev_prev;
+    s->dev_next = s->dev_prev = NULL;
+    pthread_mutex_unlock(&d->lock);
+    pthread_mutex_lock(&free_lock);
+    s->free_next = free_streams;
+    free_streams = s;
+    pthread_mutex_unlock(&free_lock);
+}
+
+static trsim_stream *per_thread_stream(int device)
+{
+    if (!per_thread) {
+        per_thread = calloc(1, sizeof *per_thread);
+        if (!per_thread)
+            return NULL;
+        pthread_setspecific(per_thread_key, per_thread);
+    }
+    if (!per_thread->s[device])
+        per_thread->s[device] = stream_new(device, 0, 0, STREAM_PER_THREAD);
+    return per_thread->s[device];
+}
+
+cudaError_t trsim_stream_get(cudaStream_t handle, trsim_stream **out)
+{
+    pthread_once(&streams_once, streams_init);
+    int device = trsim_current_device();
+    trsim_stream *s;
+    if (handle == NULL || handle == cudaStreamLegacy)
+        s = &devices[device].legacy;
+    else if (handle == cudaStreamPerThread)
+        s = per_thread_stream(device);
+    else
+        s = trsim_handle_get(stream_handles, (uintptr_t)handle);
+    if (!s)
+        return cudaErrorInvalidResourceHandle;
+    *out = s;
+    return cudaSuccess;
+}
+
+int trsim_stream_device(const trsim_stream *s)
+{
+    return s->device;
+}
+
+/* ---- the API ------------------------------------------------------------- */
+
+TRSIM_API cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags,
+                                                   int priority)
+{
+    pthread_once(&streams_once, streams_init);
+    if (!pStream || (flags & ~(unsigned)cudaStreamNonBlocking))
+        return trsim_error(cudaErrorInvalidValue);
+    /* CUDA clamps priorities outside the device's range into it. */
+    if (priority > PRIORITY_LEAST)
+        priority = PRIORITY_LEAST;
+    if (priority < PRIORITY_GREATEST)
+        priority = PRIORITY_GREATEST;
+    trsim_stream *s = stream_new(trsim_current_device(), flags, priority, STREAM_CREATED);
+    if (!s)
+        return trsim_error(cudaErrorMemoryAllocation);
+    s->handle = trsim_handle_add(stream_handles, s);
+    if (!s->handle) {
+        stream_release(s);
+        return trsim_error(cudaErrorMemoryAllocation);
+    }
+    *pStream = (cudaStream_t)s->handle;
+    return cudaSuccess;
+}
+
+TRSIM_API cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
+{
+    return cudaStreamCreateWithPriority(pStream, flags, 0);
+}
+
+TRSIM_API cudaError_t cudaStreamCreate(cudaStream_t *pStream)
+{
+    return cudaStreamCreateWithPriority(pStream, cudaStreamDefault, 0);
+}
+
+TRSIM_API cudaError_t cudaStreamDestroy(cudaStream_t stream)
+{
+    pthread_once(&streams_once, streams_init);
+    /* The NULL stream, cudaStreamLegacy and cudaStreamPerThread cannot be
+     * destroyed: they are not in the table. */
+    trsim_stream *s = trsim_handle_remove(stream_handles, (uintptr_t)stream);
+    if (!s)
+        return trsim_error(cudaErrorInvalidResourceHandle);
+    stream_release(s);
+    return cudaSuccess;
+}
+
+TRSIM_API cudaError_t cudaStreamSynchronize(cudaStream_t stream)
+{
+    trsim_stream *s;
+    cudaError_t err = trsim_stream_get(stream, &s);
+    if (err != cudaSuccess)
+        return trsim_error(err);
+    trsim_stream_wait_idle(s);
+    return cudaSuccess;
+}
+
+TRSIM_API cudaError_t cudaStreamQuery(cudaStream_t stream)
+{
+    trsim_stream *s;
+    cudaError_t err = trsim_stream_get(stream, &s);
+    if (err != cudaSuccess)
+        return trsim_error(err);
+    pthread_mutex_lock(&s->lock);
+    int idle = s->completed == s->submitted;
+    pthread_mutex_unlock(&s->lock);
+    return idle ? cudaSuccess : trsim_error(cudaErrorNotReady);
+}
+
+TRSIM_API cudaError_t cudaStreamGetFlags(cudaStream_t hStream, unsigned int *flags)
+{
+    trsim_stream *s;
+    cudaError_t err = trsim_stream_get(hStream, &s);
+    if (err != cudaSuccess)
+        return trsim_error(err);
+    if (!flags)
+        return trsim_error(cudaErrorInvalidValue);
+    *flags = s->flags;
+    return cudaSuccess;
+}
+
+TRSIM_API cudaError_t cudaStreamGetPriority(cudaStream_t hStream, int *priority)
+{
+    trsim_stream *s;
+    cudaError_t err = trsim_stream_get(hStream, &s);
+    if (err != cudaSuccess)
+        return trsim_error(err);
+    if (!priority)
+        return trsim_error(cudaErrorInvalidValue);
+    *priority = s->priority;
+    return cudaSuccess;
+}
+
+TRSIM_API cudaError_t cudaStreamGetDevice(cudaStream_t hStream, int *device)
+{
+    trsim_stream *s;
+    cudaError_t err = trsim_stream_get(hStream, &s);
+    if (err != cudaSuccess)
+        return trsim_error(err);
+    if (!device)
+        return trsim_error(cudaErrorInvalidValue);
+    *device = s->device;
+    return cudaSuccess;
+}
+
+TRSIM_API cudaError_t cudaStreamGetId(cudaStream_t hStream, unsigned long long *streamId)
+{
+    trsim_stream *s;
+    cudaError_t err = trsim_stream_get(hStream, &s);
+    if (err != cudaSuccess)
+        return trsim_error(err);
+    if (!streamId)
+        return trsim_error(cudaErrorInvalidValue);
+    *streamId = s->id;
+    return cudaSuccess;
+}
+
+TRSIM_API cudaError_t cudaDeviceGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
+{
+    if (leastPriority)
+        *leastPriority = PRIORITY_LEAST;
+    if (greatestPriority)
+        *greatestPriority = PRIORITY_GREATEST;
+    return cudaSuccess;
+}
+
+/* No stream is ever capturing: graph capture is not simulated. */
+TRSIM_API cudaError_t cudaStreamIsCapturing(cudaStream_t stream,
+                                            enum cudaStreamCaptureStatus *pCaptureStatus)
+{
+    trsim_stream *s;
+    cudaError_t err = trsim_stream_get(stream, &s);
+    if (err != cudaSuccess)
+        return trsim_error(err);
+    if (!pCaptureStatus)
+        return trsim_error(cudaErrorInvalidValue);
+    *pCaptureStatus = cudaStreamCaptureStatusNone;
+    return cudaSuccess;
+}
+
+TRSIM_API cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream,
+    enum cudaStreamCaptureStatus *captureStatus_out, unsigned long long *id_out,
+    cudaGraph_t *graph_out, const cudaGraphNode_t **dependencies_out,
+    const cudaGraphEdgeData **edgeData_out, size_t *numDependencies_out)
+{
+    trsim_stream *s;
+    cudaError_t err = trsim_stream_get(stream, &s);
+    if (err != cudaSuccess)
+        return trsim_error(err);
+    if (!captureStatus_out)
+        return trsim_error(cudaErrorInvalidValue);
+    *captureStatus_out = cudaStreamCaptureStatusNone;
+    /* The other outputs only mean something while capturing; leave nothing
+     * undefined for callers that read them anyway. */
+    if (id_out)
+        *id_out = 0;
+    if (graph_out)
+        *graph_out = NULL;
+    if (dependencies_out)
+        *dependencies_out = NULL;
+    if (edgeData_out)
+        *edgeData_out = NULL;
+    if (numDependencies_out)
+        *numDependencies_out = 0;
+    return cudaSuccess;
+}
+
+static __thread enum cudaStreamCaptureMode capture_mode = cudaStreamCaptureModeGlobal;
+
+TRSIM_API cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode)
+{
+    if (!mode || (unsigned)*mode > cudaStreamCaptureModeRelaxed)
+        return trsim_error(cudaErrorInvalidValue);
+    enum cudaStreamCaptureMode old = capture_mode;
+    capture_mode = *mode;
+    *mode = old;
+    return cudaSuccess;
+}
+
+TRSIM_API cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userData)
+{
+    trsim_stream *s;
+    cudaError_t err = trsim_stream_get(stream, &s);
+    if (err != cudaSuccess)
+        return trsim_error(err);
+    if (!fn)
+        return trsim_error(cudaErrorInvalidValue);
+    return trsim_error(trsim_stream_call(s, fn, userData, NULL));
+}
+
+struct stream_callback {
+    cudaStreamCallback_t fn;
+    cudaStream_t stream;        /* the handle the application passed */
+    void *user_data;
+};
+
+static void stream_callback_run(void *arg)
+{
+    struct stream_callback *cb = arg;
+    cb->fn(cb->stream, cudaSuccess, cb->user_data);
+}
+
+TRSIM_API cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t callback,
+                                            void *userData, unsigned int flags)
+{
+    trsim_stream *s;
+    cudaError_t err = trsim_stream_get(stream, &s);
+    if (err != cudaSuccess)
+        return trsim_error(err);
+    if (!callback || flags != 0)
+        return trsim_error(cudaErrorInvalidValue);
+    struct stream_callback *cb = xmalloc(sizeof *cb);
+    cb->fn = callback;
+    cb->stream = stream;
+    cb->user_data = userData;
+    err = trsim_stream_call(s, stream_callback_run, cb, free);
+    if (err != cudaSuccess)
+        free(cb);
+    return trsim_error(err);
+}
+
+/* ---- per-thread default stream variants ---------------------------------- */
+
+TRSIM_API cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream)
+{
+    return cudaStreamSynchronize(TRSIM_PTSZ(stream));
+}
+
+TRSIM_API cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream)
+{
+    return cudaStreamQuery(TRSIM_PTSZ(stream));
+}
+
+TRSIM_API cudaError_t cudaStreamGetFlags_ptsz(cudaStream_t hStream, unsigned int *flags)
+{
+    return cudaStreamGetFlags(TRSIM_PTSZ(hStream), flags);
+}
+
+TRSIM_API cudaError_t cudaStreamGetPriority_ptsz(cudaStream_t hStream, int *priority)
+{
+    return cudaStreamGetPriority(TRSIM_PTSZ(hStream), priority);
+}
+
+TRSIM_API cudaError_t cudaStreamGetDevice_ptsz(cudaStream_t hStream, int *device)
+{
+    return cudaStreamGetDevice(TRSIM_PTSZ(hStream), device);
+}
+
+TRSIM_API cudaError_t cudaStreamGetId_ptsz(cudaStream_t hStream, unsigned long long *streamId)
+{
+    return cudaStreamGetId(TRSIM_PTSZ(hStream), streamId);
+}
+
+TRSIM_API cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream,
+                                                 enum cudaStreamCaptureStatus *pCaptureStatus)
+{
+    return cudaStreamIsCapturing(TRSIM_PTSZ(stream), pCaptureStatus);
+}
+
+TRSIM_API cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream,
+    enum cudaStreamCaptureStatus *captureStatus_out, unsigned long long *id_out,
+    cudaGraph_t *graph_out, const cudaGraphNode_t **dependencies_out,
+    const cudaGraphEdgeData **edgeData_out, size_t *numDependencies_out)
+{
+    return cudaStreamGetCaptureInfo(TRSIM_PTSZ(stream), captureStatus_out, id_out, graph_out,
+                                    dependencies_out, edgeData_out, numDependencies_out);
+}
+
+TRSIM_API cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void *userData)
+{
+    return cudaLaunchHostFunc(TRSIM_PTSZ(stream), fn, userData);
+}
+
+TRSIM_API cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t stream, cudaStreamCallback_t callback,
+                                                 void *userData, unsigned int flags)
+{
+    return cudaStreamAddCallback(TRSIM_PTSZ(stream), callback, userData, flags);
+}

@@ -101,4 +101,56 @@ void trsim_stream_wait_idle(trsim_stream *s);
 cudaError_t trsim_stream_call(trsim_stream *s, void (*fn)(void *arg), void *arg,
                               void (*free_arg)(void *arg));
 
+/* ---- additions shared by the runtime's own files (rt_*.c) ---------------- */
+
+/* Blocks until all work queued so far on every stream of device completed. */
+void trsim_device_wait_idle(int device);
+
+/* Like trsim_stream_submit, and the task also waits for the task with ticket
+ * dep_ticket on dep (when dep is not NULL). Returns the task's ticket on s:
+ * tickets of a stream count up from 1, in queue order. */
+uint64_t trsim_stream_submit_after(trsim_stream *s, trsim_task *task,
+                                   trsim_stream *dep, uint64_t dep_ticket);
+/* The ticket of the last task queued on s (0: none yet). */
+uint64_t trsim_stream_last_ticket(trsim_stream *s);
+/* Whether the task with ticket on s completed. */
+int trsim_stream_ticket_done(trsim_stream *s, uint64_t ticket);
+/* Blocks until the task with ticket on s completed. */
+void trsim_stream_wait_ticket(trsim_stream *s, uint64_t ticket);
+/* trsim_stream structures are never freed (only reused), so a (stream,
+ * ticket) pair stays valid to wait on after the stream was destroyed. */
+
+/* Handle tables: opaque application handles (cudaStream_t, cudaEvent_t)
+ * that stay detectably invalid after their object was destroyed. kind
+ * (1..15) is part of every handle, so a handle of one table never resolves
+ * in another. */
+typedef struct trsim_handles trsim_handles;
+trsim_handles *trsim_handles_new(unsigned kind);
+uintptr_t trsim_handle_add(trsim_handles *t, void *obj);  /* 0: no memory */
+void *trsim_handle_get(trsim_handles *t, uintptr_t handle); /* NULL: invalid */
+void *trsim_handle_remove(trsim_handles *t, uintptr_t handle);
+
+/* Device capacity accounting, shared with the driver API's cuMemCreate.
+ * trsim_mem_reserve returns 0, or -1 (nothing reserved) past capacity. */
+int trsim_mem_reserve(int device, size_t bytes);
+void trsim_mem_unreserve(int device, size_t bytes);
+
+/* Memory ranges the runtime did not allocate itself (cuMemMap mappings):
+ * trsim_mem_lookup finds them, trsim_mem_free refuses them, and they do not
+ * count as used (their physical memory was counted when it was created). */
+cudaError_t trsim_mem_add_mapping(void *base, size_t size, int device);
+cudaError_t trsim_mem_remove_mapping(void *base);
+
+/* Device attributes (cudaDeviceAttr values, which the driver's
+ * CUdevice_attribute shares). Does not set the last error. */
+cudaError_t trsim_device_attribute(int *value, int attr, int device);
+/* Marks the driver API initialized: using the runtime initializes it. */
+void trsim_driver_mark_initialized(void);
+
+/* Programs built with per-thread default streams (nvcc --default-stream
+ * per-thread, or CUDA_API_PER_THREAD_DEFAULT_STREAM) call the _ptsz / _ptds
+ * variants of the stream-taking functions, where stream 0 means the calling
+ * thread's default stream. */
+#define TRSIM_PTSZ(stream) ((stream) ? (stream) : cudaStreamPerThread)
+
 #endif
