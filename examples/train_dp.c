@@ -126,6 +126,8 @@ int main(int argc, char **argv)
     CUDA_OK(cudaMemcpyAsync(w, w_dev, dim * sizeof(float), cudaMemcpyDeviceToHost, stream));
     CUDA_OK(cudaStreamSynchronize(stream));
 
+    /* features lie in [-1, 1]: a step of 1/dim keeps SGD stable at any width */
+    const float lr = 1.0f / (float)dim;
     float first_loss = -1, loss = 0;
     for (int step = 0; step < steps; step++) {
         /* local gradient of the mean squared error on this rank's shard;
@@ -143,7 +145,7 @@ int main(int argc, char **argv)
         NCCL_OK(ncclAllReduce(grad_dev, grad_dev, dim + 1, ncclFloat32, ncclAvg, comm, stream));
         CUDA_OK(cudaMemcpyAsync(grad_host, grad_dev, (dim + 1) * sizeof(float), cudaMemcpyDeviceToHost, stream));
         CUDA_OK(cudaStreamSynchronize(stream));
-        for (int j = 0; j < dim; j++) w[j] -= 0.05f * grad_host[j];
+        for (int j = 0; j < dim; j++) w[j] -= lr * grad_host[j];
         loss = grad_host[dim];
         if (first_loss < 0) first_loss = loss;
         if (rank == 0 && (step % 10 == 0 || step == steps - 1))
