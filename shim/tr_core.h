@@ -1,0 +1,124 @@
+/* Internal interfaces of libtrshim.so shared by its parts:
+ *   tr_core.c    start-up, settings, per-thread state, warnings, activation
+ *   tr_real.c    finding the real function behind each wrapper
+ *   tr_stack.c   call-stack capture, deduplication, modules, symbols
+ *   tr_nccl.c    NCCL wrappers, communicator table, call records
+ *   tr_memory.c  allocation wrappers and per-device accounting
+ *   tr_writer.c  trace files: background writer, signals, exit
+ *   tr_json.c    streaming JSON
+ * Everything is hidden; only the wrapped API functions are exported
+ * (shim/trshim.map). Internal names start with tr_. */
+#ifndef TR_CORE_H
+#define TR_CORE_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#include "tr_json.h"
+
+#define TR_API __attribute__((visibility("default")))
+#define TR_VERSION "0.1.0"
+
+/* ---- settings (tr_core.c) -------------------------------------------------
+ * Read once from the environment at start-up; a bad value gives one
+ * "trshim:" line and the default. */
+typedef struct {
+    int enabled;              /* TRSHIM=0 turns the shim into pure forwarding */
+    char dir[1024];           /* TRSHIM_DIR, default "./traces" */
+    int stack_depth;          /* TRSHIM_STACK_DEPTH, frames kept, default 64 (0: no stacks) */
+    uint64_t max_records;     /* TRSHIM_MAX_RECORDS, default 1,000,000 */
+} tr_settings;
+
+const tr_settings *tr_cfg(void);
+
+/* ---- clocks and threads (tr_core.c) --------------------------------------- */
+
+uint64_t tr_now_ns(void);          /* CLOCK_MONOTONIC */
+int tr_tid(void);                  /* OS thread id, cached per thread */
+
+/* Every wrapper starts with tr_enter() and ends with tr_leave(). tr_enter
+ * returns 1 when the call must be recorded: the shim is enabled, this is not
+ * a forked child of a recording process, and no wrapped call is already in
+ * progress on this thread (so NCCL's own public calls inside a call, and
+ * allocations the runtime makes inside one, are not the application's). */
+int tr_enter(void);
+void tr_leave(void);
+/* Nesting depth of wrapped calls on this thread (0 outside any). */
+int tr_depth(void);
+
+/* Starts what recording needs (the writer thread, signal handlers, the
+ * start-time snapshot) on the first recorded event; cheap afterwards. A
+ * process that never calls CUDA or NCCL never gets here. */
+void tr_activate(void);
+
+/* One line "trshim: ..." on stderr; each distinct format string is printed
+ * at most once per process. Never blocks on a lock held elsewhere. */
+void tr_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The process forked: in the child, recording stops for good. */
+int tr_is_forked_child(void);
+
+/* ---- real functions (tr_real.c) --------------------------------------------
+ * The next definition of name after the shim (dlsym RTLD_NEXT); when the
+ * library was loaded privately, the one in the already-loaded library of
+ * that family (found by soname with RTLD_NOLOAD). NULL when none exists. */
+typedef enum { TR_LIB_CUDART, TR_LIB_CUDA, TR_LIB_NCCL } tr_lib;
+void *tr_real(const char *name, tr_lib lib);
+
+/* Declares `static fn_type real_fn` resolved once, thread-safely. */
+#define TR_REAL(var, type, name, lib)                                          \
+    static _Atomic(type) var##_cache;                                          \
+    type var = atomic_load_explicit(&var##_cache, memory_order_acquire);       \
+    if (!var) {                                                                \
+        var = (type)tr_real(name, lib);                                        \
+        atomic_store_explicit(&var##_cache, var, memory_order_release);        \
+    }
+
+/* ---- stacks (tr_stack.c) --------------------------------------------------- */
+
+/* Captures the calling thread's stack, dropping the shim's own frames
+ * (skip = frames of the shim above the wrapper, normally 0: the capture
+ * starts at the wrapper's caller). Returns a stack index >= 0, identical
+ * for identical stacks, or -1 (stacks disabled, or no memory). Lock-free on
+ * the path where the stack was seen before. Async-signal-safe: no. */
+int32_t tr_stack_capture(void);
+/* Writes "modules": [...], "stacks": [...] members into the open top-level
+ * object (symbolization happens here, in the writer, not at capture). */
+void tr_stack_write_json(tr_json *j);
+
+/* ---- NCCL records (tr_nccl.c) ---------------------------------------------- */
+
+/* The last collective this process issued on device before now (for the
+ * memory peak's "peak_after"). Returns 0 when there is none. */
+int tr_nccl_last_collective(int device, uint64_t *comm_id, uint64_t *seq);
+/* Ranks of the process: one per device that has communicators whose ids
+ * repeat across devices (several ranks in one process), else one. */
+typedef struct {
+    int device;               /* -1: the whole process (one rank) */
+    int rank;                 /* -1 unknown */
+    const char *rank_source;
+} tr_rank_view;
+int tr_nccl_ranks(tr_rank_view *out, int max);
+/* Writes "comms" and "calls" of one rank view; returns 1 if a call of that
+ * rank had not returned (the rank is inside a call). */
+int tr_nccl_write_json(tr_json *j, const tr_rank_view *view);
+/* Id of the first communicator made from a unique id (job identity), 0 if none. */
+uint64_t tr_nccl_first_comm_id(void);
+int tr_nccl_version(void);         /* ncclGetVersion, 0 if unknown */
+
+/* ---- memory (tr_memory.c) ---------------------------------------------------- */
+
+/* Writes the "memory" member for device (-1: every device). */
+void tr_memory_write_json(tr_json *j, int device);
+
+/* ---- trace files (tr_writer.c) ------------------------------------------------ */
+
+typedef enum { TR_WRITE_EXIT, TR_WRITE_SIGNAL, TR_WRITE_COMM_END, TR_WRITE_SNAPSHOT } tr_write_reason;
+/* Asks the background writer to write every rank's trace now; never blocks
+ * the caller on I/O. */
+void tr_writer_request(tr_write_reason reason);
+/* Starts the writer thread and installs the signal handlers (from
+ * tr_activate). */
+void tr_writer_start(void);
+
+#endif

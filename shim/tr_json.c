@@ -1,0 +1,102 @@
+/* Streaming JSON writer (see tr_json.h). */
+#include <inttypes.h>
+#include <math.h>
+
+#include "tr_json.h"
+
+void trj_init(tr_json *j, FILE *f)
+{
+    j->f = f;
+    j->depth = 0;
+    j->has_items[0] = 0;
+}
+
+static void put_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        unsigned char c = *p;
+        if (c == '"' || c == '\\') { fputc('\\', f); fputc(c, f); }
+        else if (c == '\n') fputs("\\n", f);
+        else if (c == '\t') fputs("\\t", f);
+        else if (c == '\r') fputs("\\r", f);
+        else if (c < 0x20 || c == 0x7f) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);   /* UTF-8 passes through; invalid bytes are the reader's to reject */
+    }
+    fputc('"', f);
+}
+
+/* Comma and key before a value at the current level. */
+static void member(tr_json *j, const char *key)
+{
+    if (j->has_items[j->depth]) fputc(',', j->f);
+    j->has_items[j->depth] = 1;
+    if (key) {
+        put_string(j->f, key);
+        fputc(':', j->f);
+    }
+}
+
+static void open_level(tr_json *j, const char *key, char c)
+{
+    member(j, key);
+    fputc(c, j->f);
+    if (j->depth + 1 < TR_JSON_MAX_DEPTH) j->depth++;
+    j->has_items[j->depth] = 0;
+}
+
+static void close_level(tr_json *j, char c)
+{
+    fputc(c, j->f);
+    if (j->depth > 0) j->depth--;
+    if (j->depth == 0) fputc('\n', j->f);
+}
+
+void trj_object_begin(tr_json *j, const char *key) { open_level(j, key, '{'); }
+void trj_object_end(tr_json *j) { close_level(j, '}'); }
+void trj_array_begin(tr_json *j, const char *key) { open_level(j, key, '['); }
+void trj_array_end(tr_json *j) { close_level(j, ']'); }
+
+void trj_str(tr_json *j, const char *key, const char *value)
+{
+    member(j, key);
+    if (value) put_string(j->f, value);
+    else fputs("null", j->f);
+}
+
+void trj_int(tr_json *j, const char *key, int64_t value)
+{
+    member(j, key);
+    fprintf(j->f, "%" PRId64, value);
+}
+
+void trj_uint(tr_json *j, const char *key, uint64_t value)
+{
+    member(j, key);
+    fprintf(j->f, "%" PRIu64, value);
+}
+
+void trj_double(tr_json *j, const char *key, double value)
+{
+    member(j, key);
+    if (isfinite(value)) fprintf(j->f, "%.17g", value);
+    else fputs("null", j->f);
+}
+
+void trj_bool(tr_json *j, const char *key, int value)
+{
+    member(j, key);
+    fputs(value ? "true" : "false", j->f);
+}
+
+void trj_null(tr_json *j, const char *key)
+{
+    member(j, key);
+    fputs("null", j->f);
+}
+
+void trj_hex(tr_json *j, const char *key, uint64_t value)
+{
+    member(j, key);
+    fprintf(j->f, "\"0x%" PRIx64 "\"", value);
+}
