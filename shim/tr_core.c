@@ -1,2 +1,248 @@
-/* placeholder: being written */
-typedef int tr_placeholder_tr_core;
+/* Start-up, settings, per-thread state, warnings and activation.
+ *
+ * The constructor only reads the environment and the clocks: a process that
+ * never calls a wrapped function (the launcher, a compiler, a data-loader
+ * worker) pays nothing else. The first recorded call activates the shim
+ * (writer thread, signal handlers, exit handler). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+
+#include "tr_core.h"
+
+#define TR_TLS __thread __attribute__((tls_model("initial-exec")))
+
+static tr_settings g_cfg = {
+    .enabled = 1,
+    .dir = "./traces",
+    .stack_depth = 64,
+    .max_records = 1000000,
+};
+static tr_process g_proc = {
+    .env_rank = -1, .world_size = -1, .local_rank = -1,
+};
+
+static atomic_int g_active;        /* activation done */
+static atomic_int g_forked;        /* forked child of a recording process */
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static TR_TLS int t_depth;
+static TR_TLS int t_tid;
+
+/* Warnings about settings wait for activation: a process that never
+ * records (the launcher, a compiler) stays silent. */
+#define MAX_PENDING 6
+static char g_pending[MAX_PENDING][320];
+static int g_npending;
+
+const tr_settings *tr_cfg(void) { return &g_cfg; }
+const tr_process *tr_proc(void) { return &g_proc; }
+
+uint64_t tr_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int tr_tid(void)
+{
+    if (!t_tid) t_tid = (int)syscall(SYS_gettid);
+    return t_tid;
+}
+
+int tr_is_forked_child(void) { return atomic_load_explicit(&g_forked, memory_order_relaxed); }
+
+int tr_enter(void)
+{
+    if (t_depth++ != 0) return 0;
+    if (!g_cfg.enabled || atomic_load_explicit(&g_forked, memory_order_relaxed)) return 0;
+    tr_activate();
+    return 1;
+}
+
+void tr_leave(void)
+{
+    if (t_depth > 0) t_depth--;
+}
+
+int tr_depth(void) { return t_depth; }
+
+/* ---- warnings -------------------------------------------------------------- */
+
+static void warn_line(const char *msg)
+{
+    char line[512];
+    int n = snprintf(line, sizeof line, "trshim: %s\n", msg);
+    if (n < 0) return;
+    if ((size_t)n >= sizeof line) {
+        n = sizeof line - 1;
+        line[n - 1] = '\n';
+    }
+    ssize_t w;
+    do w = write(2, line, (size_t)n); while (w < 0 && errno == EINTR);
+}
+
+void tr_warn(const char *fmt, ...)
+{
+    static _Atomic(const char *) seen[128];
+    size_t i;
+    for (i = 0; i < sizeof seen / sizeof seen[0]; i++) {
+        const char *cur = atomic_load(&seen[i]);
+        if (cur == fmt) return;
+        if (!cur) {
+            const char *expect = NULL;
+            if (atomic_compare_exchange_strong(&seen[i], &expect, fmt)) break;
+            if (expect == fmt) return;
+        }
+    }
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    warn_line(msg);
+}
+
+static void pending(const char *fmt, const char *name, const char *value, const char *dflt)
+{
+    if (g_npending < MAX_PENDING)
+        snprintf(g_pending[g_npending++], sizeof g_pending[0], fmt, name, value, dflt);
+}
+
+/* ---- settings ---------------------------------------------------------------- */
+
+/* A non-negative decimal integer up to max; -1 when malformed. */
+static long long parse_count(const char *s, long long max)
+{
+    long long v = 0;
+    if (!*s) return -1;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9') return -1;
+        v = v * 10 + (*s - '0');
+        if (v > max) return -1;
+    }
+    return v;
+}
+
+#define TR_MAX_STACK_DEPTH 256
+#define TR_MAX_RECORDS_LIMIT (1ll << 28)
+
+static void read_settings(void)
+{
+    const char *v = getenv("TRSHIM");
+    if (v && *v) {
+        if (!strcmp(v, "0")) g_cfg.enabled = 0;
+        else if (strcmp(v, "1") != 0)
+            pending("ignoring %s=%s (want 0 or 1); using %s", "TRSHIM", v, "1");
+    }
+    v = getenv("TRSHIM_DIR");
+    if (v && *v) {
+        if (strlen(v) < sizeof g_cfg.dir - 200) snprintf(g_cfg.dir, sizeof g_cfg.dir, "%s", v);
+        else pending("ignoring %s=%.40s... (too long); using %s", "TRSHIM_DIR", v, g_cfg.dir);
+    }
+    v = getenv("TRSHIM_STACK_DEPTH");
+    if (v && *v) {
+        long long n = parse_count(v, TR_MAX_STACK_DEPTH);
+        if (n >= 0) g_cfg.stack_depth = (int)n;
+        else pending("ignoring %s=%s (want frames, 0 to 256); using %s", "TRSHIM_STACK_DEPTH", v, "64");
+    }
+    v = getenv("TRSHIM_MAX_RECORDS");
+    if (v && *v) {
+        long long n = parse_count(v, TR_MAX_RECORDS_LIMIT);
+        if (n >= 0) g_cfg.max_records = (uint64_t)n;
+        else pending("ignoring %s=%s (want a count, 0 to 268435456); using %s", "TRSHIM_MAX_RECORDS", v,
+                     "1000000");
+    }
+}
+
+static int env_int(const char *name, int *out)
+{
+    const char *v = getenv(name);
+    if (!v || !*v) return 0;
+    long long n = parse_count(v, 1 << 30);
+    if (n < 0) return 0;
+    *out = (int)n;
+    return 1;
+}
+
+static void read_identity(void)
+{
+    static const char *const rank_vars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof rank_vars / sizeof rank_vars[0]; i++)
+        if (env_int(rank_vars[i], &g_proc.env_rank)) {
+            g_proc.env_rank_source = rank_vars[i];
+            break;
+        }
+    if (!env_int("WORLD_SIZE", &g_proc.world_size) && !env_int("OMPI_COMM_WORLD_SIZE", &g_proc.world_size) &&
+        !env_int("PMI_SIZE", &g_proc.world_size))
+        env_int("SLURM_NTASKS", &g_proc.world_size);
+    if (!env_int("LOCAL_RANK", &g_proc.local_rank) && !env_int("OMPI_COMM_WORLD_LOCAL_RANK", &g_proc.local_rank))
+        env_int("SLURM_LOCALID", &g_proc.local_rank);
+
+    static const char *const job_vars[] = {"TRSHIM_JOB_ID", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID",
+                                           "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "TRSIM_SHM_TAG"};
+    for (size_t i = 0; i < sizeof job_vars / sizeof job_vars[0]; i++) {
+        const char *v = getenv(job_vars[i]);
+        if (!v || !*v) continue;
+        /* torchrun's default run id is the literal "none": it names no job */
+        if (!strcmp(job_vars[i], "TORCHELASTIC_RUN_ID") && !strcmp(v, "none")) continue;
+        const char *step = getenv("SLURM_STEP_ID");
+        if (!strcmp(job_vars[i], "SLURM_JOB_ID") && step && *step)
+            snprintf(g_proc.job_id, sizeof g_proc.job_id, "%s.%s", v, step);
+        else
+            snprintf(g_proc.job_id, sizeof g_proc.job_id, "%s", v);
+        g_proc.job_source = job_vars[i];
+        break;
+    }
+}
+
+static void atfork_child(void)
+{
+    /* The child of a recording process never writes its parent's trace. A
+     * process that had recorded nothing yet (workers forked before any CUDA
+     * call) stays free to record on its own. */
+    t_tid = 0;
+    if (atomic_load(&g_active)) atomic_store(&g_forked, 1);
+}
+
+__attribute__((constructor)) static void tr_core_init(void)
+{
+    struct timespec rt, mono;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    clock_gettime(CLOCK_MONOTONIC, &mono);
+    g_proc.start_realtime = (double)rt.tv_sec + (double)rt.tv_nsec * 1e-9;
+    g_proc.start_mono_ns = (uint64_t)mono.tv_sec * 1000000000ull + (uint64_t)mono.tv_nsec;
+    read_settings();
+    read_identity();
+    pthread_atfork(NULL, NULL, atfork_child);
+}
+
+/* ---- activation ---------------------------------------------------------------- */
+
+static void at_exit(void)
+{
+    if (!atomic_load(&g_forked)) tr_writer_exit();
+}
+
+static void activate_once(void)
+{
+    for (int i = 0; i < g_npending; i++) warn_line(g_pending[i]);
+    tr_writer_start();
+    atexit(at_exit);
+    atomic_store_explicit(&g_active, 1, memory_order_release);
+}
+
+void tr_activate(void)
+{
+    if (atomic_load_explicit(&g_active, memory_order_acquire)) return;
+    if (!g_cfg.enabled || atomic_load(&g_forked)) return;
+    pthread_once(&g_once, activate_once);
+}

@@ -31,6 +31,20 @@ typedef struct {
 
 const tr_settings *tr_cfg(void);
 
+/* What the process learnt at start-up (constructor, from the environment and
+ * the clocks): read-only afterwards. job_id is "" and the sources NULL when
+ * unset. */
+typedef struct {
+    double start_realtime;        /* Unix time at start (s) */
+    uint64_t start_mono_ns;       /* CLOCK_MONOTONIC read together with it */
+    int env_rank;                 /* -1 unset */
+    const char *env_rank_source;  /* "RANK", "OMPI_COMM_WORLD_RANK", ... or NULL */
+    int world_size, local_rank;   /* -1 unset */
+    char job_id[256];             /* from the first job variable set, "" if none */
+    const char *job_source;       /* its name, NULL if none */
+} tr_process;
+const tr_process *tr_proc(void);
+
 /* ---- clocks and threads (tr_core.c) --------------------------------------- */
 
 uint64_t tr_now_ns(void);          /* CLOCK_MONOTONIC */
@@ -76,15 +90,43 @@ void *tr_real(const char *name, tr_lib lib);
 
 /* ---- stacks (tr_stack.c) --------------------------------------------------- */
 
-/* Captures the calling thread's stack, dropping the shim's own frames
- * (skip = frames of the shim above the wrapper, normally 0: the capture
- * starts at the wrapper's caller). Returns a stack index >= 0, identical
- * for identical stacks, or -1 (stacks disabled, or no memory). Lock-free on
- * the path where the stack was seen before. Async-signal-safe: no. */
+#define TR_STACK_MAX_DEPTH 256       /* frames kept at most (TRSHIM_STACK_DEPTH is clamped) */
+#define TR_STACK_MAX_STACKS 65536    /* distinct stacks kept; beyond that captures give -1 */
+
+/* Captures the calling thread's stack, starting at the application's frame
+ * that called the wrapper: the wrapper must call tr_stack_capture directly
+ * (it is noinline and finds the wrapper as its caller's frame, which needs
+ * the shim's -fno-omit-frame-pointer). Keeps up to tr_cfg()->stack_depth
+ * frames, innermost first. Returns a dense index >= 0 into the stacks table,
+ * the same for the same stack (content), or -1 (stacks disabled, table full,
+ * no memory). A stack seen before at the same call site costs ~1 load per
+ * frame, without lock; a new one a full unwind (~150 ns per frame) and a
+ * mutex. TRSHIM_STACK_CACHE=0 unwinds every time. Not async-signal-safe. */
 int32_t tr_stack_capture(void);
+/* The same from a helper the wrapper calls: skip = shim frames between the
+ * wrapper and the caller of tr_stack_capture_skip (1: called by a function
+ * the wrapper called). tr_stack_capture() == tr_stack_capture_skip(0) when
+ * called from the same place. */
+int32_t tr_stack_capture_skip(int skip);
 /* Writes "modules": [...], "stacks": [...] members into the open top-level
- * object (symbolization happens here, in the writer, not at capture). */
+ * object: every stack captured so far (indexes are process-wide, so every
+ * rank of a process may share them), modules those stacks reference.
+ * Symbolization happens here, in the writer, not at capture. */
 void tr_stack_write_json(tr_json *j);
+
+/* Counters, for tests and benchmarks. */
+typedef struct {
+    uint64_t hits, misses, uncacheable;   /* this thread's captures */
+    uintptr_t last_ra, last_sp;           /* key of its last capture */
+} tr_stack_thread_stats;
+void tr_stack_get_thread_stats(tr_stack_thread_stats *out);
+typedef struct {
+    uint64_t stacks;        /* distinct stacks */
+    uint64_t dropped;       /* unwound stacks refused: table full (seen again, from the cache: not counted) */
+    uint64_t unwind_failed; /* captures whose frames the unwinder could not follow */
+    uint64_t uncacheable;   /* misses whose stack cannot be cached (re-unwound each time) */
+} tr_stack_stats;
+void tr_stack_get_stats(tr_stack_stats *out);
 
 /* ---- NCCL records (tr_nccl.c) ---------------------------------------------- */
 
@@ -97,11 +139,14 @@ typedef struct {
     int device;               /* -1: the whole process (one rank) */
     int rank;                 /* -1 unknown */
     const char *rank_source;
+    int trace_device;         /* the trace's "device" field, -1: null */
 } tr_rank_view;
 int tr_nccl_ranks(tr_rank_view *out, int max);
 /* Writes "comms" and "calls" of one rank view; returns 1 if a call of that
  * rank had not returned (the rank is inside a call). */
 int tr_nccl_write_json(tr_json *j, const tr_rank_view *view);
+/* Records not kept (TRSHIM_MAX_RECORDS). */
+uint64_t tr_nccl_dropped(void);
 /* Id of the first communicator made from a unique id (job identity), 0 if none. */
 uint64_t tr_nccl_first_comm_id(void);
 int tr_nccl_version(void);         /* ncclGetVersion, 0 if unknown */
@@ -120,5 +165,8 @@ void tr_writer_request(tr_write_reason reason);
 /* Starts the writer thread and installs the signal handlers (from
  * tr_activate). */
 void tr_writer_start(void);
+/* The exit-time write: synchronous, from the exiting thread (tr_core.c's
+ * atexit handler). */
+void tr_writer_exit(void);
 
 #endif

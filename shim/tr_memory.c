@@ -1,2 +1,1264 @@
-/* placeholder: being written */
-typedef int tr_placeholder_tr_memory;
+/* Allocation wrappers and per-device memory accounting.
+ *
+ * What is recorded (docs/trace-format.md, "memory"):
+ *   - per device: live bytes, peak bytes, allocation and free counts, when
+ *     the peak was reached, the call stack that reached it and the last
+ *     collective issued before it;
+ *   - pinned host memory (cudaMallocHost, cudaHostAlloc, cuMemCreate on a
+ *     host location), apart from device memory;
+ *   - every failed allocation.
+ * Bytes are the application's: the size it asked for (cudaMallocPitch: the
+ * pitch times the height it got back, the bytes reserved for it), exact to
+ * the byte. Calls made inside another wrapped call (tr_enter() == 0: NCCL's
+ * own cudaMalloc inside ncclMemAlloc or ncclCommInitRank, the runtime's
+ * cudaHostAlloc inside cudaMallocHost) are not the application's and are not
+ * counted; a free of a pointer the shim never saw counted is ignored.
+ *
+ * The wrappers never change arguments or results, never synchronize and
+ * never touch the application's CUDA error state: the only runtime calls
+ * made besides the real one are cudaGetDevice, cudaStreamGetDevice and
+ * cudaPointerGetAttributes, each only where it cannot fail (a valid pointer
+ * or stream just used successfully, or a failure that proves the device was
+ * initialized), and cudaGetErrorName, which keeps no state. Free and total
+ * memory at a failure come from the driver's cuMemGetInfo_v2, which has no
+ * part in the runtime's last-error state.
+ *
+ * Cost: the live-allocation table is a hash table split into 64 shards,
+ * each an open-addressing (linear probing, backward-shift deletion) table
+ * under its own spin lock, grown by doubling one shard at a time; the new
+ * array is allocated outside the lock. In front of it, each thread keeps
+ * its last 8 allocations in a small ring, so that an allocation freed soon
+ * after never touches the big table (whose slots are cache misses once
+ * millions of allocations are live), and one kept moves to the table with
+ * its slot prefetched. Counters are per-device atomics. Stacks, times and
+ * the last collective are taken only when an allocation raises its
+ * device's peak. */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include "tr_core.h"
+
+#define MT_MAX_DEVICES 64          /* devices 0..63 are accounted */
+#define MT_FAIL_HEAD 500           /* failures kept: the first ones ... */
+#define MT_FAIL_TAIL 500           /* ... and the most recent ones */
+
+/* ---- spin locks -------------------------------------------------------------
+ * Held for a few stores (or one shard's rehash). Uncontended: one exchange
+ * and one release store. Contended: spin briefly, then yield the CPU. */
+
+static inline void mt_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static __attribute__((noinline)) void mt_lock_slow(atomic_int *l)
+{
+    for (unsigned spins = 0;; spins++) {
+        if (!atomic_load_explicit(l, memory_order_relaxed) &&
+            !atomic_exchange_explicit(l, 1, memory_order_acquire))
+            return;
+        if (spins < 100)
+            mt_cpu_relax();
+        else
+            sched_yield();
+    }
+}
+
+static inline void mt_lock(atomic_int *l)
+{
+    if (atomic_exchange_explicit(l, 1, memory_order_acquire))
+        mt_lock_slow(l);
+}
+
+static inline void mt_unlock(atomic_int *l)
+{
+    atomic_store_explicit(l, 0, memory_order_release);
+}
+
+/* For the trace writer: a holder may be a thread stopped in a signal handler
+ * that waits for this very write, so give up after a while (~10 ms) and read
+ * without the lock. Returns 1 if the lock was taken. */
+static int mt_lock_bounded(atomic_int *l)
+{
+    for (unsigned spins = 0; spins < 2000; spins++) {
+        if (!atomic_load_explicit(l, memory_order_relaxed) &&
+            !atomic_exchange_explicit(l, 1, memory_order_acquire))
+            return 1;
+        if (spins < 100)
+            mt_cpu_relax();
+        else
+            sched_yield();
+    }
+    return 0;
+}
+
+/* ---- the live-allocation table ------------------------------------------- */
+
+enum { MT_DEVICE = 0, MT_MANAGED, MT_PINNED, MT_VMM };
+
+typedef struct {
+    uintptr_t key;             /* pointer or cuMemCreate handle; 0: empty slot */
+    uint64_t size;             /* bytes accounted */
+    int32_t device;            /* device, or for pinned memory the current device (-1 unknown) */
+    uint32_t kind;             /* MT_* */
+} mt_slot;
+
+#define MT_SHARD_BITS 6
+#define MT_SHARDS (1u << MT_SHARD_BITS)
+#define MT_INITIAL_SLOTS 64u
+
+typedef struct {
+    atomic_int lock;
+    uint32_t count;
+    uint32_t mask;             /* slots - 1 (valid when slots != NULL) */
+    uint32_t gen;              /* grows each time the shard is rehashed */
+    mt_slot *slots;
+} __attribute__((aligned(64))) mt_shard;
+
+typedef struct {
+    mt_shard shard[MT_SHARDS];
+} mt_table;
+
+static mt_table live_ptrs;     /* device, managed and pinned pointers */
+static mt_table live_handles;  /* cuMemCreate handles */
+
+static inline uint64_t mt_hash(uint64_t k)
+{
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ULL;
+    k ^= k >> 33;
+    return k;
+}
+
+static inline mt_shard *mt_shard_of(mt_table *t, uint64_t h)
+{
+    return &t->shard[h >> (64 - MT_SHARD_BITS)];
+}
+
+/* Places v into slots (mask), which have room and no entry with its key. */
+static inline void mt_place(mt_slot *slots, uint32_t mask, const mt_slot *v)
+{
+    uint32_t i = (uint32_t)mt_hash(v->key) & mask;
+    while (slots[i].key)
+        i = (i + 1) & mask;
+    slots[i] = *v;
+}
+
+/* Makes room for one more entry; called and returns with the lock held.
+ * Returns 0, or -1 when no memory (lock held). */
+static int mt_reserve(mt_shard *s)
+{
+    while (!s->slots || (uint64_t)(s->count + 1) * 2 > (uint64_t)s->mask + 1) {
+        uint32_t gen = s->gen;
+        uint64_t want = s->slots ? ((uint64_t)s->mask + 1) * 2 : MT_INITIAL_SLOTS;
+        if (want > ((uint64_t)1 << 31))
+            return -1;
+        mt_unlock(&s->lock);
+        mt_slot *fresh = calloc((size_t)want, sizeof *fresh);
+        mt_lock(&s->lock);
+        if (!fresh)
+            return -1;
+        if (s->gen != gen) {           /* another thread grew it meanwhile */
+            mt_unlock(&s->lock);
+            free(fresh);
+            mt_lock(&s->lock);
+            continue;
+        }
+        mt_slot *old = s->slots;
+        uint32_t old_n = old ? s->mask + 1 : 0;
+        for (uint32_t i = 0; i < old_n; i++)
+            if (old[i].key)
+                mt_place(fresh, (uint32_t)(want - 1), &old[i]);
+        /* atomic stores: mt_prefetch reads both without the lock */
+        __atomic_store_n(&s->slots, fresh, __ATOMIC_RELAXED);
+        __atomic_store_n(&s->mask, (uint32_t)(want - 1), __ATOMIC_RELAXED);
+        s->gen++;
+        if (old) {
+            mt_unlock(&s->lock);
+            free(old);
+            mt_lock(&s->lock);
+        }
+    }
+    return 0;
+}
+
+/* Inserts v. Returns 0 (new key), 1 (the key was there: its entry is
+ * replaced and returned in *old), -1 (no memory: not inserted). */
+static int mt_put(mt_table *t, const mt_slot *v, mt_slot *old)
+{
+    uint64_t h = mt_hash(v->key);
+    mt_shard *s = mt_shard_of(t, h);
+    mt_lock(&s->lock);
+    if (mt_reserve(s) != 0) {
+        mt_unlock(&s->lock);
+        return -1;
+    }
+    uint32_t i = (uint32_t)h & s->mask;
+    for (;; i = (i + 1) & s->mask) {
+        if (s->slots[i].key == v->key) {
+            *old = s->slots[i];
+            s->slots[i] = *v;
+            mt_unlock(&s->lock);
+            return 1;
+        }
+        if (!s->slots[i].key)
+            break;
+    }
+    s->slots[i] = *v;
+    s->count++;
+    mt_unlock(&s->lock);
+    return 0;
+}
+
+/* Removes key; returns 1 and its entry in *out, or 0 when absent. */
+static int mt_take(mt_table *t, uintptr_t key, mt_slot *out)
+{
+    uint64_t h = mt_hash(key);
+    mt_shard *s = mt_shard_of(t, h);
+    mt_lock(&s->lock);
+    if (!s->slots) {
+        mt_unlock(&s->lock);
+        return 0;
+    }
+    mt_slot *slots = s->slots;
+    uint32_t mask = s->mask, i = (uint32_t)h & mask;
+    for (;; i = (i + 1) & mask) {
+        if (!slots[i].key) {
+            mt_unlock(&s->lock);
+            return 0;
+        }
+        if (slots[i].key == key)
+            break;
+    }
+    *out = slots[i];
+    /* Backward shift: pull later entries of the run into the hole unless
+     * their home slot lies cyclically in (hole, j]. */
+    for (uint32_t j = i;;) {
+        j = (j + 1) & mask;
+        if (!slots[j].key)
+            break;
+        uint32_t home = (uint32_t)mt_hash(slots[j].key) & mask;
+        int stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+        if (!stays) {
+            slots[i] = slots[j];
+            i = j;
+        }
+    }
+    slots[i].key = 0;
+    s->count--;
+    mt_unlock(&s->lock);
+    return 1;
+}
+
+/* ---- counters -------------------------------------------------------------- */
+
+typedef struct {
+    _Atomic uint64_t live, peak, allocs, frees;
+} mt_counters;
+
+typedef struct {
+    mt_counters c;
+    _Atomic uint64_t failures;         /* failed allocations recorded on this device */
+    /* The peak's circumstances, consistent with each other (plock). */
+    atomic_int plock;
+    uint64_t p_bytes, p_ns, p_comm, p_seq;
+    int32_t p_stack;
+    int p_has_coll;
+} __attribute__((aligned(64))) mt_device;
+
+static mt_device devs[MT_MAX_DEVICES];
+static mt_counters pinned_all __attribute__((aligned(64)));
+static mt_counters pinned_dev[MT_MAX_DEVICES];   /* by the device current at the allocation */
+static _Atomic uint64_t failures_nodev;          /* failures whose device is unknown */
+
+static atomic_int mt_activated;
+
+static inline void mt_activate(void)
+{
+    if (!atomic_load_explicit(&mt_activated, memory_order_relaxed)) {
+        tr_activate();
+        atomic_store_explicit(&mt_activated, 1, memory_order_relaxed);
+    }
+}
+
+/* Raises c->peak to at least live; returns 1 if this call raised it. */
+static inline int mt_raise(mt_counters *c, uint64_t live)
+{
+    uint64_t pk = atomic_load_explicit(&c->peak, memory_order_relaxed);
+    while (live > pk) {
+        if (atomic_compare_exchange_weak_explicit(&c->peak, &pk, live, memory_order_relaxed,
+                                                  memory_order_relaxed))
+            return 1;
+    }
+    return 0;
+}
+
+/* ---- what a wrapper completes with the call stack ---------------------------
+ * tr_stack_capture() must be called by the wrapper itself (it takes its
+ * caller's frame for the wrapper's), so the helpers below leave what needs a
+ * stack here and the wrapper ends with MT_FINISH. */
+
+typedef struct {
+    const char *api;
+    int device;                /* -1 unknown */
+    uint64_t bytes, live;
+    int has_info;
+    uint64_t free_bytes, total_bytes;
+    char error[64];
+    int code;
+    uint64_t t_ns;
+    int32_t stack;
+} mt_failure;
+
+enum { MT_NOTHING = 0, MT_PEAK, MT_FAILURE };
+
+typedef struct {
+    int what;                  /* MT_NOTHING, MT_PEAK, MT_FAILURE */
+    /* MT_PEAK: the device's peak grew to live */
+    int device;
+    uint64_t live;
+    /* MT_FAILURE: all but the stack */
+    mt_failure fail;
+} mt_pending;
+
+/* A device's peak grew to live: note when and after which collective at
+ * once; the stack follows (mt_finish). */
+static __attribute__((noinline)) void mt_peak_grew(mt_device *d, int device, uint64_t live,
+                                                   mt_pending *pd)
+{
+    uint64_t ns = tr_now_ns(), comm = 0, seq = 0;
+    int has_coll = tr_nccl_last_collective(device, &comm, &seq) ? 1 : 0;
+    mt_lock(&d->plock);
+    if (live > d->p_bytes) {   /* a concurrent higher peak may have been noted first */
+        d->p_bytes = live;
+        d->p_ns = ns;
+        d->p_stack = -1;
+        d->p_has_coll = has_coll;
+        d->p_comm = comm;
+        d->p_seq = seq;
+        pd->what = MT_PEAK;
+        pd->device = device;
+        pd->live = live;
+    }
+    mt_unlock(&d->plock);
+}
+
+static void mt_fail_store(const mt_failure *f);
+
+static __attribute__((noinline)) void mt_finish(mt_pending *pd, int32_t stack)
+{
+    if (pd->what == MT_PEAK) {
+        mt_device *d = &devs[pd->device];
+        mt_lock(&d->plock);
+        if (d->p_bytes == pd->live)    /* still this peak */
+            d->p_stack = stack;
+        mt_unlock(&d->plock);
+    } else if (pd->what == MT_FAILURE) {
+        pd->fail.stack = stack;
+        mt_fail_store(&pd->fail);
+    }
+}
+
+/* In the wrapper's own body, after its accounting. */
+#define MT_FINISH(pd)                                                          \
+    do {                                                                       \
+        if (__builtin_expect((pd).what != MT_NOTHING, 0))                      \
+            mt_finish(&(pd), tr_stack_capture());                              \
+    } while (0)
+
+static inline int mt_device_ok(int device)
+{
+    return device >= 0 && device < MT_MAX_DEVICES;
+}
+
+/* Subtracts an entry that left the table (freed, or replaced as stale). */
+static void mt_uncount(const mt_slot *e, int is_free)
+{
+    mt_counters *c[2] = {NULL, NULL};
+    if (e->kind == MT_PINNED) {
+        c[0] = &pinned_all;
+        if (mt_device_ok(e->device))
+            c[1] = &pinned_dev[e->device];
+    } else {
+        c[0] = &devs[e->device].c;       /* device entries always have a valid device */
+    }
+    for (int k = 0; k < 2; k++) {
+        if (!c[k])
+            continue;
+        atomic_fetch_sub_explicit(&c[k]->live, e->size, memory_order_relaxed);
+        if (is_free)
+            atomic_fetch_add_explicit(&c[k]->frees, 1, memory_order_relaxed);
+    }
+}
+
+/* ---- young allocations: a small ring per thread ------------------------------
+ * A new pointer goes first into its thread's ring of the last MT_RING
+ * allocations, where a free soon after (on any thread) finds it without
+ * touching the big table; it moves to the table when MT_RING newer
+ * allocations of the thread have pushed it out. The table slot it will go to
+ * is prefetched one allocation ahead. So an allocation freed soon costs no
+ * cache miss however many others are live, and one kept costs a miss that
+ * the CPU overlaps with the application's work. A thread's ring is emptied
+ * into the table when the thread ends; rings are reused, never freed. */
+
+#define MT_RING 8
+
+typedef struct mt_ring {
+    atomic_int lock;
+    atomic_int owned;                  /* a live thread uses it */
+    unsigned head;                     /* next slot to fill */
+    _Atomic uintptr_t key[MT_RING];    /* 0: empty; read without the lock by other threads */
+    mt_slot val[MT_RING];
+    struct mt_ring *next;              /* the list of all rings (never unlinked) */
+} mt_ring;
+
+static _Atomic(mt_ring *) all_rings;
+static pthread_mutex_t rings_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t ring_once = PTHREAD_ONCE_INIT;
+static pthread_key_t ring_key;
+static __thread mt_ring *my_ring __attribute__((tls_model("initial-exec")));
+
+/* An entry leaves a ring for the table. A same-key entry there is stale
+ * (freed where the shim could not see it): it is replaced and uncounted. */
+static void mt_table_put(mt_table *t, const mt_slot *v)
+{
+    mt_slot old;
+    int r = mt_put(t, v, &old);
+    if (r == 1) {
+        mt_uncount(&old, 0);
+    } else if (r < 0) {
+        tr_warn("memory: out of host memory for the allocation table; allocations are missed");
+        mt_uncount(v, 0);
+    }
+}
+
+static void mt_ring_exit(void *arg)
+{
+    mt_ring *r = arg;
+    mt_lock(&r->lock);
+    for (unsigned i = 0; i < MT_RING; i++) {
+        if (atomic_load_explicit(&r->key[i], memory_order_relaxed)) {
+            mt_table_put(&live_ptrs, &r->val[i]);
+            atomic_store_explicit(&r->key[i], 0, memory_order_release);
+        }
+    }
+    mt_unlock(&r->lock);
+    my_ring = NULL;
+    atomic_store_explicit(&r->owned, 0, memory_order_release);
+}
+
+static void mt_ring_key_init(void)
+{
+    if (pthread_key_create(&ring_key, mt_ring_exit) != 0)
+        tr_warn("memory: no thread-exit hook; allocations of ended threads stay in their rings");
+}
+
+static __attribute__((noinline)) mt_ring *mt_ring_new(void)
+{
+    pthread_once(&ring_once, mt_ring_key_init);
+    mt_ring *r = NULL;
+    pthread_mutex_lock(&rings_mu);
+    for (mt_ring *x = atomic_load_explicit(&all_rings, memory_order_acquire); x; x = x->next) {
+        int free_ = 0;
+        if (atomic_compare_exchange_strong(&x->owned, &free_, 1)) {
+            r = x;
+            break;
+        }
+    }
+    if (!r && (r = calloc(1, sizeof *r)) != NULL) {
+        atomic_store_explicit(&r->owned, 1, memory_order_relaxed);
+        r->next = atomic_load_explicit(&all_rings, memory_order_relaxed);
+        atomic_store_explicit(&all_rings, r, memory_order_release);
+    }
+    pthread_mutex_unlock(&rings_mu);
+    if (r) {
+        my_ring = r;
+        pthread_setspecific(ring_key, r);
+    }
+    return r;
+}
+
+static inline mt_ring *mt_my_ring(void)
+{
+    mt_ring *r = my_ring;
+    return __builtin_expect(r != NULL, 1) ? r : mt_ring_new();
+}
+
+/* Prefetches the table slot where key would be looked for. */
+static inline void mt_prefetch(mt_table *t, uintptr_t key)
+{
+    uint64_t h = mt_hash(key);
+    mt_shard *s = mt_shard_of(t, h);
+    mt_slot *slots = __atomic_load_n(&s->slots, __ATOMIC_RELAXED);
+    uint32_t mask = __atomic_load_n(&s->mask, __ATOMIC_RELAXED);
+    if (slots)   /* a stale array is harmless: prefetches never fault */
+        __builtin_prefetch(&slots[(uint32_t)h & mask], 1, 3);
+}
+
+static inline void mt_ring_push(mt_ring *r, const mt_slot *v)
+{
+    mt_lock(&r->lock);
+    unsigned i = r->head;
+    for (unsigned k = 0; k < MT_RING; k++) {
+        if (atomic_load_explicit(&r->key[k], memory_order_relaxed) == v->key) {
+            mt_uncount(&r->val[k], 0);           /* stale, as in mt_table_put */
+            atomic_store_explicit(&r->key[k], 0, memory_order_relaxed);
+        }
+    }
+    r->head = (i + 1) % MT_RING;
+    if (atomic_load_explicit(&r->key[i], memory_order_relaxed))
+        mt_table_put(&live_ptrs, &r->val[i]);   /* under the ring lock: never in neither */
+    r->val[i] = *v;
+    atomic_store_explicit(&r->key[i], v->key, memory_order_release);
+    uintptr_t next = atomic_load_explicit(&r->key[r->head], memory_order_relaxed);
+    mt_unlock(&r->lock);
+    if (next)                                    /* the next one to move to the table */
+        mt_prefetch(&live_ptrs, next);
+}
+
+static inline int mt_ring_take(mt_ring *r, uintptr_t key, mt_slot *out)
+{
+    int found = 0;
+    mt_lock(&r->lock);
+    for (unsigned k = 0; k < MT_RING; k++) {
+        if (atomic_load_explicit(&r->key[k], memory_order_relaxed) == key) {
+            *out = r->val[k];
+            atomic_store_explicit(&r->key[k], 0, memory_order_release);
+            found = 1;
+            break;
+        }
+    }
+    mt_unlock(&r->lock);
+    return found;
+}
+
+/* A pointer in neither this thread's ring nor the table: another thread's
+ * ring (allocated there, freed here), or unknown. The table is asked again
+ * after the rings: an entry moves from a ring to the table under the ring's
+ * lock, so it is always in one of them. */
+static __attribute__((noinline)) int mt_take_elsewhere(mt_ring *mine, uintptr_t key, mt_slot *e)
+{
+    for (mt_ring *x = atomic_load_explicit(&all_rings, memory_order_acquire); x; x = x->next) {
+        if (x == mine)
+            continue;
+        for (unsigned k = 0; k < MT_RING; k++) {
+            if (atomic_load_explicit(&x->key[k], memory_order_acquire) == key) {
+                if (mt_ring_take(x, key, e))
+                    return 1;
+                break;
+            }
+        }
+    }
+    return mt_take(&live_ptrs, key, e);
+}
+
+/* Enters a new allocation of the application (or one put back after a
+ * failed free); returns 0 when it cannot be tracked. */
+static int mt_insert(mt_table *t, const mt_slot *v)
+{
+    mt_ring *r;
+    if (t == &live_ptrs && (r = mt_my_ring()) != NULL) {
+        mt_ring_push(r, v);
+        return 1;
+    }
+    mt_slot old;
+    int rc = mt_put(t, v, &old);
+    if (rc < 0) {
+        tr_warn("memory: out of host memory for the allocation table; allocations are missed");
+        return 0;
+    }
+    if (rc == 1)                       /* freed where the shim could not see it */
+        mt_uncount(&old, 0);
+    return 1;
+}
+
+/* A successful allocation of the application. */
+static inline void mt_count_alloc(mt_table *t, uintptr_t key, uint64_t size, int device,
+                                  unsigned kind, mt_pending *pd)
+{
+    mt_activate();
+    if (!key || !size)
+        return;                        /* nothing was allocated (size 0) */
+    if (kind != MT_PINNED && !mt_device_ok(device)) {
+        if (device >= MT_MAX_DEVICES)
+            tr_warn("memory: device %d and above are not accounted", MT_MAX_DEVICES);
+        else
+            tr_warn("memory: an allocation's device is unknown; not accounted");
+        return;
+    }
+    mt_slot v = {key, size, device, kind};
+    if (!mt_insert(t, &v))
+        return;
+    if (kind == MT_PINNED) {
+        mt_counters *c[2] = {&pinned_all, mt_device_ok(device) ? &pinned_dev[device] : NULL};
+        for (int k = 0; k < 2; k++) {
+            if (!c[k])
+                continue;
+            uint64_t live = atomic_fetch_add_explicit(&c[k]->live, size, memory_order_relaxed) + size;
+            atomic_fetch_add_explicit(&c[k]->allocs, 1, memory_order_relaxed);
+            mt_raise(c[k], live);
+        }
+        return;
+    }
+    mt_device *d = &devs[device];
+    uint64_t live = atomic_fetch_add_explicit(&d->c.live, size, memory_order_relaxed) + size;
+    if (live > atomic_load_explicit(&d->c.peak, memory_order_relaxed) && mt_raise(&d->c, live))
+        mt_peak_grew(d, device, live, pd);
+    /* last: a device is listed (allocs > 0) once its first peak is noted */
+    atomic_fetch_add_explicit(&d->c.allocs, 1, memory_order_release);
+}
+
+/* Free, part 1 (before the real call): takes key's entry out of the tables,
+ * so that an allocation returning the same address on another thread right
+ * after the real free cannot be mistaken for it. Returns 1 if it was there. */
+static inline int mt_free_begin(mt_table *t, uintptr_t key, mt_slot *e)
+{
+    if (!key)
+        return 0;
+    if (t != &live_ptrs)
+        return mt_take(t, key, e);
+    mt_ring *r = mt_my_ring();
+    if (r && mt_ring_take(r, key, e))
+        return 1;
+    if (mt_take(t, key, e))
+        return 1;
+    return mt_take_elsewhere(r, key, e);
+}
+
+/* Free, part 2: the real call succeeded (count the free) or failed (the
+ * allocation lives on: put it back). */
+static void mt_free_end(mt_table *t, const mt_slot *e, int ok)
+{
+    mt_activate();
+    if (ok)
+        mt_uncount(e, 1);
+    else if (!mt_insert(t, e))
+        mt_uncount(e, 0);              /* cannot be tracked any more */
+}
+
+/* ---- failures -------------------------------------------------------------- */
+
+typedef struct {
+    atomic_int lock;
+    uint64_t number;           /* 1 + the failure's index; 0: empty */
+    mt_failure f;
+} mt_fail_slot;
+
+static mt_fail_slot fail_slots[MT_FAIL_HEAD + MT_FAIL_TAIL];
+static _Atomic uint64_t fail_count;
+
+static void mt_fail_store(const mt_failure *f)
+{
+    uint64_t n = atomic_fetch_add_explicit(&fail_count, 1, memory_order_relaxed);
+    if (mt_device_ok(f->device))
+        atomic_fetch_add_explicit(&devs[f->device].failures, 1, memory_order_relaxed);
+    else
+        atomic_fetch_add_explicit(&failures_nodev, 1, memory_order_relaxed);
+    mt_fail_slot *s = n < MT_FAIL_HEAD ? &fail_slots[n]
+                                       : &fail_slots[MT_FAIL_HEAD + (n - MT_FAIL_HEAD) % MT_FAIL_TAIL];
+    mt_lock(&s->lock);
+    if (s->number < n + 1) {   /* a later failure may already have taken a tail slot */
+        s->number = n + 1;
+        s->f = *f;
+    }
+    mt_unlock(&s->lock);
+}
+
+/* TR_REAL for the helper functions the shim calls besides the wrapped one,
+ * which may be missing (no runtime in a driver-only process, an older
+ * runtime): a miss is looked up again only every 1024th time. */
+#define MT_REAL_OPT(var, type, name, lib)                                      \
+    static _Atomic(type) var##_cache;                                          \
+    static atomic_uint var##_miss;                                             \
+    type var = atomic_load_explicit(&var##_cache, memory_order_acquire);       \
+    if (!var && (atomic_fetch_add_explicit(&var##_miss, 1, memory_order_relaxed) & 1023) == 0) { \
+        var = (type)tr_real(name, lib);                                        \
+        if (var)                                                               \
+            atomic_store_explicit(&var##_cache, var, memory_order_release);    \
+    }
+
+typedef const char *(*fn_cudaGetErrorName)(cudaError_t);
+typedef CUresult (*fn_cuGetErrorName)(CUresult, const char **);
+typedef CUresult (*fn_cuMemGetInfo)(size_t *, size_t *);
+typedef cudaError_t (*fn_cudaGetDevice)(int *);
+typedef CUresult (*fn_cuCtxGetDevice)(CUdevice *);
+typedef cudaError_t (*fn_cudaStreamGetDevice)(cudaStream_t, int *);
+typedef cudaError_t (*fn_cudaPointerGetAttributes)(struct cudaPointerAttributes *, const void *);
+
+typedef enum { MT_API_RT, MT_API_DRV, MT_API_NCCL } mt_api_family;
+
+static void mt_error_name(char *out, size_t n, mt_api_family fam, int code)
+{
+    const char *name = NULL;
+    if (fam == MT_API_RT) {
+        MT_REAL_OPT(real, fn_cudaGetErrorName, "cudaGetErrorName", TR_LIB_CUDART);
+        if (real)
+            name = real((cudaError_t)code);
+        if (name && strncmp(name, "cuda", 4) != 0)   /* "unrecognized error code" */
+            name = NULL;
+        if (!name) {
+            snprintf(out, n, "cudaError(%d)", code);
+            return;
+        }
+    } else if (fam == MT_API_DRV) {
+        MT_REAL_OPT(real, fn_cuGetErrorName, "cuGetErrorName", TR_LIB_CUDA);
+        if (!real || real((CUresult)code, &name) != CUDA_SUCCESS || !name) {
+            snprintf(out, n, "CUresult(%d)", code);
+            return;
+        }
+    } else {
+        static const char *const nccl_names[] = {
+            "ncclSuccess", "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError",
+            "ncclInvalidArgument", "ncclInvalidUsage", "ncclRemoteError", "ncclInProgress"};
+        if (code < 0 || code >= (int)(sizeof nccl_names / sizeof nccl_names[0])) {
+            snprintf(out, n, "ncclResult(%d)", code);
+            return;
+        }
+        name = nccl_names[code];
+    }
+    snprintf(out, n, "%s", name);
+}
+
+/* The runtime's current device (-1 when it does not say). Safe to call where
+ * the runtime is known to work for this thread: cudaGetDevice sets no error
+ * when it succeeds. */
+static inline int mt_current_device(void)
+{
+    MT_REAL_OPT(real, fn_cudaGetDevice, "cudaGetDevice", TR_LIB_CUDART);
+    int d = -1;
+    if (!real || real(&d) != cudaSuccess)
+        return -1;
+    return d;
+}
+
+/* The device of a driver-API allocation: the runtime's current device when
+ * the runtime is loaded (it is the current context's), else the driver's. */
+static int mt_driver_device(void)
+{
+    MT_REAL_OPT(rt, fn_cudaGetDevice, "cudaGetDevice", TR_LIB_CUDART);
+    int d = -1;
+    if (rt)
+        return rt(&d) == cudaSuccess ? d : -1;
+    MT_REAL_OPT(drv, fn_cuCtxGetDevice, "cuCtxGetDevice", TR_LIB_CUDA);
+    CUdevice cd;
+    if (drv && drv(&cd) == CUDA_SUCCESS)
+        return (int)cd;
+    return -1;
+}
+
+/* Records a failed allocation (but its stack). device: where it was to be
+ * (-1 unknown); current: the runtime's current device, when known (-1
+ * otherwise); the driver's free/total are reported only when they describe
+ * that device. */
+static __attribute__((noinline)) void mt_fail(const char *api, mt_api_family fam, int code,
+                                              uint64_t bytes, int device, int current, int pinned,
+                                              mt_pending *pd)
+{
+    mt_activate();
+    mt_failure *fp = &pd->fail, f;
+    pd->what = MT_FAILURE;
+    memset(&f, 0, sizeof f);
+    f.t_ns = tr_now_ns();
+    f.api = api;
+    f.device = device;
+    f.bytes = bytes;
+    f.code = code;
+    if (pinned)
+        f.live = atomic_load_explicit(&pinned_all.live, memory_order_relaxed);
+    else if (mt_device_ok(device))
+        f.live = atomic_load_explicit(&devs[device].c.live, memory_order_relaxed);
+    if (!pinned && device >= 0 && device == current) {
+        MT_REAL_OPT(info, fn_cuMemGetInfo, "cuMemGetInfo_v2", TR_LIB_CUDA);
+        size_t fr = 0, tot = 0;
+        if (info && info(&fr, &tot) == CUDA_SUCCESS) {
+            f.has_info = 1;
+            f.free_bytes = fr;
+            f.total_bytes = tot;
+        }
+    }
+    mt_error_name(f.error, sizeof f.error, fam, code);
+    f.stack = -1;
+    *fp = f;
+}
+
+/* The runtime call failed with err: its device, when asking cannot disturb
+ * anything. Out of memory proves the runtime is initialized for this thread,
+ * so cudaGetDevice succeeds; after other errors (bad arguments, no device,
+ * a sticky error) nothing is asked. */
+static inline int mt_rt_fail_device(cudaError_t err)
+{
+    return err == cudaErrorMemoryAllocation ? mt_current_device() : -1;
+}
+
+/* ---- wrappers ---------------------------------------------------------------
+ * Pattern: resolve the real function; rec = tr_enter(); real call; account
+ * when rec; tr_leave(); return the real result. errno is preserved across
+ * the shim's own work. */
+
+#define MT_MISSING_RT(name)                                                    \
+    do {                                                                       \
+        tr_warn("memory: no real " name " found");                             \
+        return cudaErrorInitializationError;                                  \
+    } while (0)
+#define MT_MISSING_DRV(name)                                                   \
+    do {                                                                       \
+        tr_warn("memory: no real " name " found");                             \
+        return CUDA_ERROR_NOT_INITIALIZED;                                    \
+    } while (0)
+#define MT_MISSING_NCCL(name)                                                  \
+    do {                                                                       \
+        tr_warn("memory: no real " name " found");                             \
+        return ncclSystemError;                                               \
+    } while (0)
+
+typedef cudaError_t (*fn_cudaMalloc)(void **, size_t);
+typedef cudaError_t (*fn_cudaFree)(void *);
+typedef cudaError_t (*fn_cudaMallocAsync)(void **, size_t, cudaStream_t);
+typedef cudaError_t (*fn_cudaMallocFromPoolAsync)(void **, size_t, cudaMemPool_t, cudaStream_t);
+typedef cudaError_t (*fn_cudaFreeAsync)(void *, cudaStream_t);
+typedef cudaError_t (*fn_cudaMallocManaged)(void **, size_t, unsigned int);
+typedef cudaError_t (*fn_cudaMallocPitch)(void **, size_t *, size_t, size_t);
+typedef cudaError_t (*fn_cudaMallocHost)(void **, size_t);
+typedef cudaError_t (*fn_cudaHostAlloc)(void **, size_t, unsigned int);
+typedef cudaError_t (*fn_cudaFreeHost)(void *);
+typedef ncclResult_t (*fn_ncclMemAlloc)(void **, size_t);
+typedef ncclResult_t (*fn_ncclMemFree)(void *);
+typedef CUresult (*fn_cuMemAlloc)(CUdeviceptr *, size_t);
+typedef CUresult (*fn_cuMemFree)(CUdeviceptr);
+typedef CUresult (*fn_cuMemCreate)(CUmemGenericAllocationHandle *, size_t,
+                                   const CUmemAllocationProp *, unsigned long long);
+typedef CUresult (*fn_cuMemRelease)(CUmemGenericAllocationHandle);
+
+static inline uintptr_t mt_ptr(void *const *p)
+{
+    return p ? (uintptr_t)*p : 0;
+}
+
+/* The body of an allocation wrapper: the real call, then (when recorded)
+ * account, which sees r (the result) and pd (an mt_pending *). */
+#define MT_ALLOC_BODY(call, account)                                           \
+    int rec = tr_enter();                                                      \
+    __typeof__(call) r = call;                                                 \
+    if (rec) {                                                                 \
+        int saved_ = errno;                                                    \
+        mt_pending pd_;                                                        \
+        mt_pending *pd = &pd_;                                                 \
+        pd_.what = MT_NOTHING;                                                 \
+        account;                                                               \
+        MT_FINISH(pd_);                                                        \
+        errno = saved_;                                                        \
+    }                                                                          \
+    tr_leave();                                                                \
+    return r;
+
+/* Memory from the runtime on the current device (or pinned host memory). */
+static inline __attribute__((always_inline)) void
+mt_rt_alloc_done(const char *api, cudaError_t r, void *const *p, uint64_t size, unsigned kind,
+                 mt_pending *pd)
+{
+    if (r == cudaSuccess) {
+        mt_count_alloc(&live_ptrs, mt_ptr(p), size, mt_current_device(), kind, pd);
+    } else {
+        int dev = mt_rt_fail_device(r);
+        mt_fail(api, MT_API_RT, (int)r, size, dev, dev, kind == MT_PINNED, pd);
+    }
+}
+
+TR_API cudaError_t cudaMalloc(void **devPtr, size_t size)
+{
+    TR_REAL(real, fn_cudaMalloc, "cudaMalloc", TR_LIB_CUDART);
+    if (!real)
+        MT_MISSING_RT("cudaMalloc");
+    MT_ALLOC_BODY(real(devPtr, size),
+                  mt_rt_alloc_done("cudaMalloc", r, devPtr, size, MT_DEVICE, pd))
+}
+
+TR_API cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
+{
+    TR_REAL(real, fn_cudaMallocManaged, "cudaMallocManaged", TR_LIB_CUDART);
+    if (!real)
+        MT_MISSING_RT("cudaMallocManaged");
+    MT_ALLOC_BODY(real(devPtr, size, flags),
+                  mt_rt_alloc_done("cudaMallocManaged", r, devPtr, size, MT_MANAGED, pd))
+}
+
+/* Success: the rows as laid out (pitch * height), the bytes reserved for the
+ * application. Failure: what was asked (width * height). */
+static inline uint64_t mt_pitch_bytes(cudaError_t r, const size_t *pitch, size_t width,
+                                      size_t height)
+{
+    return r == cudaSuccess && pitch ? (uint64_t)*pitch * height : (uint64_t)width * height;
+}
+
+TR_API cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height)
+{
+    TR_REAL(real, fn_cudaMallocPitch, "cudaMallocPitch", TR_LIB_CUDART);
+    if (!real)
+        MT_MISSING_RT("cudaMallocPitch");
+    MT_ALLOC_BODY(real(devPtr, pitch, width, height),
+                  mt_rt_alloc_done("cudaMallocPitch", r, devPtr,
+                                   mt_pitch_bytes(r, pitch, width, height), MT_DEVICE, pd))
+}
+
+TR_API cudaError_t cudaMallocHost(void **ptr, size_t size)
+{
+    TR_REAL(real, fn_cudaMallocHost, "cudaMallocHost", TR_LIB_CUDART);
+    if (!real)
+        MT_MISSING_RT("cudaMallocHost");
+    MT_ALLOC_BODY(real(ptr, size),
+                  mt_rt_alloc_done("cudaMallocHost", r, ptr, size, MT_PINNED, pd))
+}
+
+TR_API cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
+{
+    TR_REAL(real, fn_cudaHostAlloc, "cudaHostAlloc", TR_LIB_CUDART);
+    if (!real)
+        MT_MISSING_RT("cudaHostAlloc");
+    MT_ALLOC_BODY(real(pHost, size, flags),
+                  mt_rt_alloc_done("cudaHostAlloc", r, pHost, size, MT_PINNED, pd))
+}
+
+/* The device of a stream-ordered allocation that succeeded at p: the pool's
+ * (cudaMallocAsync: the pool of the stream's device). *kind becomes
+ * MT_PINNED for a pool located on the host. */
+static int mt_async_device(void *p, cudaStream_t stream, int use_stream, unsigned *kind)
+{
+    *kind = MT_DEVICE;
+    if (use_stream) {
+        MT_REAL_OPT(sgd, fn_cudaStreamGetDevice, "cudaStreamGetDevice", TR_LIB_CUDART);
+        int d;
+        if (sgd && sgd(stream, &d) == cudaSuccess)
+            return d;
+    }
+    MT_REAL_OPT(pga, fn_cudaPointerGetAttributes, "cudaPointerGetAttributes", TR_LIB_CUDART);
+    struct cudaPointerAttributes a;
+    if (pga && pga(&a, p) == cudaSuccess) {
+        if (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged)
+            return a.device;
+        if (a.type == cudaMemoryTypeHost) {
+            *kind = MT_PINNED;
+            return mt_current_device();
+        }
+    }
+    return mt_current_device();
+}
+
+static inline __attribute__((always_inline)) void
+mt_async_done(const char *api, cudaError_t r, void *const *p, size_t size, cudaStream_t stream,
+              int use_stream, mt_pending *pd)
+{
+    if (r == cudaSuccess) {
+        uintptr_t key = mt_ptr(p);
+        if (!key || !size) {
+            mt_activate();
+            return;
+        }
+        unsigned kind;
+        int dev = mt_async_device((void *)key, stream, use_stream, &kind);
+        mt_count_alloc(&live_ptrs, key, size, dev, kind, pd);
+        return;
+    }
+    int cur = -1, dev = -1;
+    if (r == cudaErrorMemoryAllocation) {
+        cur = dev = mt_current_device();
+        /* out of memory: the stream was valid, so asking for its device cannot fail */
+        MT_REAL_OPT(sgd, fn_cudaStreamGetDevice, "cudaStreamGetDevice", TR_LIB_CUDART);
+        int sd;
+        if (use_stream && sgd && sgd(stream, &sd) == cudaSuccess)
+            dev = sd;
+    }
+    mt_fail(api, MT_API_RT, (int)r, size, dev, cur, 0, pd);
+}
+
+TR_API cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
+{
+    TR_REAL(real, fn_cudaMallocAsync, "cudaMallocAsync", TR_LIB_CUDART);
+    if (!real)
+        MT_MISSING_RT("cudaMallocAsync");
+    MT_ALLOC_BODY(real(devPtr, size, hStream),
+                  mt_async_done("cudaMallocAsync", r, devPtr, size, hStream, 1, pd))
+}
+
+TR_API cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool,
+                                           cudaStream_t stream)
+{
+    TR_REAL(real, fn_cudaMallocFromPoolAsync, "cudaMallocFromPoolAsync", TR_LIB_CUDART);
+    if (!real)
+        MT_MISSING_RT("cudaMallocFromPoolAsync");
+    MT_ALLOC_BODY(real(ptr, size, memPool, stream),
+                  mt_async_done("cudaMallocFromPoolAsync", r, ptr, size, stream, 0, pd))
+}
+
+/* The body of a free wrapper: the entry leaves the table before the real
+ * call (see mt_free_begin), and is counted freed or put back after it. */
+#define MT_FREE_BODY(table, key, call, ok_expr)                                \
+    int rec = tr_enter();                                                      \
+    mt_slot e_;                                                                \
+    int had_ = rec ? mt_free_begin(table, key, &e_) : 0;                       \
+    __typeof__(call) r = call;                                                 \
+    if (rec) {                                                                 \
+        int saved_ = errno;                                                    \
+        if (had_)                                                              \
+            mt_free_end(table, &e_, (ok_expr));                                \
+        else                                                                   \
+            mt_activate();                                                     \
+        errno = saved_;                                                        \
+    }                                                                          \
+    tr_leave();                                                                \
+    return r;
+
+TR_API cudaError_t cudaFree(void *devPtr)
+{
+    TR_REAL(real, fn_cudaFree, "cudaFree", TR_LIB_CUDART);
+    if (!real)
+        MT_MISSING_RT("cudaFree");
+    MT_FREE_BODY(&live_ptrs, (uintptr_t)devPtr, real(devPtr), r == cudaSuccess)
+}
+
+/* Stream-ordered free: uncounted at the call (the memory returns to the
+ * pool when the stream reaches it; the application may not use it after). */
+TR_API cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
+{
+    TR_REAL(real, fn_cudaFreeAsync, "cudaFreeAsync", TR_LIB_CUDART);
+    if (!real)
+        MT_MISSING_RT("cudaFreeAsync");
+    MT_FREE_BODY(&live_ptrs, (uintptr_t)devPtr, real(devPtr, hStream), r == cudaSuccess)
+}
+
+TR_API cudaError_t cudaFreeHost(void *ptr)
+{
+    TR_REAL(real, fn_cudaFreeHost, "cudaFreeHost", TR_LIB_CUDART);
+    if (!real)
+        MT_MISSING_RT("cudaFreeHost");
+    MT_FREE_BODY(&live_ptrs, (uintptr_t)ptr, real(ptr), r == cudaSuccess)
+}
+
+static inline __attribute__((always_inline)) void
+mt_nccl_alloc_done(ncclResult_t r, void *const *ptr, size_t size, mt_pending *pd)
+{
+    if (r == ncclSuccess)
+        mt_count_alloc(&live_ptrs, mt_ptr(ptr), size, mt_current_device(), MT_DEVICE, pd);
+    else   /* NCCL reports a CUDA failure as ncclUnhandledCudaError; whether
+            * the runtime works for this thread is unknown then: ask nothing */
+        mt_fail("ncclMemAlloc", MT_API_NCCL, (int)r, size, -1, -1, 0, pd);
+}
+
+TR_API ncclResult_t ncclMemAlloc(void **ptr, size_t size)
+{
+    TR_REAL(real, fn_ncclMemAlloc, "ncclMemAlloc", TR_LIB_NCCL);
+    if (!real)
+        MT_MISSING_NCCL("ncclMemAlloc");
+    MT_ALLOC_BODY(real(ptr, size), mt_nccl_alloc_done(r, ptr, size, pd))
+}
+
+TR_API ncclResult_t ncclMemFree(void *ptr)
+{
+    TR_REAL(real, fn_ncclMemFree, "ncclMemFree", TR_LIB_NCCL);
+    if (!real)
+        MT_MISSING_NCCL("ncclMemFree");
+    MT_FREE_BODY(&live_ptrs, (uintptr_t)ptr, real(ptr), r == ncclSuccess)
+}
+
+static inline __attribute__((always_inline)) void
+mt_cu_alloc_done(CUresult r, const CUdeviceptr *dptr, size_t bytesize, mt_pending *pd)
+{
+    if (r == CUDA_SUCCESS) {
+        mt_count_alloc(&live_ptrs, dptr ? (uintptr_t)*dptr : 0, bytesize, mt_driver_device(),
+                       MT_DEVICE, pd);
+    } else {
+        /* the current context's device: the one cuMemGetInfo describes */
+        int dev = r == CUDA_ERROR_OUT_OF_MEMORY ? mt_driver_device() : -1;
+        mt_fail("cuMemAlloc_v2", MT_API_DRV, (int)r, bytesize, dev, dev, 0, pd);
+    }
+}
+
+TR_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    TR_REAL(real, fn_cuMemAlloc, "cuMemAlloc_v2", TR_LIB_CUDA);
+    if (!real)
+        MT_MISSING_DRV("cuMemAlloc_v2");
+    MT_ALLOC_BODY(real(dptr, bytesize), mt_cu_alloc_done(r, dptr, bytesize, pd))
+}
+
+TR_API CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    TR_REAL(real, fn_cuMemFree, "cuMemFree_v2", TR_LIB_CUDA);
+    if (!real)
+        MT_MISSING_DRV("cuMemFree_v2");
+    MT_FREE_BODY(&live_ptrs, (uintptr_t)dptr, real(dptr), r == CUDA_SUCCESS)
+}
+
+/* Physical memory of the virtual memory management API, counted from
+ * cuMemCreate to cuMemRelease (whether mapped or not), to the device of its
+ * location; memory located on the host counts as pinned host memory. */
+static inline __attribute__((always_inline)) void
+mt_cu_create_done(CUresult r, const CUmemGenericAllocationHandle *handle, size_t size,
+                  const CUmemAllocationProp *prop, mt_pending *pd)
+{
+    int host = prop && prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE;
+    int dev = prop && !host ? prop->location.id : -1;
+    if (r == CUDA_SUCCESS) {
+        if (host)
+            dev = mt_driver_device();
+        mt_count_alloc(&live_handles, handle ? (uintptr_t)*handle : 0, size, dev,
+                       host ? MT_PINNED : MT_VMM, pd);
+    } else {
+        int cur = r == CUDA_ERROR_OUT_OF_MEMORY ? mt_driver_device() : -1;
+        mt_fail("cuMemCreate", MT_API_DRV, (int)r, size, dev, cur, host, pd);
+    }
+}
+
+TR_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                            const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    TR_REAL(real, fn_cuMemCreate, "cuMemCreate", TR_LIB_CUDA);
+    if (!real)
+        MT_MISSING_DRV("cuMemCreate");
+    MT_ALLOC_BODY(real(handle, size, prop, flags), mt_cu_create_done(r, handle, size, prop, pd))
+}
+
+TR_API CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    TR_REAL(real, fn_cuMemRelease, "cuMemRelease", TR_LIB_CUDA);
+    if (!real)
+        MT_MISSING_DRV("cuMemRelease");
+    MT_FREE_BODY(&live_handles, (uintptr_t)handle, real(handle), r == CUDA_SUCCESS)
+}
+
+/* ---- trace output ---------------------------------------------------------- */
+
+static void mt_write_counters(tr_json *j, const char *key, mt_counters *c)
+{
+    uint64_t live = atomic_load_explicit(&c->live, memory_order_relaxed);
+    uint64_t peak = atomic_load_explicit(&c->peak, memory_order_relaxed);
+    trj_object_begin(j, key);
+    trj_uint(j, "live_bytes", live);
+    trj_uint(j, "peak_bytes", peak > live ? peak : live);
+    trj_uint(j, "allocs", atomic_load_explicit(&c->allocs, memory_order_relaxed));
+    trj_uint(j, "frees", atomic_load_explicit(&c->frees, memory_order_relaxed));
+    trj_object_end(j);
+}
+
+static void mt_write_failure(tr_json *j, const mt_failure *f)
+{
+    trj_object_begin(j, NULL);
+    trj_str(j, "api", f->api);
+    if (f->device >= 0)
+        trj_int(j, "device", f->device);
+    else
+        trj_null(j, "device");
+    trj_uint(j, "bytes", f->bytes);
+    trj_uint(j, "live_bytes", f->live);
+    if (f->has_info) {
+        trj_uint(j, "free_bytes", f->free_bytes);
+        trj_uint(j, "total_bytes", f->total_bytes);
+    } else {
+        trj_null(j, "free_bytes");
+        trj_null(j, "total_bytes");
+    }
+    trj_str(j, "error", f->error);
+    trj_int(j, "error_code", f->code);
+    trj_uint(j, "t_ns", f->t_ns);
+    trj_int(j, "stack", f->stack);
+    trj_object_end(j);
+}
+
+/* Copies the failure numbered n (0-based) if its slot still holds it. */
+static int mt_fail_get(uint64_t n, mt_failure *out)
+{
+    mt_fail_slot *s = n < MT_FAIL_HEAD ? &fail_slots[n]
+                                       : &fail_slots[MT_FAIL_HEAD + (n - MT_FAIL_HEAD) % MT_FAIL_TAIL];
+    int locked = mt_lock_bounded(&s->lock);
+    int ok = s->number == n + 1;
+    if (ok)
+        *out = s->f;
+    if (locked)
+        mt_unlock(&s->lock);
+    out->error[sizeof out->error - 1] = '\0';   /* read without the lock: maybe torn */
+    return ok;
+}
+
+void tr_memory_write_json(tr_json *j, int device)
+{
+    trj_object_begin(j, "memory");
+
+    trj_array_begin(j, "devices");
+    for (int d = 0; d < MT_MAX_DEVICES; d++) {
+        mt_device *md = &devs[d];
+        if ((device >= 0 && d != device) || !atomic_load_explicit(&md->c.allocs, memory_order_acquire))
+            continue;
+        uint64_t live = atomic_load_explicit(&md->c.live, memory_order_relaxed);
+        int locked = mt_lock_bounded(&md->plock);
+        uint64_t p_bytes = md->p_bytes, p_ns = md->p_ns, p_comm = md->p_comm, p_seq = md->p_seq;
+        int32_t p_stack = md->p_stack;
+        int p_has_coll = md->p_has_coll;
+        if (locked)
+            mt_unlock(&md->plock);
+        /* p_bytes lags the peak counter only while a new peak is being
+         * noted: then live may be ahead of it */
+        uint64_t peak = p_bytes > live ? p_bytes : live;
+        trj_object_begin(j, NULL);
+        trj_int(j, "device", d);
+        trj_uint(j, "live_bytes", live);
+        trj_uint(j, "peak_bytes", peak);
+        trj_uint(j, "allocs", atomic_load_explicit(&md->c.allocs, memory_order_relaxed));
+        trj_uint(j, "frees", atomic_load_explicit(&md->c.frees, memory_order_relaxed));
+        trj_uint(j, "peak_ns", p_ns);
+        trj_int(j, "peak_stack", p_stack);   /* -1 also while the stack is being taken */
+        if (p_has_coll) {
+            trj_object_begin(j, "peak_after");
+            trj_hex(j, "comm", p_comm);
+            trj_uint(j, "seq", p_seq);
+            trj_object_end(j);
+        } else {
+            trj_null(j, "peak_after");
+        }
+        trj_object_end(j);
+    }
+    trj_array_end(j);
+
+    mt_write_counters(j, "pinned", device >= 0 && device < MT_MAX_DEVICES ? &pinned_dev[device]
+                                                                            : &pinned_all);
+
+    /* The first MT_FAIL_HEAD failures and the last MT_FAIL_TAIL, in order;
+     * with a device, that device's and those of unknown device. */
+    uint64_t total = atomic_load_explicit(&fail_count, memory_order_acquire);
+    uint64_t of_view = device < 0 ? total
+                       : atomic_load_explicit(&failures_nodev, memory_order_relaxed) +
+                             (device < MT_MAX_DEVICES
+                                  ? atomic_load_explicit(&devs[device].failures, memory_order_relaxed)
+                                  : 0);
+    uint64_t listed = 0;
+    trj_array_begin(j, "failures");
+    uint64_t head_end = total < MT_FAIL_HEAD ? total : MT_FAIL_HEAD;
+    uint64_t tail_start = total > MT_FAIL_HEAD + MT_FAIL_TAIL ? total - MT_FAIL_TAIL : head_end;
+    for (uint64_t n = 0; n < total; n = n + 1 == head_end ? tail_start : n + 1) {
+        mt_failure f;
+        if (!mt_fail_get(n, &f))
+            continue;
+        if (device >= 0 && mt_device_ok(f.device) && f.device != device)
+            continue;
+        mt_write_failure(j, &f);
+        listed++;
+    }
+    trj_array_end(j);
+    trj_uint(j, "failures_dropped", of_view > listed ? of_view - listed : 0);
+
+    trj_object_end(j);
+}

@@ -1,2 +1,561 @@
-/* placeholder: being written */
-typedef int tr_placeholder_tr_nccl;
+/* NCCL call records: the collective, send/recv and group wrappers, the
+ * append-only record store, sequence numbers, and the "calls" part of a
+ * trace.
+ *
+ * A record is reserved when the call enters (an atomic index into lazily
+ * allocated chunks, so records are in entry order and appends from many
+ * threads never lock) and completed when it returns: a call that never
+ * returns stays visible with exit null. Sequence numbers are taken when the
+ * call returns ncclSuccess or ncclInProgress; a failed call gets 0. Until
+ * it returns, a record shows the number it would get. */
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime_api.h>
+
+#include "tr_nccl_int.h"
+
+#define TR_TLS __thread __attribute__((tls_model("initial-exec")))
+
+enum { OP_ALLREDUCE, OP_BROADCAST, OP_BCAST, OP_REDUCE, OP_ALLGATHER, OP_REDUCESCATTER, OP_ALLTOALL,
+       OP_GATHER, OP_SCATTER, OP_SEND, OP_RECV, OP_GROUPSTART, OP_GROUPEND };
+static const char *const op_names[] = {"AllReduce", "Broadcast", "Bcast", "Reduce", "AllGather",
+                                       "ReduceScatter", "AlltoAll", "Gather", "Scatter", "Send", "Recv",
+                                       "GroupStart", "GroupEnd"};
+static const char *const dtype_names[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "float16",
+                                          "float32", "float64", "bfloat16", "float8e4m3", "float8e5m2"};
+static const char *const redop_names[] = {"sum", "prod", "max", "min", "avg"};
+
+#define NONE INT32_MIN      /* no reduction op / root / peer */
+enum { REC_EMPTY, REC_ENTERED, REC_RETURNED };
+enum { CAPT_NO, CAPT_YES, CAPT_UNKNOWN };
+
+/* One call. Fixed size (a later issue maps records into a file-backed ring). */
+typedef struct {
+    _Atomic uint32_t state;        /* REC_*: entry fields valid from ENTERED, the rest from RETURNED */
+    uint8_t op, depth, capturing, pad;
+    int32_t comm;                  /* communicator index, -1 */
+    int32_t dtype, redop, root;    /* root holds the peer of Send/Recv */
+    int32_t stack, tid, device, rc;
+    uint32_t group;
+    _Atomic uint64_t seq;
+    uint64_t count, sendbuff, recvbuff, stream, enter_ns, exit_ns;
+} tr_rec;
+_Static_assert(sizeof(tr_rec) <= 128, "records are at most 128 bytes");
+
+#define CHUNK_BITS 12
+#define CHUNK (1u << CHUNK_BITS)
+#define MAX_CHUNKS (1u << 16)         /* 2^28 records: TRSHIM_MAX_RECORDS's limit */
+static _Atomic(tr_rec *) g_chunks[MAX_CHUNKS];
+static _Atomic uint64_t g_nrec;       /* indexes handed out (may pass the limit) */
+static _Atomic uint64_t g_dropped;
+static atomic_uint g_groups;          /* outermost groups numbered */
+
+static TR_TLS int t_gdepth;           /* this thread's group nesting */
+static TR_TLS uint32_t t_gnum;        /* its current outermost group */
+
+#define MAX_DEV 64
+static _Atomic uint64_t g_last[MAX_DEV + 1];   /* (comm index + 1) << 40 | seq; [0]: any device */
+#define SEQ_MASK ((1ull << 40) - 1)
+
+uint32_t tr_group_current(void) { return t_gdepth > 0 ? t_gnum : 0; }
+uint64_t tr_nccl_dropped(void) { return atomic_load(&g_dropped); }
+
+static tr_rec *rec_get(uint64_t i)
+{
+    tr_rec *chunk = atomic_load_explicit(&g_chunks[i >> CHUNK_BITS], memory_order_acquire);
+    return chunk ? &chunk[i & (CHUNK - 1)] : NULL;
+}
+
+static tr_rec *rec_alloc(void)
+{
+    uint64_t i = atomic_fetch_add(&g_nrec, 1);
+    if (i >= tr_cfg()->max_records) {
+        atomic_fetch_add_explicit(&g_dropped, 1, memory_order_relaxed);
+        return NULL;
+    }
+    _Atomic(tr_rec *) *slot = &g_chunks[i >> CHUNK_BITS];
+    tr_rec *chunk = atomic_load_explicit(slot, memory_order_acquire);
+    if (!chunk) {
+        tr_rec *fresh = calloc(CHUNK, sizeof *fresh);
+        if (!fresh) {
+            atomic_fetch_add_explicit(&g_dropped, 1, memory_order_relaxed);
+            return NULL;
+        }
+        tr_rec *expect = NULL;
+        if (atomic_compare_exchange_strong(slot, &expect, fresh)) chunk = fresh;
+        else { free(fresh); chunk = expect; }
+    }
+    return &chunk[i & (CHUNK - 1)];
+}
+
+/* ---- CUDA queries that leave the application's error state alone ------------- */
+
+typedef cudaError_t (*err_fn)(void);
+
+int tr_cuda_device(void)
+{
+    typedef cudaError_t (*getdev_fn)(int *);
+    TR_REAL_OPT(peek, err_fn, "cudaPeekAtLastError", TR_LIB_CUDART);
+    TR_REAL_OPT(getdev, getdev_fn, "cudaGetDevice", TR_LIB_CUDART);
+    TR_REAL_OPT(getlast, err_fn, "cudaGetLastError", TR_LIB_CUDART);
+    if (!peek || !getdev || peek() != cudaSuccess) return -1;
+    int d = -1;
+    if (getdev(&d) != cudaSuccess) {
+        if (getlast) getlast();      /* the error was ours: back to the clean state */
+        return -1;
+    }
+    return d;
+}
+
+static int stream_capturing(cudaStream_t s)
+{
+    typedef cudaError_t (*cap_fn)(cudaStream_t, enum cudaStreamCaptureStatus *);
+    TR_REAL_OPT(peek, err_fn, "cudaPeekAtLastError", TR_LIB_CUDART);
+    TR_REAL_OPT(iscap, cap_fn, "cudaStreamIsCapturing", TR_LIB_CUDART);
+    TR_REAL_OPT(getlast, err_fn, "cudaGetLastError", TR_LIB_CUDART);
+    if (!peek || !iscap || peek() != cudaSuccess) return CAPT_UNKNOWN;
+    enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    if (iscap(s, &st) != cudaSuccess) {
+        if (getlast) getlast();
+        return CAPT_UNKNOWN;
+    }
+    return st == cudaStreamCaptureStatusNone ? CAPT_NO : CAPT_YES;
+}
+
+/* ---- one call -------------------------------------------------------------------- */
+
+typedef struct {
+    tr_rec *r;
+    tr_comm *c;
+    int32_t ci;
+    ncclComm_t h;
+    int op, peer;
+} call_ctx;
+
+/* Inlined into each wrapper, so that tr_stack_capture is called from it. */
+static inline __attribute__((always_inline)) void call_begin(call_ctx *x, int op, ncclComm_t comm, size_t count,
+                                                             ncclDataType_t dt, int redop, int root,
+                                                             const void *sb, const void *rb, cudaStream_t s)
+{
+    uint64_t t = tr_now_ns();
+    int32_t st = tr_stack_capture();
+    x->op = op;
+    x->h = comm;
+    x->peer = root;
+    x->ci = tr_comm_lookup(comm);
+    x->c = tr_comm_at(x->ci);
+    if (x->c && !atomic_load_explicit(&x->c->resolved, memory_order_relaxed)) tr_comm_resolve(x->c, comm);
+    tr_rec *r = x->r = rec_alloc();
+    if (!r) return;
+    r->op = (uint8_t)op;
+    r->depth = (uint8_t)(t_gdepth < 255 ? t_gdepth : 255);
+    r->comm = x->ci;
+    r->dtype = (int32_t)dt;
+    r->redop = redop;
+    r->root = root;
+    r->stack = st;
+    r->tid = tr_tid();
+    r->device = x->c ? atomic_load_explicit(&x->c->device, memory_order_relaxed) : tr_cuda_device();
+    r->group = t_gdepth > 0 ? t_gnum : 0;
+    r->count = count;
+    r->sendbuff = (uintptr_t)sb;
+    r->recvbuff = (uintptr_t)rb;
+    r->stream = (uintptr_t)s;
+    r->capturing = (uint8_t)stream_capturing(s);
+    r->enter_ns = t;
+    uint64_t seq = 0;
+    if (x->c) {
+        if (op == OP_SEND || op == OP_RECV) seq = tr_comm_p2p(x->c, comm, root, op == OP_RECV, 0);
+        else seq = atomic_load_explicit(&x->c->colls, memory_order_relaxed) + 1;
+    }
+    atomic_store_explicit(&r->seq, seq, memory_order_relaxed);
+    atomic_store_explicit(&r->state, REC_ENTERED, memory_order_release);
+}
+
+static void note_last(tr_comm *c, int32_t ci, uint64_t seq)
+{
+    uint64_t v = ((uint64_t)(ci + 1) << 40) | (seq & SEQ_MASK);
+    int d = atomic_load_explicit(&c->device, memory_order_relaxed);
+    atomic_store_explicit(&g_last[0], v, memory_order_release);
+    if (d >= 0 && d < MAX_DEV) atomic_store_explicit(&g_last[d + 1], v, memory_order_release);
+}
+
+static void call_end(call_ctx *x, ncclResult_t rc)
+{
+    uint64_t seq = 0;
+    if (x->c && (rc == ncclSuccess || rc == ncclInProgress)) {
+        if (x->op == OP_SEND || x->op == OP_RECV) {
+            seq = tr_comm_p2p(x->c, x->h, x->peer, x->op == OP_RECV, 1);
+        } else {
+            seq = atomic_fetch_add(&x->c->colls, 1) + 1;
+            note_last(x->c, x->ci, seq);
+        }
+    }
+    tr_rec *r = x->r;
+    if (!r) return;
+    atomic_store_explicit(&r->seq, seq, memory_order_relaxed);
+    r->rc = (int32_t)rc;
+    r->exit_ns = tr_now_ns();
+    atomic_store_explicit(&r->state, REC_RETURNED, memory_order_release);
+}
+
+int tr_nccl_last_collective(int device, uint64_t *comm_id, uint64_t *seq)
+{
+    int slot = device >= 0 && device < MAX_DEV ? device + 1 : 0;
+    uint64_t v = atomic_load_explicit(&g_last[slot], memory_order_acquire);
+    tr_comm *c = v ? tr_comm_at((int32_t)(v >> 40) - 1) : NULL;
+    if (!c) return 0;
+    *comm_id = c->id;
+    *seq = v & SEQ_MASK;
+    return 1;
+}
+
+int tr_nccl_version(void)
+{
+    typedef ncclResult_t (*ver_fn)(int *);
+    TR_REAL_OPT(getver, ver_fn, "ncclGetVersion", TR_LIB_NCCL);
+    int v = 0;
+    if (!getver || getver(&v) != ncclSuccess) return 0;
+    return v;
+}
+
+/* ---- wrappers -------------------------------------------------------------------- */
+
+#define NO_REAL(name)                                                                  \
+    do {                                                                               \
+        tr_warn(name ": the real NCCL function was not found");                        \
+        return ncclSystemError;                                                        \
+    } while (0)
+
+/* name, op code, parameters, arguments, then what call_begin records */
+#define CALL_WRAPPER(name, opc, params, args, count, dt, redop, root, sb, rb)           \
+    TR_API ncclResult_t name params                                                    \
+    {                                                                                  \
+        typedef ncclResult_t(*fn_t) params;                                            \
+        TR_REAL(real, fn_t, #name, TR_LIB_NCCL);                                       \
+        if (!real) NO_REAL(#name);                                                     \
+        if (!tr_enter()) {                                                             \
+            ncclResult_t r0 = real args;                                               \
+            tr_leave();                                                                \
+            return r0;                                                                 \
+        }                                                                              \
+        call_ctx x;                                                                    \
+        call_begin(&x, opc, comm, count, dt, redop, root, sb, rb, stream);             \
+        ncclResult_t r = real args;                                                    \
+        call_end(&x, r);                                                               \
+        tr_leave();                                                                    \
+        return r;                                                                      \
+    }
+
+CALL_WRAPPER(ncclAllReduce, OP_ALLREDUCE,
+             (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+              ncclComm_t comm, cudaStream_t stream),
+             (sendbuff, recvbuff, count, datatype, op, comm, stream), count, datatype, (int)op, NONE, sendbuff,
+             recvbuff)
+CALL_WRAPPER(ncclBroadcast, OP_BROADCAST,
+             (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+              ncclComm_t comm, cudaStream_t stream),
+             (sendbuff, recvbuff, count, datatype, root, comm, stream), count, datatype, NONE, root, sendbuff,
+             recvbuff)
+CALL_WRAPPER(ncclBcast, OP_BCAST,
+             (void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream),
+             (buff, count, datatype, root, comm, stream), count, datatype, NONE, root, buff, buff)
+CALL_WRAPPER(ncclReduce, OP_REDUCE,
+             (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+              int root, ncclComm_t comm, cudaStream_t stream),
+             (sendbuff, recvbuff, count, datatype, op, root, comm, stream), count, datatype, (int)op, root,
+             sendbuff, recvbuff)
+CALL_WRAPPER(ncclAllGather, OP_ALLGATHER,
+             (const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm,
+              cudaStream_t stream),
+             (sendbuff, recvbuff, sendcount, datatype, comm, stream), sendcount, datatype, NONE, NONE, sendbuff,
+             recvbuff)
+CALL_WRAPPER(ncclReduceScatter, OP_REDUCESCATTER,
+             (const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op,
+              ncclComm_t comm, cudaStream_t stream),
+             (sendbuff, recvbuff, recvcount, datatype, op, comm, stream), recvcount, datatype, (int)op, NONE,
+             sendbuff, recvbuff)
+CALL_WRAPPER(ncclAlltoAll, OP_ALLTOALL,
+             (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
+              cudaStream_t stream),
+             (sendbuff, recvbuff, count, datatype, comm, stream), count, datatype, NONE, NONE, sendbuff, recvbuff)
+CALL_WRAPPER(ncclGather, OP_GATHER,
+             (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+              ncclComm_t comm, cudaStream_t stream),
+             (sendbuff, recvbuff, count, datatype, root, comm, stream), count, datatype, NONE, root, sendbuff,
+             recvbuff)
+CALL_WRAPPER(ncclScatter, OP_SCATTER,
+             (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+              ncclComm_t comm, cudaStream_t stream),
+             (sendbuff, recvbuff, count, datatype, root, comm, stream), count, datatype, NONE, root, sendbuff,
+             recvbuff)
+CALL_WRAPPER(ncclSend, OP_SEND,
+             (const void *sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+              cudaStream_t stream),
+             (sendbuff, count, datatype, peer, comm, stream), count, datatype, NONE, peer, sendbuff, NULL)
+CALL_WRAPPER(ncclRecv, OP_RECV,
+             (void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+              cudaStream_t stream),
+             (recvbuff, count, datatype, peer, comm, stream), count, datatype, NONE, peer, NULL, recvbuff)
+
+/* GroupStart / GroupEnd: records with the group's number and depth. */
+static inline __attribute__((always_inline)) tr_rec *group_begin(int op)
+{
+    uint64_t t = tr_now_ns();
+    int32_t st = tr_stack_capture();
+    if (op == OP_GROUPSTART) {
+        if (t_gdepth == 0) t_gnum = atomic_fetch_add(&g_groups, 1) + 1;
+        t_gdepth++;
+    }
+    tr_rec *r = rec_alloc();
+    if (!r) return NULL;
+    r->op = (uint8_t)op;
+    r->depth = (uint8_t)(t_gdepth < 255 ? t_gdepth : 255);
+    r->comm = -1;
+    r->dtype = r->redop = r->root = NONE;
+    r->stack = st;
+    r->tid = tr_tid();
+    r->device = tr_cuda_device();
+    r->group = t_gdepth > 0 ? t_gnum : 0;
+    r->capturing = CAPT_UNKNOWN;
+    r->enter_ns = t;
+    atomic_store_explicit(&r->state, REC_ENTERED, memory_order_release);
+    return r;
+}
+
+static void group_end(tr_rec *r, ncclResult_t rc)
+{
+    if (!r) return;
+    r->rc = (int32_t)rc;
+    r->exit_ns = tr_now_ns();
+    atomic_store_explicit(&r->state, REC_RETURNED, memory_order_release);
+}
+
+TR_API ncclResult_t ncclGroupStart(void)
+{
+    typedef ncclResult_t (*fn_t)(void);
+    TR_REAL(real, fn_t, "ncclGroupStart", TR_LIB_NCCL);
+    if (!real) NO_REAL("ncclGroupStart");
+    if (!tr_enter()) {
+        ncclResult_t r0 = real();
+        tr_leave();
+        return r0;
+    }
+    tr_rec *rec = group_begin(OP_GROUPSTART);
+    ncclResult_t r = real();
+    group_end(rec, r);
+    tr_leave();
+    return r;
+}
+
+TR_API ncclResult_t ncclGroupEnd(void)
+{
+    typedef ncclResult_t (*fn_t)(void);
+    TR_REAL(real, fn_t, "ncclGroupEnd", TR_LIB_NCCL);
+    if (!real) NO_REAL("ncclGroupEnd");
+    if (!tr_enter()) {
+        ncclResult_t r0 = real();
+        tr_leave();
+        return r0;
+    }
+    tr_rec *rec = group_begin(OP_GROUPEND);
+    ncclResult_t r = real();
+    if (t_gdepth > 0 && --t_gdepth == 0) {
+        tr_comm_group_ended(r);
+        t_gnum = 0;
+    }
+    group_end(rec, r);
+    tr_leave();
+    return r;
+}
+
+/* ---- "calls" of one rank ------------------------------------------------------------ */
+
+static char *put_str(char *p, const char *s)
+{
+    *p++ = '"';
+    while (*s) *p++ = *s++;
+    *p++ = '"';
+    return p;
+}
+
+static char *put_lit(char *p, const char *s)
+{
+    while (*s) *p++ = *s++;
+    return p;
+}
+
+static char *put_u64(char *p, uint64_t v)
+{
+    char tmp[24];
+    int n = 0;
+    do tmp[n++] = (char)('0' + v % 10); while ((v /= 10));
+    while (n) *p++ = tmp[--n];
+    return p;
+}
+
+static char *put_i64(char *p, int64_t v)
+{
+    if (v < 0) {
+        *p++ = '-';
+        return put_u64(p, (uint64_t)0 - (uint64_t)v);
+    }
+    return put_u64(p, (uint64_t)v);
+}
+
+static char *put_hex(char *p, uint64_t v)
+{
+    static const char digits[] = "0123456789abcdef";
+    char tmp[16];
+    int n = 0;
+    do tmp[n++] = digits[v & 15]; while ((v >>= 4));
+    p = put_lit(p, "\"0x");
+    while (n) *p++ = tmp[--n];
+    *p++ = '"';
+    return p;
+}
+
+/* One call as the array call_fields names. */
+static char *put_call(char *p, const tr_rec *r, int state, int32_t comm)
+{
+    int grp = r->op >= OP_GROUPSTART;
+    int returned = state == REC_RETURNED;
+    *p++ = '[';
+    p = put_str(p, op_names[r->op]);
+    *p++ = ',';
+    p = put_i64(p, comm);
+    *p++ = ',';
+    p = put_u64(p, atomic_load_explicit(&((tr_rec *)r)->seq, memory_order_relaxed));
+    *p++ = ',';
+    p = put_u64(p, r->count);
+    *p++ = ',';
+    if (grp) p = put_lit(p, "null");
+    else if (r->dtype >= 0 && r->dtype < (int)(sizeof dtype_names / sizeof dtype_names[0]))
+        p = put_str(p, dtype_names[r->dtype]);
+    else {
+        p = put_lit(p, "\"invalid(");
+        p = put_i64(p, r->dtype);
+        p = put_lit(p, ")\"");
+    }
+    *p++ = ',';
+    if (r->redop == NONE) p = put_lit(p, "null");
+    else if (r->redop >= 0 && r->redop < ncclNumOps) p = put_str(p, redop_names[r->redop]);
+    else {
+        p = put_lit(p, r->redop > 0 ? "\"premulsum(" : "\"invalid(");
+        p = put_i64(p, r->redop);
+        p = put_lit(p, ")\"");
+    }
+    int peer = r->op == OP_SEND || r->op == OP_RECV;
+    *p++ = ',';
+    if (r->root == NONE || peer) p = put_lit(p, "null");
+    else p = put_i64(p, r->root);
+    *p++ = ',';
+    if (r->root == NONE || !peer) p = put_lit(p, "null");
+    else p = put_i64(p, r->root);
+    *p++ = ',';
+    if (grp) p = put_lit(p, "null,null,null,null");
+    else {
+        p = r->op == OP_RECV ? put_lit(p, "null") : put_hex(p, r->sendbuff);
+        *p++ = ',';
+        p = r->op == OP_SEND ? put_lit(p, "null") : put_hex(p, r->recvbuff);
+        *p++ = ',';
+        p = put_hex(p, r->stream);
+        *p++ = ',';
+        p = put_lit(p, r->capturing == CAPT_YES ? "true" : r->capturing == CAPT_NO ? "false" : "null");
+    }
+    *p++ = ',';
+    p = put_u64(p, r->group);
+    *p++ = ',';
+    p = put_u64(p, r->depth);
+    *p++ = ',';
+    p = put_u64(p, r->enter_ns);
+    *p++ = ',';
+    if (returned) p = put_u64(p, r->exit_ns);
+    else p = put_lit(p, "null");
+    *p++ = ',';
+    p = put_i64(p, r->tid);
+    *p++ = ',';
+    if (returned) p = put_i64(p, r->rc);
+    else p = put_lit(p, "null");
+    *p++ = ',';
+    p = put_i64(p, r->stack);
+    *p++ = ']';
+    return p;
+}
+
+static const char *const call_fields[] = {"op", "comm", "seq", "count", "dtype", "redop", "root", "peer",
+                                          "sendbuff", "recvbuff", "stream", "capturing", "group", "depth",
+                                          "enter_ns", "exit_ns", "thread", "rc", "stack"};
+
+/* Whether record r belongs to the rank of view. Group calls follow the
+ * calls and communicators made inside the group; an empty group, the device
+ * current when it started. */
+static int rec_in_view(const tr_rec *r, const tr_rank_view *view, const int32_t *map, int ncomm,
+                       const uint8_t *gm, uint32_t ng)
+{
+    if (view->device < 0) return 1;
+    if (r->comm >= 0 && r->comm < ncomm) return map[r->comm] >= 0;
+    if (r->op >= OP_GROUPSTART && r->group && r->group <= ng && (gm[r->group] & 1)) return gm[r->group] >> 1;
+    return r->device == view->device;
+}
+
+int tr_nccl_write_json(tr_json *j, const tr_rank_view *view)
+{
+    uint64_t nrec = atomic_load(&g_nrec);
+    if (nrec > tr_cfg()->max_records) nrec = tr_cfg()->max_records;
+    uint32_t ng = atomic_load(&g_groups);
+    int ncomm = tr_comm_count();
+    int32_t *map = calloc((size_t)ncomm + 1, sizeof *map);
+    uint8_t *gm = view->device >= 0 ? calloc((size_t)ng + 1, 1) : NULL;
+    int busy = 0;
+    if (!map || (view->device >= 0 && !gm)) {
+        /* no memory: an empty but valid trace */
+        trj_array_begin(j, "comms");
+        trj_array_end(j);
+        free(map);
+        free(gm);
+        map = NULL;
+        gm = NULL;
+        ncomm = 0;
+    } else {
+        busy = tr_comm_write_json(j, view, map, ncomm);
+    }
+    if (gm) {
+        for (int i = 0; i < ncomm; i++) {
+            tr_comm *c = tr_comm_at(i);
+            if (c && c->group && c->group <= ng) gm[c->group] |= 1 | (map[i] >= 0 ? 2 : 0);
+        }
+        for (uint64_t i = 0; i < nrec; i++) {
+            tr_rec *r = rec_get(i);
+            if (!r || !atomic_load_explicit(&r->state, memory_order_acquire)) continue;
+            if (r->op < OP_GROUPSTART && r->group && r->group <= ng)
+                gm[r->group] |= 1 | (r->comm >= 0 && r->comm < ncomm && map[r->comm] >= 0 ? 2 : 0);
+        }
+    }
+    trj_array_begin(j, "call_fields");
+    for (size_t i = 0; i < sizeof call_fields / sizeof call_fields[0]; i++) trj_str(j, NULL, call_fields[i]);
+    trj_array_end(j);
+
+    trj_array_begin(j, "calls");
+    int first = 1;
+    char buf[640];
+    for (uint64_t i = 0; i < nrec && map; i++) {
+        tr_rec *r = rec_get(i);
+        if (!r) continue;
+        int state = (int)atomic_load_explicit(&r->state, memory_order_acquire);
+        if (state == REC_EMPTY) continue;     /* reserved, not filled yet */
+        if (!rec_in_view(r, view, map, ncomm, gm, ng)) continue;
+        int32_t comm = r->comm >= 0 && r->comm < ncomm ? map[r->comm] : -1;
+        char *p = buf;
+        if (!first) *p++ = ',';
+        first = 0;
+        p = put_call(p, r, state, comm);
+        fwrite(buf, 1, (size_t)(p - buf), j->f);
+        if (state == REC_ENTERED) busy = 1;
+    }
+    if (!first) j->has_items[j->depth] = 1;
+    trj_array_end(j);
+    free(map);
+    free(gm);
+    return busy;
+}

@@ -1,0 +1,763 @@
+#!/usr/bin/env python3
+"""Tests of libtrshim.so: test_shim.py CASE [ARGS]. Paths come from the
+environment meson sets (TRSHIM_LIB, TRSIM_LIB, TRSIM_LAUNCH, SHIM_* programs).
+
+Each case runs programs on the simulated CUDA runtime + NCCL with the shim
+preloaded, then reads the traces back and asserts exact facts: sequence
+numbers, arguments, communicator ids, ranks, call sites, return codes.
+Stdlib only."""
+import collections
+import glob
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+# Assert that the innermost frame of each call's stack is the test function
+# that issued it (needs shim/tr_stack.c). Set to False to skip.
+CHECK_CALL_SITES = True
+
+CALL_FIELDS = ["op", "comm", "seq", "count", "dtype", "redop", "root", "peer", "sendbuff", "recvbuff",
+               "stream", "capturing", "group", "depth", "enter_ns", "exit_ns", "thread", "rc", "stack"]
+IN_PROGRESS = 7
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Failure(msg)
+
+
+def eq(got, want, what):
+    if got != want:
+        raise Failure("%s: got %r, expected %r" % (what, got, want))
+
+
+def path_of(name):
+    v = os.environ.get(name)
+    if not v:
+        raise Failure("%s is not set (run through meson test)" % name)
+    return v
+
+
+# ---- running -------------------------------------------------------------------
+
+SCRUB = re.compile(r"^(RANK|WORLD_SIZE|LOCAL_RANK|LOCAL_WORLD_SIZE|GROUP_RANK|OMPI_.*|PMI_.*|PMIX_.*|"
+                   r"SLURM_.*|TRSHIM.*|TORCHELASTIC_RUN_ID|TRSIM_LAUNCH_TIMEOUT|TRSIM_TIMEOUT_SEC|"
+                   r"LD_PRELOAD|LD_LIBRARY_PATH|NCCL_COMM_BLOCKING)$")
+
+
+class Case:
+    def __init__(self):
+        self.tmp = tempfile.mkdtemp(prefix="trshim-test-")
+        self.traces = os.path.join(self.tmp, "traces")
+        self.markers = os.path.join(self.tmp, "markers")
+        os.makedirs(self.markers)
+
+    def env(self, extra=None, preload=None):
+        env = {k: v for k, v in os.environ.items() if not SCRUB.match(k)}
+        env["TRSHIM_DIR"] = self.traces
+        env["TRSHIM_TEST_MARKERS"] = self.markers
+        if preload:
+            env["LD_PRELOAD"] = " ".join(preload)
+        for k, v in (extra or {}).items():
+            if v is None:
+                env.pop(k, None)
+            else:
+                env[k] = v
+        return env
+
+    def run(self, cmd, extra=None, preload=None, limit=240, want_rc=0, cwd=None):
+        t0 = time.monotonic()
+        p = subprocess.run(cmd, env=self.env(extra, preload), capture_output=True, text=True, timeout=limit,
+                           cwd=cwd)
+        sys.stdout.write("$ %s\nrc=%d after %.1f s\n--- stdout\n%s--- stderr\n%s\n" % (
+            " ".join(cmd), p.returncode, time.monotonic() - t0, p.stdout, p.stderr))
+        if want_rc is not None:
+            eq(p.returncode, want_rc, "exit status of %s" % os.path.basename(cmd[0]))
+        return p
+
+    def launch(self, n, prog, extra=None, timeout=120, want_rc=0, preload=None):
+        """prog under trsim-launch with the shim (and more) preloaded in each rank."""
+        pre = preload or [path_of("TRSHIM_LIB")]
+        cmd = [path_of("TRSIM_LAUNCH"), "-n", str(n), "--timeout", str(timeout), "--",
+               "env", "LD_PRELOAD=" + " ".join(pre)] + prog
+        return self.run(cmd, extra, limit=timeout + 60, want_rc=want_rc)
+
+    def cleanup(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+# ---- reading traces ------------------------------------------------------------------
+
+NAME = re.compile(r"^trshim\.([A-Za-z0-9_-]{1,48})\.r(\d+|x)\.([A-Za-z0-9._-]+)\.(\d+)\.json$")
+
+
+def clean(s, keep_dot=False):
+    ok = re.compile(r"[A-Za-z0-9_\-.]" if keep_dot else r"[A-Za-z0-9_\-]")
+    return "".join(c if ok.match(c) else "_" for c in s)
+
+
+def load_traces(d):
+    """All traces in d, checked against the file-name and top-level contract."""
+    check(os.path.isdir(d), "no trace folder %s" % d)
+    names = sorted(os.listdir(d))
+    leftovers = [n for n in names if not n.endswith(".json")]
+    check(not leftovers, "files that are not traces: %s" % leftovers)
+    out = []
+    for n in names:
+        m = NAME.match(n)
+        check(m, "bad trace file name %s" % n)
+        with open(os.path.join(d, n), encoding="utf-8") as f:     # strict: valid UTF-8 only
+            t = json.load(f)
+        eq(t["format"], "trshim-trace", "format")
+        eq(t["version"], 1, "version")
+        eq(m.group(1), clean(t["job"]["id"])[:48], "job in the name %s" % n)
+        eq(m.group(2), "x" if t["rank"] is None else str(t["rank"]), "rank in the name %s" % n)
+        eq(m.group(3), clean(t["host"], True), "host in the name %s" % n)
+        eq(m.group(4), str(t["pid"]), "pid in the name %s" % n)
+        eq(t["call_fields"], CALL_FIELDS, "call_fields")
+        for k in ("job", "rank", "rank_source", "world_size", "local_rank", "device", "host", "pid", "cmdline",
+                  "start_time", "write_time", "end", "versions", "env", "settings", "clock", "comms", "calls",
+                  "memory", "modules", "stacks", "dropped"):
+            check(k in t, "%s: no %s" % (n, k))
+        t["calls"] = [dict(zip(CALL_FIELDS, c)) for c in t["calls"]]
+        for c in t["calls"]:
+            eq(len(c), len(CALL_FIELDS), "fields of a call")
+        t["_name"] = n
+        out.append(t)
+    return out
+
+
+def site(t, stack):
+    """Symbol of the innermost frame of a stack, None when unknown."""
+    if stack is None or stack < 0 or stack >= len(t["stacks"]):
+        return None
+    frames = t["stacks"][stack]["frames"]
+    return frames[0]["symbol"] if frames else None
+
+
+def check_site(t, stack, want, what):
+    if CHECK_CALL_SITES:
+        eq(site(t, stack), want, "call site of %s" % what)
+
+
+def by_rank(traces):
+    out = {}
+    for t in traces:
+        check(t["rank"] not in out, "two traces of rank %s" % t["rank"])
+        out[t["rank"]] = t
+    return out
+
+
+# ---- an expected job ---------------------------------------------------------------------
+
+class Model:
+    """What one rank did: communicators in creation order and calls per thread
+    ('main' or a name), numbered the way the trace format says."""
+
+    def __init__(self):
+        self.comms = []
+        self.calls = collections.defaultdict(list)
+        self.coll = collections.Counter()
+        self.p2p = collections.Counter()
+
+    def comm(self, key, kind, size, rank, parent=None, color=None, ckey=None, blocking=True, init_rc=0,
+             site=None):
+        self.comms.append(dict(key=key, kind=kind, size=size, rank=rank, parent=parent, color=color,
+                               ckey=ckey, blocking=blocking, init_rc=init_rc, site=site))
+
+    def call(self, op, comm, count, dtype, redop=None, root=None, peer=None, group=0, depth=0, rc=0,
+             site=None, thread="main"):
+        seq = 0
+        if rc in (0, IN_PROGRESS):
+            if op in ("Send", "Recv"):
+                self.p2p[(comm, peer, op)] += 1
+                seq = self.p2p[(comm, peer, op)]
+            else:
+                self.coll[comm] += 1
+                seq = self.coll[comm]
+        self.calls[thread].append(dict(op=op, comm=comm, seq=seq, count=count, dtype=dtype, redop=redop,
+                                       root=root, peer=peer, group=group, depth=depth, rc=rc, site=site))
+
+    def group(self, op, group, depth, site, rc=0):
+        self.calls["main"].append(dict(op=op, comm=None, seq=0, count=0, dtype=None, redop=None, root=None,
+                                       peer=None, group=group, depth=depth, rc=rc, site=site))
+
+
+def compare_rank(t, m, what):
+    """Trace t against model m; returns {comm key: id}."""
+    eq([c["kind"] for c in t["comms"]], [c["kind"] for c in m.comms], "%s: kinds of comms" % what)
+    keys, ids = [], {}
+    for i, (c, e) in enumerate(zip(t["comms"], m.comms)):
+        w = "%s comm %s" % (what, e["key"])
+        keys.append(e["key"])
+        ids[e["key"]] = c["id"]
+        eq(c["size"], e["size"], w + " size")
+        eq(c["rank"], e["rank"], w + " rank")
+        eq(c["blocking"], e["blocking"], w + " blocking")
+        eq(c["parent"], ids[e["parent"]] if e["parent"] else None, w + " parent")
+        if e["color"] is not None:
+            eq((c["color"], c["key"]), (e["color"], e["ckey"]), w + " color/key")
+        else:
+            check("color" not in c, w + ": color on a communicator that was not split")
+        eq(c["init"]["rc"], e["init_rc"], w + " init rc")
+        check(c["init"]["exit_ns"] >= c["init"]["enter_ns"], w + " init times")
+        eq(c["colls"], m.coll[e["key"]], w + " collectives numbered")
+        if e["site"]:
+            check_site(t, c["init"]["stack"], e["site"], w + " init")
+    check(len(set(ids.values())) == len(ids), "%s: two communicators share an id" % what)
+
+    threads = collections.defaultdict(list)
+    for c in t["calls"]:
+        threads[c["thread"]].append(c)
+    main = threads.pop(t["pid"], [])
+    groups = {"main": main}
+    # other threads: matched by the communicator of their first call
+    for tid, calls in threads.items():
+        key = keys[calls[0]["comm"]] if calls[0]["comm"] >= 0 else None
+        name = [n for n, cs in m.calls.items() if n != "main" and cs and cs[0]["comm"] == key]
+        check(len(name) == 1, "%s: thread %d's calls belong to no expected thread" % (what, tid))
+        check(name[0] not in groups, "%s: two threads issue the calls of %s" % (what, name[0]))
+        groups[name[0]] = calls
+    eq(sorted(groups), sorted(n for n in m.calls if m.calls[n]), "%s: threads" % what)
+    for name, calls in groups.items():
+        want = m.calls[name]
+        eq(len(calls), len(want), "%s: number of calls of thread %s" % (what, name))
+        for i, (c, e) in enumerate(zip(calls, want)):
+            w = "%s thread %s call %d (%s)" % (what, name, i, e["op"])
+            eq(c["op"], e["op"], w + " op")
+            eq(keys[c["comm"]] if c["comm"] >= 0 else None, e["comm"], w + " comm")
+            for f in ("seq", "count", "dtype", "redop", "root", "peer", "group", "depth", "rc"):
+                eq(c[f], e[f], "%s %s" % (w, f))
+            check(c["exit_ns"] is not None and c["exit_ns"] >= c["enter_ns"], w + " times")
+            if e["op"].startswith("Group"):
+                eq([c[f] for f in ("sendbuff", "recvbuff", "stream", "capturing")], [None] * 4, w + " buffers")
+            else:
+                eq(c["capturing"], False, w + " capturing")
+                check(c["stream"] is not None and c["stream"].startswith("0x"), w + " stream")
+            if e["site"]:
+                check_site(t, c["stack"], e["site"], w)
+        for a, b in zip(calls, calls[1:]):
+            check(a["enter_ns"] <= b["enter_ns"], "%s: calls of thread %s out of order" % (what, name))
+    return ids
+
+
+def job_model(r, W):
+    m = Model()
+    m.comm("world", "InitRank", W, r, site="job_init_world")
+    s = "job_collectives"
+    m.call("AllReduce", "world", 100, "float32", "sum", site=s)
+    m.call("Broadcast", "world", 50, "int32", root=1, site=s)
+    m.call("Bcast", "world", 10, "uint8", root=0, site=s)
+    m.call("Reduce", "world", 20, "float64", "max", root=W - 1, site=s)
+    m.call("AllGather", "world", 8, "bfloat16", site=s)
+    m.call("ReduceScatter", "world", 4, "float16", "min", site=s)
+    m.call("AlltoAll", "world", 3, "int64", site=s)
+    m.call("Gather", "world", 5, "uint32", root=2 % W, site=s)
+    m.call("Scatter", "world", 6, "int8", root=0, site=s)
+    m.call("AllReduce", "world", 1, "int32", "prod", site=s)
+    m.call("AllReduce", "world", 7, "float32", "avg", site=s)
+    m.call("AllReduce", "world", 9, "float32", "premulsum(5)", site=s)
+    m.call("AllReduce", "world", 2, "float8e4m3", "max", site=s)
+    m.call("AllReduce", "world", 2, "uint64", "min", site=s)
+    s = "job_bad_calls"
+    m.call("Broadcast", "world", 1, "int32", root=W, rc=4, site=s)
+    m.call("AllReduce", "world", 1, "invalid(12)", "sum", rc=4, site=s)
+    m.call("AllReduce", "world", 3, "int32", "sum", site=s)
+    s = "job_splits"
+    h = r // 2
+    m.comm("half", "Split", W // 2, h, parent="world", color=r % 2, ckey=r, site=s)
+    if r != 0:
+        m.comm("rest", "Split", W - 1, r - 1, parent="world", color=5, ckey=0, site=s)
+    m.comm("quarter", "Split", len([x for x in range(W // 2) if x % 2 == h % 2]), h // 2, parent="half",
+           color=h % 2, ckey=0, site=s)
+    m.call("AllReduce", "half", 11, "float32", "sum", site=s)
+    m.call("AllReduce", "half", 12, "float32", "sum", site=s)
+    m.call("AllReduce", "world", 13, "float32", "sum", site=s)
+    m.call("AllReduce", "quarter", 14, "float32", "sum", site=s)
+    if r != 0:
+        m.call("AllReduce", "rest", 15, "float32", "sum", site=s)
+    s = "job_pipeline"
+    for mb in range(3):
+        if r > 0:
+            m.call("Recv", "world", 16, "float32", peer=r - 1, site=s)
+        if r < W - 1:
+            m.call("Send", "world", 16, "float32", peer=r + 1, site=s)
+    s = "job_groups"
+    nxt, prv = (r + 1) % W, (r - 1 + W) % W
+    m.group("GroupStart", 1, 1, s)
+    m.call("Send", "world", 4, "int32", peer=nxt, group=1, depth=1, site=s)
+    m.call("Recv", "world", 4, "int32", peer=prv, group=1, depth=1, site=s)
+    m.group("GroupEnd", 1, 1, s)
+    m.group("GroupStart", 2, 1, s)
+    m.call("AllReduce", "world", 21, "int32", "sum", group=2, depth=1, site=s)
+    m.call("AllReduce", "half", 22, "int32", "sum", group=2, depth=1, site=s)
+    m.group("GroupEnd", 2, 1, s)
+    m.group("GroupStart", 3, 1, s)
+    m.group("GroupStart", 3, 2, s)
+    m.call("AllReduce", "world", 23, "int32", "sum", group=3, depth=2, site=s)
+    m.group("GroupEnd", 3, 2, s)
+    m.call("Send", "world", 5, "int32", peer=nxt, group=3, depth=1, site=s)
+    m.call("Recv", "world", 5, "int32", peer=prv, group=3, depth=1, site=s)
+    m.group("GroupEnd", 3, 1, s)
+    s = "job_exchange"
+    for g in (4, 5):
+        m.group("GroupStart", g, 1, s)
+        m.call("Send", "world", 6, "uint8", peer=r ^ 1, group=g, depth=1, site=s)
+        m.call("Recv", "world", 6, "uint8", peer=r ^ 1, group=g, depth=1, site=s)
+        m.group("GroupEnd", g, 1, s)
+    for t in range(2):
+        m.comm("t%d" % t, "Split", W, r, parent="world", color=0, ckey=r, site="job_threads")
+    for t in range(2):
+        for i in range(40):
+            m.call("AllReduce", "t%d" % t, 100 * (t + 1) + i, "uint8", "max", site="job_thread",
+                   thread="thread%d" % t)
+    m.comm("nb", "InitRankConfig", W, r, blocking=False, init_rc=IN_PROGRESS, site="job_nonblocking")
+    m.call("AllReduce", "nb", 31, "float32", "sum", rc=IN_PROGRESS, site="job_nonblocking")
+    if r != W - 1:
+        m.comm("shrunk", "Shrink", W - 1, r, parent="world", site="job_shrink")
+        m.call("AllReduce", "shrunk", 41, "float32", "sum", site="job_shrink")
+    m.call("AllReduce", "world", 51, "float32", "sum", site="job_teardown")
+    return m
+
+
+def check_common(t, what, reason="exit", in_call=False, signal_no=None):
+    eq(t["end"], {"reason": reason, "signal": signal_no, "in_call": in_call}, what + " end")
+    eq(t["dropped"], 0, what + " dropped")
+    check(t["start_time"] <= t["write_time"], what + ": start after write")
+    eq(t["versions"]["trshim"], "0.1.0", what + " trshim version")
+    eq(t["versions"]["nccl"], 22809, what + " nccl version")
+    check(isinstance(t["versions"]["cuda_runtime"], int) and t["versions"]["cuda_runtime"] > 0,
+          what + ": cuda_runtime version %r" % t["versions"]["cuda_runtime"])
+    check(t["clock"]["monotonic_ns"] > 0, what + " clock")
+
+
+# ---- cases ---------------------------------------------------------------------------------
+
+def case_job(c, n):
+    W = int(n)
+    secret = {"NCCL_TEST_TOKEN": "hunter2", "NCCL_DEBUG_SUBSYS": "INIT", "NOT_COLLECTED": "1"}
+    c.launch(W, [path_of("SHIM_JOB")], extra=secret)
+    traces = load_traces(c.traces)
+    eq(len(traces), W, "number of traces")
+    ranks = by_rank(traces)
+    eq(sorted(ranks), list(range(W)), "ranks")
+    ids = {}
+    for r, t in ranks.items():
+        what = "rank %d" % r
+        check_common(t, what)
+        eq((t["rank_source"], t["world_size"], t["local_rank"], t["device"]), ("RANK", W, r, r % 8),
+           what + " identity")
+        eq(t["job"]["source"], "TRSIM_SHM_TAG", what + " job source")
+        eq(t["env"].get("NCCL_TEST_TOKEN"), "<redacted>", what + " secret")
+        eq(t["env"].get("NCCL_DEBUG_SUBSYS"), "INIT", what + " NCCL_ variable")
+        check("NOT_COLLECTED" not in t["env"], what + ": collected a variable it should not")
+        eq(t["settings"]["dir"], c.traces, what + " settings.dir")
+        eq(t["cmdline"], [path_of("SHIM_JOB")], what + " cmdline")
+        m = job_model(r, W)
+        ids[r] = compare_rank(t, m, what)
+        for k in t["comms"]:
+            eq(k["device"], t["device"], what + " comm device")
+            eq((k["end"]["kind"], k["end"]["rc"]), ("Destroy", 0), what + " comm end")
+            check(k["end"]["exit_ns"] >= k["end"]["enter_ns"], what + " comm end times")
+        # the peak came after some collective of this rank
+        for d in t["memory"]["devices"]:
+            eq(d["device"], t["device"], what + " memory device")
+    eq(len({t["job"]["id"] for t in traces}), 1, "one job id")
+    eq(len({t["pid"] for t in traces}), W, "one process per rank")
+    # the same communicator has the same id on every member, different ones differ
+    members = collections.defaultdict(set)
+    for r in range(W):
+        h = r // 2
+        members[("world",)].add(ids[r]["world"])
+        members[("half", r % 2)].add(ids[r]["half"])
+        members[("quarter", r % 2, h % 2)].add(ids[r]["quarter"])
+        if r:
+            members[("rest",)].add(ids[r]["rest"])
+        for k in ("t0", "t1", "nb"):
+            members[(k,)].add(ids[r][k])
+        if r != W - 1:
+            members[("shrunk",)].add(ids[r]["shrunk"])
+    for k, v in members.items():
+        eq(len(v), 1, "ids of communicator %s across ranks" % (k,))
+    all_ids = [next(iter(v)) for v in members.values()]
+    eq(len(set(all_ids)), len(all_ids), "distinct communicators have distinct ids")
+
+
+def case_initall(c):
+    # No launcher: no RANK, no job variable: ranks and job id come from communicators
+    c.run([path_of("SHIM_INITALL")], extra={"TRSIM_SHM_TAG": None, "TRSIM_DEVICE_COUNT": "4"},
+          preload=[path_of("TRSHIM_LIB")])
+    traces = load_traces(c.traces)
+    eq(len(traces), 4, "one trace per device")
+    ranks = by_rank(traces)
+    eq(sorted(ranks), [0, 1, 2, 3], "ranks")
+    ids = {}
+    for d, t in ranks.items():
+        what = "device %d" % d
+        check_common(t, what)
+        eq((t["rank_source"], t["device"], t["world_size"], t["local_rank"]), ("comm", d, None, None),
+           what + " identity")
+        m = Model()
+        s = "initall_main"
+        m.comm("ia", "InitAll", 4, d, site=s)
+        m.comm("again", "InitRank", 4, d, site=s)
+        m.comm("split", "Split", 2, d // 2, parent="again", color=d % 2, ckey=d, site=s)
+        m.comm("thr", "InitRank", 4, d, site="initall_thread")
+        m.group("GroupStart", 1, 1, s)
+        m.call("AllReduce", "ia", 1000, "int32", "sum", group=1, depth=1, site=s)
+        m.group("GroupEnd", 1, 1, s)
+        for g in (2, 3):
+            m.group("GroupStart", g, 1, s)
+            m.group("GroupEnd", g, 1, s)
+        m.group("GroupStart", 4, 1, s)
+        m.call("AllReduce", "split", 7, "int32", "sum", group=4, depth=1, site=s)
+        m.group("GroupEnd", 4, 1, s)
+        m.call("AllReduce", "thr", 1, "int32", "max", site="initall_thread", thread="t")
+        ids[d] = compare_rank(t, m, what)
+        for k in t["comms"]:
+            eq(k["device"], d, what + " comm device")
+        for md in t["memory"]["devices"]:
+            eq(md["device"], d, what + " memory device")
+    eq(len({t["pid"] for t in traces}), 1, "one process")
+    for k in ("ia", "again", "thr"):
+        eq(len({ids[d][k] for d in range(4)}), 1, "id of %s across devices" % k)
+    eq(len({ids[d]["split"] for d in range(4)}), 2, "two split communicators")
+    eq(ids[0]["split"], ids[2]["split"], "split of the even devices")
+    eq(len({t["job"]["id"] for t in traces}), 1, "one job id")
+    eq((traces[0]["job"]["source"], traces[0]["job"]["id"]), ("comm", ids[0]["again"]),
+       "job id from the first communicator made from a unique id")
+
+
+def wait_markers(c, names, limit=90):
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < limit:
+        if all(os.path.exists(os.path.join(c.markers, n)) for n in names):
+            return
+        time.sleep(0.05)
+    raise Failure("ranks did not reach their hang points: %s" % sorted(os.listdir(c.markers)))
+
+
+def check_hang(c, sig):
+    for r in range(4):
+        check(os.path.exists(os.path.join(c.markers, "ready.%d" % r)), "rank %d never reached its hang" % r)
+    check(os.path.exists(os.path.join(c.markers, "apphandler.%d" % sig)),
+          "rank 0's own signal handler did not run after the shim's")
+    traces = load_traces(c.traces)
+    ranks = by_rank(traces)
+    eq(sorted(ranks), [0, 1, 2, 3], "a trace from every rank")
+    for r, t in ranks.items():
+        what = "rank %d" % r
+        eq(t["end"]["reason"], "signal", what + " end reason")
+        eq(t["end"]["signal"], sig, what + " end signal")
+        eq(t["end"]["in_call"], r != 0, what + " in_call")
+        ar = [x for x in t["calls"] if x["op"] == "AllReduce"]
+        eq([x["seq"] for x in ar], [1, 2] if r == 3 else [1, 2, 3], what + " AllReduce seqs")
+        check(all(x["exit_ns"] is not None and x["rc"] == 0 for x in ar), what + ": an AllReduce did not return")
+        if r == 3:
+            check_site(t, ar[0]["stack"], "main", what + " AllReduce")
+        else:
+            check_site(t, ar[2]["stack"], "hang_rank%d" % r, what + " AllReduce #3")
+        world = t["comms"][0]
+        eq((world["kind"], world["size"], world["rank"], world["init"]["rc"]), ("InitRank", 4, r, 0),
+           what + " world comm")
+    eq(ranks[0]["comms"][0]["end"], None, "rank 0 world end")
+    end1 = ranks[1]["comms"][0]["end"]
+    eq((end1["kind"], end1["exit_ns"], end1["rc"]), ("Destroy", None, None), "rank 1: Destroy not returned")
+    calls2 = ranks[2]["calls"]
+    eq([x["op"] for x in calls2[-2:]], ["GroupStart", "GroupEnd"], "rank 2 last calls")
+    ge = calls2[-1]
+    eq((ge["exit_ns"], ge["rc"], ge["group"], ge["depth"]), (None, None, 1, 1), "rank 2: GroupEnd not returned")
+    check_site(ranks[2], ge["stack"], "hang_rank2", "rank 2 GroupEnd")
+    lonely = ranks[2]["comms"][1]
+    eq((lonely["kind"], lonely["size"], lonely["rank"], lonely["init"]["rc"]), ("InitRank", 2, 0, 0),
+       "rank 2 grouped init")
+    split = ranks[3]["comms"][1]
+    eq((split["kind"], split["parent"], split["size"], split["init"]["exit_ns"], split["init"]["rc"]),
+       ("Split", ranks[3]["comms"][0]["id"], None, None, None), "rank 3: split not returned")
+    check_site(ranks[3], split["init"]["stack"], "hang_rank3", "rank 3 split")
+    eq(len({t["comms"][0]["id"] for t in traces}), 1, "world id")
+
+
+def case_hang_timeout(c):
+    # the launcher's --timeout sends SIGTERM, as torchrun or srun do to a hung job
+    c.launch(4, [path_of("SHIM_HANG")], timeout=8, want_rc=124)
+    check_hang(c, signal.SIGTERM)
+
+
+def case_hang_sigint(c):
+    pre = [path_of("TRSHIM_LIB")]
+    cmd = [path_of("TRSIM_LAUNCH"), "-n", "4", "--timeout", "120", "--", "env", "LD_PRELOAD=" + " ".join(pre),
+           path_of("SHIM_HANG")]
+    p = subprocess.Popen(cmd, env=c.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_markers(c, ["ready.%d" % r for r in range(4)])
+        time.sleep(0.5)    # from its marker into the call: microseconds
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    sys.stdout.write("$ %s\nrc=%d\n--- stdout\n%s--- stderr\n%s\n" % (" ".join(cmd), p.returncode, out, err))
+    eq(p.returncode, 128 + signal.SIGINT, "launcher exit status")
+    check_hang(c, signal.SIGINT)
+
+
+def warnings(stderr):
+    return [l for l in stderr.splitlines() if l.startswith("trshim:")]
+
+
+def case_unwritable(c):
+    bad = "/dev/null/traces"     # not a folder, whoever we are (root too)
+    p = c.launch(2, [path_of("SHIM_MISC"), "basic"], extra={"TRSHIM_DIR": bad})
+    w = warnings(p.stderr)
+    eq(len(w), 2, "one trshim: line per rank (%s)" % w)
+    check(all(bad in l for l in w), "the warning names the folder: %s" % w)
+    check(not os.path.exists(c.traces), "traces were written somewhere")
+
+
+def case_settings(c):
+    # bytes that are not UTF-8 (\udcff is byte 0xff) in the command line and environment
+    p = c.run([path_of("SHIM_MISC"), "basic", "arg\udcff\u00e9"], preload=[path_of("TRSHIM_LIB")],
+              extra={"TRSHIM": "maybe", "TRSHIM_STACK_DEPTH": "deep", "TRSHIM_MAX_RECORDS": "-5",
+                     "NCCL_ODD\udcfe": "v\udcc3\u00e9"})
+    w = warnings(p.stderr)
+    eq(len(w), 3, "one trshim: line per bad setting (%s)" % w)
+    for var in ("TRSHIM=", "TRSHIM_STACK_DEPTH=", "TRSHIM_MAX_RECORDS="):
+        check(any(var in l for l in w), "no warning about %s" % var)
+    (t,) = load_traces(c.traces)
+    eq(t["settings"], {"enabled": True, "dir": c.traces, "stack_depth": 64, "max_records": 1000000}, "settings")
+    eq(t["cmdline"][1:], ["basic", "arg?\u00e9"], "cmdline with a byte that is not UTF-8")
+    eq(t["env"].get("NCCL_ODD?"), "v?\u00e9", "environment with bytes that are not UTF-8")
+    eq(len(t["calls"]), 5, "calls")
+
+
+def case_max_records(c):
+    c.run([path_of("SHIM_MISC"), "basic"], preload=[path_of("TRSHIM_LIB")],
+          extra={"TRSHIM_MAX_RECORDS": "3", "TRSHIM_STACK_DEPTH": "0"})
+    (t,) = load_traces(c.traces)
+    eq([(x["op"], x["seq"], x["count"]) for x in t["calls"]],
+       [("AllReduce", 1, 1), ("AllReduce", 2, 2), ("AllReduce", 3, 3)], "calls kept")
+    eq(t["dropped"], 2, "dropped")
+    eq(t["comms"][0]["colls"], 5, "collectives numbered past the limit")
+    eq({x["stack"] for x in t["calls"]}, {-1}, "no stacks with TRSHIM_STACK_DEPTH=0")
+    eq(t["settings"]["max_records"], 3, "settings.max_records")
+    # rank: no RANK variable, so the rank in the first communicator
+    eq((t["rank"], t["rank_source"], t["device"]), (0, "comm", 0), "rank from the communicator")
+
+
+def case_disabled(c):
+    p = c.run([path_of("SHIM_MISC"), "basic"], preload=[path_of("TRSHIM_LIB")], extra={"TRSHIM": "0"})
+    eq(warnings(p.stderr), [], "warnings")
+    check(not os.path.exists(c.traces), "TRSHIM=0 wrote traces")
+
+
+def case_nocuda(c):
+    pre = [path_of("TRSHIM_LIB")]
+    for cmd in ([path_of("SHIM_MISC"), "nocuda"], ["sh", "-c", "true"], [sys.executable, "-c", "pass"]):
+        p = c.run(cmd, preload=pre, extra={"TRSHIM_STACK_DEPTH": "bad"})
+        eq(warnings(p.stderr), [], "a process that never records says nothing")
+    check(not os.path.exists(c.traces), "a process that never called CUDA wrote something")
+
+
+def case_fork(c):
+    p = c.run([path_of("SHIM_MISC"), "fork"], preload=[path_of("TRSHIM_LIB")])
+    pids = re.findall(r"pid (\d+)", p.stdout)
+    (t,) = load_traces(c.traces)
+    eq(str(t["pid"]), pids[-1], "the trace is the parent's")
+    eq([(x["op"], x["seq"]) for x in t["calls"]], [("AllReduce", 1), ("AllReduce", 2)], "parent's calls only")
+
+
+def case_forkfirst(c):
+    p = c.run([path_of("SHIM_MISC"), "forkfirst"], preload=[path_of("TRSHIM_LIB")])
+    pids = re.findall(r"pid (\d+)", p.stdout)
+    eq(len(pids), 1, "one recording process")
+    (t,) = load_traces(c.traces)
+    eq(str(t["pid"]), pids[0], "the child that used NCCL wrote its own trace")
+    eq([(x["op"], x["seq"], x["count"]) for x in t["calls"]], [("AllReduce", 1, 3)], "child's calls")
+
+
+def case_sigign(c):
+    c.run([path_of("SHIM_MISC"), "sigign"], preload=[path_of("TRSHIM_LIB")])
+    (t,) = load_traces(c.traces)
+    eq(t["end"]["reason"], "exit", "an ignored SIGINT is no reason to write")
+    eq([x["seq"] for x in t["calls"]], [1], "calls")
+
+
+def case_rank_sources(c):
+    for env, rank, source in (({"OMPI_COMM_WORLD_RANK": "5"}, 5, "OMPI_COMM_WORLD_RANK"),
+                              ({"PMI_RANK": "6", "SLURM_PROCID": "9"}, 6, "PMI_RANK"),
+                              ({"SLURM_PROCID": "7", "SLURM_JOB_ID": "123", "SLURM_STEP_ID": "4"}, 7,
+                               "SLURM_PROCID"),
+                              ({"RANK": "3", "TRSHIM_JOB_ID": "my job/1", "TORCHELASTIC_RUN_ID": "abc"}, 3,
+                               "RANK")):
+        shutil.rmtree(c.traces, ignore_errors=True)
+        env["TRSIM_SHM_TAG"] = None      # tests/run sets one: it would name the job
+        c.run([path_of("SHIM_MISC"), "basic"], preload=[path_of("TRSHIM_LIB")], extra=env)
+        (t,) = load_traces(c.traces)
+        eq((t["rank"], t["rank_source"]), (rank, source), "rank from %s" % env)
+        if "TRSHIM_JOB_ID" in env:
+            eq(t["job"], {"id": "my job/1", "source": "TRSHIM_JOB_ID"}, "job")
+            check(t["_name"].startswith("trshim.my_job_1.r3."), "file name %s" % t["_name"])
+        elif "SLURM_JOB_ID" in env:
+            eq(t["job"], {"id": "123.4", "source": "SLURM_JOB_ID"}, "job")
+        else:
+            eq(t["job"]["source"], "comm", "job source")
+            eq(t["job"]["id"], t["comms"][0]["id"], "job id")
+
+
+def case_default_dir(c):
+    """No TRSHIM_DIR: ./traces of the folder the process started in, even
+    after it changed folder."""
+    c.run([path_of("SHIM_MISC"), "chdir"], preload=[path_of("TRSHIM_LIB")], extra={"TRSHIM_DIR": None},
+          cwd=c.tmp)
+    (t,) = load_traces(c.traces)
+    eq(t["settings"]["dir"], "./traces", "settings.dir")
+    eq(len(t["calls"]), 1, "calls")
+
+
+def case_dlopen(c):
+    """NCCL reached only through a library loaded with RTLD_LOCAL (as Python
+    loads a CUDA extension): found by its soname."""
+    cmd = [path_of("SHIM_DLOPEN"), path_of("SHIM_PLUGIN")]
+    plain = c.run(cmd)
+    p = c.run(cmd, preload=[path_of("TRSHIM_LIB")])
+    eq(warnings(p.stderr), [], "warnings")
+    eq(p.stdout, plain.stdout, "output under the shim")
+    (t,) = load_traces(c.traces)
+    eq([(x["op"], x["seq"], x["count"], x["rc"]) for x in t["calls"]], [("AllReduce", i, 4, 0) for i in (1, 2, 3)],
+       "calls")
+    eq([(k["kind"], k["size"], k["rank"], k["end"]["kind"]) for k in t["comms"]], [("InitRank", 1, 0, "Destroy")],
+       "comms")
+    eq(t["versions"]["nccl"], 22809, "nccl version")
+
+
+def case_lifecycle(c):
+    p = c.launch(2, [path_of("SHIM_MISC"), "lifecycle"])
+    traces = load_traces(c.traces)
+    ranks = by_rank(traces)
+    eq(sorted(ranks), [0, 1], "ranks")
+    for r, t in ranks.items():
+        what = "rank %d" % r
+        check_common(t, what)
+        got = [(k["kind"], k["size"], k["rank"], k["blocking"], k["init"]["rc"], k["end"]["kind"], k["end"]["rc"])
+               for k in t["comms"]]
+        eq(got, [("InitRankScalable", 2, r, True, 0, "Revoke", 0), ("InitRankConfig", 2, r, True, 0, "Abort", 0),
+                 ("InitRank", 2, r, True, 0, "Destroy", 0), ("InitRank", 2, r, True, 0, "Destroy", 0)],
+           what + " comms")
+        eq([(x["comm"], x["seq"], x["count"]) for x in t["calls"]], [(0, 1, 1), (1, 1, 2), (2, 1, 3), (3, 1, 4)],
+           what + " calls (each on its own communicator, even on a reused handle)")
+        check_site(t, t["comms"][0]["init"]["stack"], "misc_lifecycle", what + " InitRankScalable")
+    for i in range(4):
+        eq(ranks[0]["comms"][i]["id"], ranks[1]["comms"][i]["id"], "id of communicator %d on both ranks" % i)
+    sys.stdout.write("(%s)\n" % p.stdout.strip())
+
+
+def case_cxx(c):
+    c.run([path_of("SHIM_CXX")], preload=[path_of("TRSHIM_LIB")])
+    (t,) = load_traces(c.traces)
+    ar = [x for x in t["calls"] if x["op"] == "AllReduce"]
+    eq([x["seq"] for x in ar], list(range(1, 302)), "AllReduce seqs")
+    check_site(t, ar[0]["stack"], "_Z14cxx_collectivei", "AllReduce")
+
+
+def case_real(c):
+    """The real libcudart/libnccl of this machine, the shim alone in front."""
+    prog = path_of("SHIM_REAL")
+    plain = c.run([prog], extra={"TRSHIM_DIR": os.path.join(c.tmp, "unused")})
+    check(not os.path.exists(os.path.join(c.tmp, "unused")), "traces without the shim?")
+    shim = c.run([prog], preload=[path_of("TRSHIM_LIB")])
+    eq(shim.stdout, plain.stdout, "output under the shim (return codes, CUDA error state)")
+    (t,) = load_traces(c.traces)
+    printed = [l.split() for l in plain.stdout.splitlines() if " rc " in l]
+    rc = {}
+    ops = []
+    for f in printed:
+        name, code = f[0], int(f[2])
+        if name in ("GroupStart", "AllReduce", "Send", "GroupEnd", "Bcast", "Broadcast", "Reduce", "AllGather",
+                    "ReduceScatter", "AlltoAll", "Gather", "Scatter", "Recv"):
+            ops.append((name, code))
+        rc[name] = code
+    eq([(x["op"], x["rc"]) for x in t["calls"]], ops, "calls and their return codes")
+    eq([(k["kind"], k["init"]["rc"]) for k in t["comms"]], [("InitAll", rc["InitAll"]), ("Split", rc["Split"])],
+       "communicators and their init return codes")
+    eq(t["versions"]["nccl"], int(re.search(r"nccl (\d+)", plain.stdout).group(1)), "nccl version")
+
+
+def case_real_sim(c):
+    """The example job, linked against the real libraries, run on the
+    simulator with the shim in front of both."""
+    c.launch(4, [path_of("SHIM_TRAIN_DP"), "20", "128"], preload=[path_of("TRSHIM_LIB"), path_of("TRSIM_LIB")])
+    traces = load_traces(c.traces)
+    ranks = by_rank(traces)
+    eq(sorted(ranks), [0, 1, 2, 3], "ranks")
+    for r, t in ranks.items():
+        check_common(t, "rank %d" % r)
+        want = [("Broadcast", 1, 128, "float32", None, 0)]
+        want += [("AllReduce", 2 + i, 129, "float32", "avg", None) for i in range(20)]
+        want += [("AllGather", 22, 128, "float32", None, None)]
+        eq([(x["op"], x["seq"], x["count"], x["dtype"], x["redop"], x["root"]) for x in t["calls"]], want,
+           "rank %d calls" % r)
+        eq([(k["kind"], k["size"], k["rank"], k["end"]["kind"]) for k in t["comms"]],
+           [("InitRank", 4, r, "Destroy")], "rank %d comms" % r)
+        check_site(t, t["calls"][0]["stack"], "main", "Broadcast")
+    eq(len({t["comms"][0]["id"] for t in traces}), 1, "one communicator id")
+
+
+def case_exports(c):
+    lib = path_of("TRSHIM_LIB")
+    with open(path_of("TRSHIM_MAP")) as f:
+        text = re.sub(r"/\*.*?\*/", "", f.read(), flags=re.S)
+    glob_part = text.split("global:")[1].split("local:")[0]
+    allowed = {s.strip() for s in glob_part.replace("\n", " ").split(";") if s.strip()}
+    out = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True, check=True).stdout
+    exported = {l.split()[-1] for l in out.splitlines() if l.strip()}
+    sys.stdout.write("exported: %s\n" % sorted(exported))
+    eq(sorted(exported - allowed), [], "exported symbols that are not wrapped functions")
+    nccl = {"ncclAllReduce", "ncclBroadcast", "ncclBcast", "ncclReduce", "ncclAllGather", "ncclReduceScatter",
+            "ncclAlltoAll", "ncclGather", "ncclScatter", "ncclSend", "ncclRecv", "ncclGroupStart", "ncclGroupEnd",
+            "ncclCommInitRank", "ncclCommInitRankConfig", "ncclCommInitAll", "ncclCommInitRankScalable",
+            "ncclCommSplit", "ncclCommShrink", "ncclCommFinalize", "ncclCommDestroy", "ncclCommAbort",
+            "ncclCommRevoke"}
+    eq(sorted(nccl - exported), [], "NCCL wrappers missing")
+    dyn = subprocess.run(["readelf", "-d", lib], capture_output=True, text=True, check=True).stdout
+    needed = re.findall(r"\(NEEDED\).*\[(.*)\]", dyn)
+    bad = [n for n in needed if re.search(r"cuda|nccl|unwind|trsim|stdc\+\+", n)]
+    eq(bad, [], "libraries the shim must not link")
+
+
+CASES = {
+    "job": case_job, "initall": case_initall, "hang-timeout": case_hang_timeout, "hang-sigint": case_hang_sigint,
+    "unwritable": case_unwritable, "settings": case_settings, "max-records": case_max_records,
+    "disabled": case_disabled, "nocuda": case_nocuda, "fork": case_fork, "forkfirst": case_forkfirst,
+    "sigign": case_sigign, "dlopen": case_dlopen, "lifecycle": case_lifecycle, "default-dir": case_default_dir, "rank-sources": case_rank_sources, "cxx": case_cxx, "real": case_real,
+    "real-sim": case_real_sim, "exports": case_exports,
+}
+
+
+def main():
+    if len(sys.argv) < 2 or sys.argv[1] not in CASES:
+        sys.stderr.write("usage: test_shim.py CASE [ARGS]; cases: %s\n" % " ".join(CASES))
+        return 2
+    c = Case()
+    try:
+        CASES[sys.argv[1]](c, *sys.argv[2:])
+    except Failure as e:
+        sys.stdout.write("FAIL %s: %s\n(traces kept in %s)\n" % (sys.argv[1], e, c.tmp))
+        return 1
+    c.cleanup()
+    sys.stdout.write("ok %s\n" % sys.argv[1])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
