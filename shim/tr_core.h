@@ -1,7 +1,9 @@
 /* Internal interfaces of libtrshim.so shared by its parts:
  *   tr_core.c    start-up, settings, per-thread state, warnings, activation
  *   tr_real.c    finding the real function behind each wrapper
- *   tr_stack.c   call-stack capture, deduplication, modules, symbols
+ *   tr_stack.c   call-stack capture, per-thread cache, deduplication
+ *   tr_symbols.c modules, build ids, ELF symbols, JSON of modules/stacks
+ *   tr_memtable.c the live-allocation table of tr_memory.c
  *   tr_nccl.c    NCCL wrappers, communicator table, call records
  *   tr_memory.c  allocation wrappers and per-device accounting
  *   tr_writer.c  trace files: background writer, signals, exit

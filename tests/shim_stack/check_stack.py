@@ -239,7 +239,9 @@ def case_cap(prog):
     check(c["stacks"] == 65536, f"stacks {c['stacks']}")
     # refused once each when first unwound, and again when re-unwound
     check(70000 - 65536 <= c["dropped"] <= 70000 - 65536 + 200, f"dropped {c['dropped']}")
-    check(c["hits"] > 0, f"no cache hit when capturing again: {c}")
+    # No assertion on cache hits here: after 70000 distinct stacks the
+    # bounded per-thread cache holds whichever keys survived eviction, which
+    # depends on where the stacks land; hits are checked in the other cases.
 
 
 def case_hazard(prog):
