@@ -9,7 +9,12 @@
  * Built against the real libcudart/libnccl, it runs on GPUs as it is; under
  * LD_PRELOAD=libtrsim.so it runs on the simulator, unchanged.
  *
- * Usage: train_dp [steps] [dim] */
+ * Usage: train_dp [steps] [dim]
+ *
+ * TRAIN_DP_PLANT=log_metrics plants the most common hang of the failure
+ * catalog: at step 10, rank 0 alone all-reduces a metric for logging, so its
+ * next collective pairs with its peers' gradient all-reduce and the job
+ * hangs (the README's main command shows tranalyze naming that line). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <math.h>
@@ -84,6 +89,17 @@ static void share_unique_id(ncclUniqueId *id, int world)
     freeaddrinfo(ai);
 }
 
+/* Rank 0 averages its loss over the ranks for the log line... but only rank 0
+ * calls it when the plant is on: an extra collective the others never issue. */
+__attribute__((noinline)) void log_metrics(int step, float loss, float *metric_dev, ncclComm_t comm,
+                                           cudaStream_t stream)
+{
+    CUDA_OK(cudaMemcpyAsync(metric_dev, &loss, sizeof loss, cudaMemcpyHostToDevice, stream));
+    NCCL_OK(ncclAllReduce(metric_dev, metric_dev, 1, ncclFloat32, ncclAvg, comm, stream));
+    CUDA_OK(cudaStreamSynchronize(stream));
+    printf("step %3d  metric logged\n", step);
+}
+
 /* Deterministic synthetic data: sample k of the whole dataset. */
 static float feature(long k, int j) { return (float)(((k * 31 + j * 17) % 13) - 6) / 6.0f; }
 static float target(long k, int dim)
@@ -129,7 +145,10 @@ int main(int argc, char **argv)
     /* features lie in [-1, 1]: a step of 1/dim keeps SGD stable at any width */
     const float lr = 1.0f / (float)dim;
     float first_loss = -1, loss = 0;
+    const char *plant = getenv("TRAIN_DP_PLANT");
+    int plant_log_metrics = plant && strcmp(plant, "log_metrics") == 0;
     for (int step = 0; step < steps; step++) {
+        if (plant_log_metrics && rank == 0 && step == 10) log_metrics(step, loss, loss_dev, comm, stream);
         /* local gradient of the mean squared error on this rank's shard;
          * the last slot carries the shard's loss along with it */
         memset(grad_host, 0, (dim + 1) * sizeof(float));

@@ -1,0 +1,375 @@
+/* The "calls" array, read by a dedicated scanner: it is nearly all of a
+ * trace (19 values per call, 10,000s of calls per rank), and a general JSON
+ * tree costs too much there (an allocation per value, a locale lookup per
+ * number). The rest of the file goes through cJSON. The scanner accepts
+ * exactly JSON (RFC 8259) values; each call is validated field by field with
+ * the same rules as every other field: a wrong call is skipped and counted,
+ * a syntax error makes the whole file unusable, like any JSON syntax error. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ta.h"
+#include "ta_calls.h"
+
+enum { JV_NULL, JV_BOOL, JV_INT, JV_DBL, JV_STR, JV_OTHER };
+typedef struct {
+    int type;
+    int64_t i;
+    double d;
+    char s[64];
+} jv;
+
+static inline size_t ws(const char *b, size_t n, size_t i)
+{
+    while (i < n && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t')) i++;
+    return i;
+}
+
+/* end of the string starting at the quote b[i] (after its closing quote);
+ * (size_t)-1 when unterminated */
+static size_t str_end(const char *b, size_t n, size_t i)
+{
+    i++;
+    while (i < n) {
+        const char *q = memchr(b + i, '"', n - i);
+        if (!q) return (size_t)-1;
+        size_t k = (size_t)(q - b);
+        size_t bs = 0;
+        while (k - bs > i && b[k - bs - 1] == '\\') bs++;
+        if (!(bs & 1)) return k + 1;
+        i = k + 1;
+    }
+    return (size_t)-1;
+}
+
+/* end of any value at b[i] (structure only; the content of scalars is
+ * checked where they are used). (size_t)-1 on a structural error. */
+static size_t skip_value(const char *b, size_t n, size_t i)
+{
+    if (i >= n) return (size_t)-1;
+    char c = b[i];
+    if (c == '"') return str_end(b, n, i);
+    if (c == '[' || c == '{') {
+        int depth = 0;
+        char stack[1024];
+        while (i < n) {
+            c = b[i];
+            if (c == '"') {
+                size_t e = str_end(b, n, i);
+                if (e == (size_t)-1) return (size_t)-1;
+                i = e;
+                continue;
+            }
+            if (c == '[' || c == '{') {
+                if (depth >= 1024) return (size_t)-1;
+                stack[depth++] = c;
+            } else if (c == ']' || c == '}') {
+                if (!depth || (c == ']') != (stack[depth - 1] == '[')) return (size_t)-1;
+                if (--depth == 0) return i + 1;
+            }
+            i++;
+        }
+        return (size_t)-1;
+    }
+    while (i < n && b[i] != ',' && b[i] != ']' && b[i] != '}' && b[i] != ' ' && b[i] != '\n' &&
+           b[i] != '\r' && b[i] != '\t')
+        i++;
+    return i;
+}
+
+int ta_find_member(const char *b, size_t n, const char *name, size_t *vs, size_t *ve)
+{
+    size_t nl = strlen(name);
+    size_t i = ws(b, n, 0);
+    if (i >= n || b[i] != '{') return -1;
+    i = ws(b, n, i + 1);
+    if (i < n && b[i] == '}') return -1;
+    for (;;) {
+        if (i >= n || b[i] != '"') return -1;
+        size_t ke = str_end(b, n, i);
+        if (ke == (size_t)-1) return -1;
+        int match = ke - i - 2 == nl && !memcmp(b + i + 1, name, nl);
+        i = ws(b, n, ke);
+        if (i >= n || b[i] != ':') return -1;
+        i = ws(b, n, i + 1);
+        size_t e = skip_value(b, n, i);
+        if (e == (size_t)-1 || e > n) return -1;
+        if (match) { *vs = i; *ve = e; return 0; }
+        i = ws(b, n, e);
+        if (i >= n) return -1;
+        if (b[i] == '}') return -1;
+        if (b[i] != ',') return -1;
+        i = ws(b, n, i + 1);
+    }
+}
+
+/* one scalar at b[i]; returns the end, (size_t)-1 on a syntax error */
+static size_t scalar(const char *b, size_t n, size_t i, jv *v)
+{
+    char c = b[i];
+    if (c == '"') {
+        size_t e = str_end(b, n, i);
+        if (e == (size_t)-1) return (size_t)-1;
+        size_t k = 0;
+        for (size_t j = i + 1; j < e - 1 && k < sizeof v->s - 1; j++) {
+            unsigned char ch = (unsigned char)b[j];
+            if (ch < 0x20) return (size_t)-1;
+            if (ch == '\\') {
+                j++;
+                char x = b[j];
+                if (x == 'u') { if (j + 4 >= e - 1) return (size_t)-1; j += 4; v->s[k++] = '?'; continue; }
+                if (!x || !strchr("\"\\/bfnrt", x)) return (size_t)-1;
+                v->s[k++] = x == 'n' ? '\n' : x == 't' ? '\t' : x == 'r' ? '\r' : x == 'b' ? '\b' : x == 'f' ? '\f' : x;
+                continue;
+            }
+            v->s[k++] = (char)ch;
+        }
+        v->s[k] = 0;
+        v->type = JV_STR;
+        return e;
+    }
+    if (c == 'n' && n - i >= 4 && !memcmp(b + i, "null", 4)) { v->type = JV_NULL; return i + 4; }
+    if (c == 't' && n - i >= 4 && !memcmp(b + i, "true", 4)) { v->type = JV_BOOL; v->i = 1; return i + 4; }
+    if (c == 'f' && n - i >= 5 && !memcmp(b + i, "false", 5)) { v->type = JV_BOOL; v->i = 0; return i + 5; }
+    if (c == '-' || (c >= '0' && c <= '9')) {
+        size_t j = i;
+        int neg = 0;
+        if (b[j] == '-') { neg = 1; j++; }
+        if (j >= n || b[j] < '0' || b[j] > '9') return (size_t)-1;
+        if (b[j] == '0' && j + 1 < n && b[j + 1] >= '0' && b[j + 1] <= '9') return (size_t)-1;
+        uint64_t acc = 0;
+        size_t d0 = j;
+        while (j < n && b[j] >= '0' && b[j] <= '9') { acc = acc * 10 + (uint64_t)(b[j] - '0'); j++; }
+        int isint = j - d0 <= 18;
+        if (j < n && (b[j] == '.' || b[j] == 'e' || b[j] == 'E')) {
+            isint = 0;
+            if (b[j] == '.') {
+                j++;
+                if (j >= n || b[j] < '0' || b[j] > '9') return (size_t)-1;
+                while (j < n && b[j] >= '0' && b[j] <= '9') j++;
+            }
+            if (j < n && (b[j] == 'e' || b[j] == 'E')) {
+                j++;
+                if (j < n && (b[j] == '+' || b[j] == '-')) j++;
+                if (j >= n || b[j] < '0' || b[j] > '9') return (size_t)-1;
+                while (j < n && b[j] >= '0' && b[j] <= '9') j++;
+            }
+        }
+        if (isint) {
+            v->type = JV_INT;
+            v->i = neg ? -(int64_t)acc : (int64_t)acc;
+        } else {
+            char tmp[64];
+            size_t l = j - i < 63 ? j - i : 63;
+            memcpy(tmp, b + i, l);
+            tmp[l] = 0;
+            v->type = JV_DBL;
+            v->d = strtod(tmp, NULL);
+        }
+        return j;
+    }
+    return (size_t)-1;
+}
+
+static int num_ok(const jv *v, int64_t *out)
+{
+    if (v->type == JV_INT) { *out = v->i; return 1; }
+    if (v->type == JV_DBL && v->d == floor(v->d) && fabs(v->d) < 9.2e18) { *out = (int64_t)v->d; return 1; }
+    return 0;
+}
+static int parse_hex(const char *s, uint64_t *out)
+{
+    if (s[0] != '0' || (s[1] != 'x' && s[1] != 'X') || !s[2]) return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s + 2, &end, 16);
+    if (*end || errno) return -1;
+    *out = v;
+    return 0;
+}
+
+static const char *conv(const jv *vals, int nv, const int8_t *role, ta_trace *t, ta_call *c, uint64_t *streams,
+                        int *nstreams)
+{
+    memset(c, 0, sizeof *c);
+    c->rp = c->comm = c->stack = -1;
+    c->exit_ns = TA_NULL64;
+    c->rc = INT16_MIN;
+    int root = -1, peer = -1, seen = 0;
+    for (int p = 0; p < nv; p++) {
+        int r = role[p];
+        if (r < 0) continue;
+        const jv *v = &vals[p];
+        seen |= 1 << r;
+        int64_t n = 0;
+        switch (r) {
+        case F_OP: {
+            if (v->type != JV_STR) return "op is not a string";
+            int op = ta_op_parse(v->s);
+            if (op < 0) return "op is not a known NCCL operation";
+            c->op = (uint8_t)op;
+            break;
+        }
+        case F_COMM:
+            if (!num_ok(v, &n) || n < -1 || n >= t->ncomms) return "comm is not an index into comms";
+            c->comm = (int32_t)n;
+            break;
+        case F_SEQ:
+            if (!num_ok(v, &n) || n < 0 || n > 0x7fffffff) return "seq is not a non-negative integer";
+            c->seq = (uint32_t)n;
+            break;
+        case F_COUNT:
+            if (!num_ok(v, &n) || n < 0) return "count is not a non-negative integer";
+            c->count = n;
+            break;
+        case F_DTYPE:
+            if (v->type == JV_NULL) break;
+            if (v->type != JV_STR) return "dtype is not a string";
+            { int d = ta_dtype_parse(v->s); if (d < 0) return "dtype is not a known datatype"; c->dtype = (uint8_t)d; }
+            break;
+        case F_REDOP:
+            if (v->type == JV_NULL) break;
+            if (v->type != JV_STR) return "redop is not a string";
+            { int d = ta_redop_parse(v->s); if (d < 0) return "redop is not a known reduction"; c->redop = (uint8_t)d; }
+            break;
+        case F_ROOT:
+            if (v->type == JV_NULL) break;
+            if (!num_ok(v, &n) || n < 0 || n > 0x7fffffff) return "root is not a rank";
+            root = (int)n;
+            break;
+        case F_PEER:
+            if (v->type == JV_NULL) break;
+            if (!num_ok(v, &n) || n < 0 || n > 0x7fffffff) return "peer is not a rank";
+            peer = (int)n;
+            break;
+        case F_STREAM: {
+            uint64_t s = ~0ull;
+            if (v->type != JV_NULL && (v->type != JV_STR || parse_hex(v->s, &s))) return "stream is not a \"0x...\" string";
+            int k;
+            for (k = 0; k < *nstreams; k++) if (streams[k] == s) break;
+            if (k == *nstreams) {
+                if (*nstreams < 254) streams[(*nstreams)++] = s;
+                else k = 254;
+            }
+            c->stream = (uint8_t)k;
+            break;
+        }
+        case F_GROUP:
+            if (!num_ok(v, &n) || n < 0 || n > 0xffffffffLL) return "group is not a non-negative integer";
+            c->group = (uint32_t)n;
+            break;
+        case F_ENTER:
+            if (!num_ok(v, &n)) return "enter_ns is not an integer";
+            c->enter_ns = n;
+            break;
+        case F_EXIT:
+            if (v->type == JV_NULL) break;
+            if (!num_ok(v, &n) || n == TA_NULL64) return "exit_ns is not an integer or null";
+            c->exit_ns = n;
+            break;
+        case F_RC:
+            if (v->type == JV_NULL) break;
+            if (!num_ok(v, &n) || n < -32767 || n > 32767) return "rc is not an integer or null";
+            c->rc = (int16_t)n;
+            break;
+        case F_STACK:
+            if (!num_ok(v, &n) || n < -1 || n > 0x7fffffff) return "stack is not an index";
+            c->stack = (int32_t)n;
+            break;
+        }
+    }
+    for (int r = 0; r < F_NREQ; r++)
+        if (!(seen & (1 << r))) return "is shorter than call_fields";
+    if (ta_op_is_p2p(c->op)) c->rp = peer;
+    else if (ta_op_rooted(c->op)) c->rp = root;
+    if (c->op == OP_GROUPSTART || c->op == OP_GROUPEND) c->comm = -1;
+    if ((ta_op_is_coll(c->op) || ta_op_is_p2p(c->op)) && c->seq > 0) {
+        if (c->comm < 0) return "a numbered call has no communicator";
+        if (ta_op_is_p2p(c->op) && peer < 0) return "a numbered send/recv has no peer";
+    }
+    if (c->stack >= t->nstacks) c->stack = -1;
+    return NULL;
+}
+
+int ta_parse_calls(const char *b, size_t n, const int8_t *role, int npos, ta_trace *t, size_t *err_at,
+                   const char **first_why, int *first_i)
+{
+    size_t i = ws(b, n, 0);
+    if (i >= n || b[i] != '[') { *err_at = i; return -2; }   /* not an array */
+    /* capacity: a call is at least 2 + 19 * 2 characters */
+    size_t cap = n / 24 + 16, used = 0;
+    t->calls = xmalloc(sizeof(ta_call) * cap);
+    jv *vals = xmalloc(sizeof(jv) * (size_t)(npos + 1));
+    uint64_t streams[256];
+    int nstreams = 0;
+    i = ws(b, n, i + 1);
+    int idx = 0;
+    if (i < n && b[i] == ']') goto done;
+    for (;; idx++) {
+        if (i >= n) { *err_at = i; goto syntax; }
+        const char *why = NULL;
+        if (b[i] != '[') {
+            size_t e = skip_value(b, n, i);
+            if (e == (size_t)-1) { *err_at = i; goto syntax; }
+            if (b[i] != '-' && (b[i] < '0' || b[i] > '9') && b[i] != '"' && b[i] != '{' && b[i] != 't' &&
+                b[i] != 'f' && b[i] != 'n') { *err_at = i; goto syntax; }
+            i = e;
+            why = "is not an array";
+        } else {
+            i = ws(b, n, i + 1);
+            int k = 0;
+            if (i < n && b[i] == ']') {
+                i++;
+            } else {
+                for (;;) {
+                    if (i >= n) { *err_at = i; goto syntax; }
+                    jv tmp, *v = k < npos ? &vals[k] : &tmp;
+                    size_t e;
+                    if (b[i] == '[' || b[i] == '{') {
+                        e = skip_value(b, n, i);
+                        v->type = JV_OTHER;
+                    } else {
+                        e = scalar(b, n, i, v);
+                    }
+                    if (e == (size_t)-1) { *err_at = i; goto syntax; }
+                    k++;
+                    i = ws(b, n, e);
+                    if (i < n && b[i] == ',') { i = ws(b, n, i + 1); continue; }
+                    if (i < n && b[i] == ']') { i++; break; }
+                    *err_at = i;
+                    goto syntax;
+                }
+            }
+            if (k > npos) {
+                why = "has more positions than call_fields";
+            } else {
+                if (used >= cap) { cap *= 2; t->calls = xrealloc(t->calls, sizeof(ta_call) * cap); }
+                why = conv(vals, k, role, t, &t->calls[used], streams, &nstreams);
+            }
+        }
+        if (why) {
+            if (!*first_why) { *first_why = why; *first_i = idx; }
+            t->skipped_records++;
+        } else {
+            used++;
+        }
+        i = ws(b, n, i);
+        if (i < n && b[i] == ',') { i = ws(b, n, i + 1); continue; }
+        if (i < n && b[i] == ']') break;
+        *err_at = i;
+        goto syntax;
+    }
+done:
+    t->ncalls = (int64_t)used;
+    t->nstreams = nstreams + 1;
+    free(vals);
+    return 0;
+syntax:
+    free(vals);
+    free(t->calls);
+    t->calls = NULL;
+    t->ncalls = 0;
+    return -1;
+}

@@ -1,0 +1,409 @@
+/* Findings that do not come from the wait-for graph: out-of-memory failures,
+ * memory imbalance, divergences on communicators that did not hang (a
+ * collective whose members disagree), and matched send/recv pairs of
+ * different count or datatype. Also the constructors the root-cause pass
+ * uses. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ta.h"
+
+ta_finding *ta_finding_new(ta_an *a, int kind)
+{
+    a->f = xrealloc(a->f, sizeof *a->f * (size_t)(a->nf + 1));
+    ta_finding *f = &a->f[a->nf++];
+    memset(f, 0, sizeof *f);
+    f->kind = kind;
+    f->g = f->stop_g = -1;
+    f->seq = f->stop_seq = -1;
+    f->culprit.trace = f->other.trace = -1;
+    f->culprit.call = f->other.call = -1;
+    f->culprit.stack = f->other.stack = -1;
+    f->stack2 = -1;
+    return f;
+}
+
+/* ranks: global ranks (sorted here); trace/call: the representative call */
+void ta_side_set(ta_side *s, const int *ranks, int n, int trace, int64_t call)
+{
+    free(s->ranks);
+    s->ranks = xmalloc(sizeof(int) * (size_t)(n ? n : 1));
+    if (n) memcpy(s->ranks, ranks, sizeof(int) * (size_t)n);
+    s->nranks = n;
+    ta_ints_sort(s->ranks, n);
+    s->trace = trace;
+    s->call = call;
+    s->stack = -1;
+}
+
+static char *human(int64_t b)
+{
+    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)b;
+    int k = 0;
+    while (v >= 1024 && k < 4) { v /= 1024; k++; }
+    return k ? xasprintf("%.1f %s", v, u[k]) : xasprintf("%lld B", (long long)b);
+}
+
+static int64_t rank_peak(const ta_trace *t, int *dev_out)
+{
+    int64_t best = -1;
+    for (int i = 0; i < t->nmdev; i++)
+        if (t->mdev[i].peak > best) { best = t->mdev[i].peak; if (dev_out) *dev_out = i; }
+    return best;
+}
+
+static int cmp64(const void *x, const void *y)
+{
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* The last collective the rank issued before time t_ns (-1 none). */
+static int64_t call_before(const ta_trace *t, int64_t t_ns)
+{
+    int64_t lo = 0, hi = t->ncalls - 1, best = -1;
+    while (lo <= hi) {       /* calls are in entry order */
+        int64_t mid = (lo + hi) / 2;
+        if (t->calls[mid].enter_ns <= t_ns) { best = mid; lo = mid + 1; }
+        else hi = mid - 1;
+    }
+    while (best >= 0 && !(ta_op_is_coll(t->calls[best].op) || ta_op_is_p2p(t->calls[best].op))) best--;
+    return best;
+}
+
+void ta_findings_memory(ta_an *a)
+{
+    /* out of memory */
+    for (int ti = 0; ti < a->ntr; ti++) {
+        ta_trace *t = a->tr[ti];
+        if (!t->nmfail) continue;
+        /* the first out-of-memory failure, else the first failure */
+        const ta_memfail *m = &t->mfail[0];
+        for (int k = 0; k < t->nmfail; k++)
+            if (strstr(t->mfail[k].error, "Memory") || strstr(t->mfail[k].error, "MEMORY") ||
+                t->mfail[k].error_code == 2) { m = &t->mfail[k]; break; }
+        ta_finding *f = ta_finding_new(a, K_OOM);
+        int r = t->rank;
+        ta_side_set(&f->culprit, &r, 1, ti, -1);
+        f->culprit.stack = m->stack;
+        f->bytes = m->bytes;
+        f->live = m->live;
+        int dv = -1;
+        f->peak = rank_peak(t, &dv);
+        if (dv >= 0) { f->stack2 = t->mdev[dv].peak_stack; f->peak_ns = t->mdev[dv].peak_ns; }
+        f->t = ta_wall(t, m->t_ns);
+        int64_t ci = call_before(t, m->t_ns);
+        if (ci >= 0) {
+            const ta_call *c = &t->calls[ci];
+            f->g = t->comms[c->comm].g;
+            f->seq = c->seq;
+        }
+        /* the other ranks of the job */
+        int *o = xmalloc(sizeof(int) * (size_t)a->ntr);
+        int no = 0;
+        for (int k = 0; k < a->ntr; k++) if (k != ti) o[no++] = a->tr[k]->rank;
+        ta_side_set(&f->other, o, no, -1, -1);
+        free(o);
+        char *req = human(m->bytes), *live = human(m->live), *pk = human(f->peak > 0 ? f->peak : 0);
+        char *after = NULL;
+        if (ci >= 0) {
+            char *c = ta_call_text(a, t, ci);
+            after = xasprintf("; the last NCCL call before it was %s", c);
+            free(c);
+        }
+        char *site = ta_site_text(a, t, m->stack);
+        char *when = xstrdup("");
+        if (dv >= 0 && t->mdev[dv].has_peak_after) {
+            free(when);
+            when = xasprintf(", reached after collective #%lld of comm 0x%016llx", (long long)t->mdev[dv].peak_after_seq,
+                             (unsigned long long)t->mdev[dv].peak_after_comm);
+        }
+        f->message = xasprintf("rank %d ran out of device memory: %s(%lld bytes = %s) failed at %s while %s were held "
+                               "(peak %s%s)%s",
+                               r, m->api, (long long)m->bytes, req, site, live, pk, when, after ? after : "");
+        free(when);
+        f->hint = xstrdup("see what holds the memory at the peak stack; reduce the batch or sequence length, shard "
+                          "optimizer state (ZeRO), enable activation checkpointing, or free caches before this point");
+        free(req); free(live); free(pk); free(after); free(site);
+    }
+
+    /* imbalance: peak above the median of the others by more than the threshold */
+    int n = 0;
+    for (int ti = 0; ti < a->ntr; ti++) n += rank_peak(a->tr[ti], NULL) > 0;
+    if (n < 2) return;
+    int64_t *v = xmalloc(sizeof(int64_t) * (size_t)a->ntr);
+    for (int ti = 0; ti < a->ntr; ti++) {
+        ta_trace *t = a->tr[ti];
+        int dv = -1;
+        int64_t pk = rank_peak(t, &dv);
+        if (pk <= 0) continue;
+        int k = 0;
+        for (int j = 0; j < a->ntr; j++) {
+            int64_t p = j == ti ? -1 : rank_peak(a->tr[j], NULL);
+            if (p > 0) v[k++] = p;
+        }
+        if (!k) continue;
+        qsort(v, (size_t)k, sizeof *v, cmp64);
+        int64_t med = k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
+        if ((double)pk <= (double)med * (1.0 + a->imbalance) || pk - med < a->imbalance_min) continue;
+        ta_finding *f = ta_finding_new(a, K_IMBALANCE);
+        int r = t->rank;
+        ta_side_set(&f->culprit, &r, 1, ti, -1);
+        f->culprit.stack = t->mdev[dv].peak_stack;
+        f->stack2 = t->mdev[dv].peak_stack;
+        f->peak = pk;
+        f->median = med;
+        f->peak_ns = t->mdev[dv].peak_ns;
+        f->t = ta_wall(t, f->peak_ns == TA_NULL64 ? 0 : f->peak_ns);
+        if (t->mdev[dv].has_peak_after) {
+            for (int g = 0; g < a->ngc; g++)
+                if (a->gc[g].id == t->mdev[dv].peak_after_comm) { f->g = g; f->seq = t->mdev[dv].peak_after_seq; }
+        }
+        int *o = xmalloc(sizeof(int) * (size_t)a->ntr);
+        int no = 0;
+        for (int j = 0; j < a->ntr; j++) if (j != ti && rank_peak(a->tr[j], NULL) > 0) o[no++] = a->tr[j]->rank;
+        ta_side_set(&f->other, o, no, -1, -1);
+        free(o);
+        char *p = human(pk), *md = human(med), *site = ta_site_text(a, t, f->stack2);
+        f->message = xasprintf("rank %d peaks at %s of device memory, %.0f%% above the median of the other ranks (%s); "
+                               "its peak was reached at %s",
+                               r, p, 100.0 * ((double)pk / (double)(med ? med : 1) - 1.0), md, site);
+        f->hint = xstrdup("look at what this rank allocates that the others do not (uneven partitioning, state kept "
+                          "only on this rank, a gather onto one rank); balance it or give this rank less");
+        free(p); free(md); free(site);
+    }
+    free(v);
+}
+
+/* Communicators where members disagree at some seq although nothing hung
+ * there (or it was not explained by a root cause): the first such seq of
+ * each communicator. covered_g[g] != 0 skips a communicator. */
+void ta_findings_divergence_scan(ta_an *a, const int *covered_g)
+{
+    for (int g = 0; g < a->ngc; g++) {
+        ta_gcomm *n = &a->gc[g];
+        if (covered_g[g]) continue;
+        for (uint32_t s = 0; s < n->maxseq; s++) {
+            if (!n->sigbad[s]) continue;
+            /* partition by signature: biggest group is the reference */
+            int np = n->npos;
+            int *grp = xmalloc(sizeof(int) * (size_t)np), ng = 0;
+            int64_t *rep = xmalloc(sizeof(int64_t) * (size_t)np);
+            int *rept = xmalloc(sizeof(int) * (size_t)np), *cnt = xcalloc((size_t)np, sizeof(int));
+            for (int p = 0; p < np; p++) {
+                grp[p] = -1;
+                if (n->member[p] < 0) continue;
+                ta_trace *t = a->tr[n->member[p]];
+                ta_comm *k = &t->comms[n->local[p]];
+                if (s >= k->nseq || k->byseq[s] < 0) continue;
+                const ta_call *c = &t->calls[k->byseq[s]];
+                int j;
+                for (j = 0; j < ng; j++)
+                    if (ta_sig_equal(&a->tr[rept[j]]->calls[rep[j]], c)) break;
+                if (j == ng) { rept[ng] = n->member[p]; rep[ng] = k->byseq[s]; ng++; }
+                grp[p] = j;
+                cnt[j]++;
+            }
+            int ref = 0;
+            for (int j = 1; j < ng; j++)
+                if (cnt[j] > cnt[ref] || (cnt[j] == cnt[ref] && a->tr[rept[j]]->rank > a->tr[rept[ref]]->rank)) ref = j;
+            int *cu = xmalloc(sizeof(int) * (size_t)np), *ot = xmalloc(sizeof(int) * (size_t)np), nc = 0, no = 0;
+            int ct = -1;
+            for (int p = 0; p < np; p++) {
+                if (grp[p] < 0) continue;
+                if (grp[p] == ref) ot[no++] = a->tr[n->member[p]]->rank;
+                else { cu[nc++] = a->tr[n->member[p]]->rank; if (ct < 0) ct = p; }
+            }
+            ta_finding *f = ta_finding_new(a, K_DIVERGENCE);
+            snprintf(f->subkind, sizeof f->subkind, "different_call");
+            f->g = g;
+            f->seq = s + 1;
+            int cti = n->member[ct];
+            ta_side_set(&f->culprit, cu, nc, cti, a->tr[cti]->comms[n->local[ct]].byseq[s]);
+            ta_side_set(&f->other, ot, no, rept[ref], rep[ref]);
+            f->t = ta_wall(a->tr[cti], a->tr[cti]->calls[f->culprit.call].enter_ns);
+            ta_finding_describe(a, f);
+            free(grp); free(rep); free(rept); free(cnt); free(cu); free(ot);
+            break;
+        }
+    }
+}
+
+/* Message and hint from the sides (divergence, missing, p2p). */
+void ta_finding_describe(ta_an *a, ta_finding *f)
+{
+    char *cr = ta_ranks_text(f->culprit.ranks, f->culprit.nranks);
+    char *orr = ta_ranks_text(f->other.ranks, f->other.nranks);
+    const char *cs = f->culprit.nranks > 1 ? "ranks" : "rank";
+    const char *os = f->other.nranks > 1 ? "ranks" : "rank";
+    char *ccall = NULL, *ocall = NULL;
+    if (f->culprit.trace >= 0 && f->culprit.call >= 0) {
+        ta_trace *t = a->tr[f->culprit.trace];
+        char *c = ta_call_text(a, t, f->culprit.call);
+        char *s = ta_site_text(a, t, t->calls[f->culprit.call].stack);
+        ccall = xasprintf("%s at %s", c, s);
+        free(c); free(s);
+        f->culprit.stack = t->calls[f->culprit.call].stack;
+    }
+    if (f->other.trace >= 0 && f->other.call >= 0) {
+        ta_trace *t = a->tr[f->other.trace];
+        char *c = ta_call_text(a, t, f->other.call);
+        char *s = ta_site_text(a, t, t->calls[f->other.call].stack);
+        ocall = xasprintf("%s at %s", c, s);
+        free(c); free(s);
+        f->other.stack = t->calls[f->other.call].stack;
+    }
+    free(f->message); free(f->hint);
+    const char *sk = f->subkind;
+    if (f->kind == K_DIVERGENCE && !strcmp(sk, "extra_call")) {
+        f->message = xasprintf("%s %s issued %s, a call %s %s never made at this point (an extra collective on %s %s)%s%s",
+                               cs, cr, ccall ? ccall : "a collective", os, orr, cs, cr,
+                               ocall ? "; they issued instead " : "", ocall ? ocall : "");
+        f->hint = xstrdup("make every rank of the communicator issue the same collectives in the same order: move the "
+                          "collective out of the rank-specific branch (e.g. `if rank == 0:`), or issue it on every rank");
+    } else if (f->kind == K_DIVERGENCE && !strcmp(sk, "one_sided")) {
+        f->message = xasprintf("only %s %s entered %s; %s %s never did",
+                               cs, cr, ccall ? ccall : "this collective", os, orr);
+        f->hint = xstrdup("a collective inside code that only some ranks run (saving a checkpoint on rank 0, logging): "
+                          "run it on every rank of the communicator or use a communicator of only those ranks");
+    } else if (f->kind == K_DIVERGENCE && !strcmp(sk, "skipped_call")) {
+        f->message = xasprintf("%s %s skipped a collective: %s %s issued %s where %s %s issued %s",
+                               cs, cr, os, orr, ocall ? ocall : "a collective", cs, cr,
+                               ccall ? ccall : "something else");
+        f->hint = xstrdup("this rank took a different path (fewer micro-batches, an early return, a skipped module): "
+                          "make all ranks issue the same number of collectives (DistributedSampler with drop_last, "
+                          "the same number of micro-batches, no rank-dependent early exit)");
+    } else if (f->kind == K_DIVERGENCE && !strcmp(sk, "order")) {
+        f->message = xasprintf("%s %s issued %s where %s %s issued %s: the order of calls across communicators differs",
+                               cs, cr, ccall ? ccall : "?", os, orr, ocall ? ocall : "?");
+        f->hint = xstrdup("issue collectives of different communicators in the same order on every rank");
+    } else if (f->kind == K_DIVERGENCE) {
+        f->message = xasprintf("%s %s issued %s while %s %s issued %s", cs, cr, ccall ? ccall : "?", os, orr,
+                               ocall ? ocall : "?");
+        f->hint = xstrdup("the ranks' calls at this sequence number differ (operation, count, datatype, reduction, "
+                          "root or line of code): the ranks took different paths before this point; make them issue "
+                          "the same collectives (uneven data per rank, rank-specific branches)");
+    } else if (f->kind == K_P2P && !strcmp(sk, "size_mismatch")) {
+        f->message = xasprintf("%s %s sent %s but %s %s received it as %s", cs, cr, ccall ? ccall : "?", os, orr,
+                               ocall ? ocall : "?");
+        f->hint = xstrdup("the send and the matching receive must have the same count and datatype");
+    } else if (f->kind == K_P2P) {
+        f->message = xasprintf("%s %s waits in %s, but %s %s never issued the matching %s",
+                               os, orr, ocall ? ocall : "a send/recv", cs, cr,
+                               f->other.trace >= 0 && a->tr[f->other.trace]->calls[f->other.call].op == OP_RECV ? "send" : "receive");
+        f->hint = xstrdup("pipeline stages disagree on the sends and receives (a skipped send, a wrong peer, a different "
+                          "number of micro-batches): make both sides issue matching send/recv pairs");
+    } else {
+        f->message = xasprintf("%s %s never issued %s, which %s %s issued and wait in", cs, cr,
+                               ocall ? ocall : "the collective", os, orr);
+        f->hint = xstrdup("the peers wait for this rank: see how it ended and what it did last; if it exited or "
+                          "crashed early, fix that; if it took another path, make all ranks issue the same collectives");
+    }
+    free(cr); free(orr); free(ccall); free(ocall);
+}
+
+/* Matched send/recv pairs whose count or datatype differ although the pair
+ * did not hang (same number of bytes): the first such pair of each
+ * (communicator, sender, receiver). Pairs already reported are skipped. */
+void ta_findings_p2p_scan(ta_an *a)
+{
+    int nfirst = a->nf;
+    for (int ti = 0; ti < a->ntr; ti++) {
+        ta_trace *t = a->tr[ti];
+        int *seen_peer = NULL;
+        int nseen = 0;
+        for (int64_t i = 0; i < t->ncalls; i++) {
+            const ta_call *c = &t->calls[i];
+            if (c->op != OP_SEND || c->seq == 0 || c->comm < 0 || t->comms[c->comm].g < 0) continue;
+            const ta_gcomm *n = &a->gc[t->comms[c->comm].g];
+            if (c->rp < 0 || c->rp >= n->npos || n->member[c->rp] < 0) continue;
+            int pt = n->member[c->rp];
+            int64_t pc = ta_p2p_find(a, pt, n->local[c->rp], t->comms[c->comm].rank, 0, c->seq);
+            if (pc < 0) continue;
+            const ta_call *r = &a->tr[pt]->calls[pc];
+            if (r->count == c->count && r->dtype == c->dtype) continue;
+            int key = t->comms[c->comm].g * 65536 + c->rp, dup = 0;
+            for (int k = 0; k < nseen; k++) dup |= seen_peer[k] == key;
+            if (dup) continue;
+            seen_peer = xrealloc(seen_peer, sizeof(int) * (size_t)(nseen + 1));
+            seen_peer[nseen++] = key;
+            int g = t->comms[c->comm].g;
+            for (int k = 0; k < nfirst; k++)
+                if (a->f[k].kind == K_P2P && a->f[k].g == g && a->f[k].seq == c->seq) dup = 1;
+            if (dup) continue;
+            ta_finding *f = ta_finding_new(a, K_P2P);
+            snprintf(f->subkind, sizeof f->subkind, "size_mismatch");
+            f->g = g;
+            f->seq = c->seq;
+            int r1 = t->rank, r2 = a->tr[pt]->rank;
+            ta_side_set(&f->culprit, &r1, 1, ti, i);
+            ta_side_set(&f->other, &r2, 1, pt, pc);
+            f->t = ta_wall(t, c->enter_ns);
+            ta_finding_describe(a, f);
+        }
+        free(seen_peer);
+    }
+}
+
+static int64_t coll_at(ta_an *a, int t, int g, uint32_t seq)
+{
+    int lc = ta_comm_local(a->tr[t], g);
+    if (lc < 0) return -1;
+    const ta_comm *k = &a->tr[t]->comms[lc];
+    if (seq == 0 || seq > k->nseq) return -1;
+    return k->byseq[seq - 1];
+}
+
+/* Ranks below the world size without a trace: a root cause when the others
+ * were stopped by a signal (they may be waiting for them). */
+void ta_findings_no_trace(ta_an *a)
+{
+    /* ranks without a trace */
+    if (a->nmissing) {
+        ta_finding *f = ta_finding_new(a, K_NO_TRACE);
+        ta_side_set(&f->culprit, a->missing_ranks, a->nmissing, -1, -1);
+        int *o = xmalloc(sizeof(int) * (size_t)(a->ntr + 1));
+        int killed = 0;
+        for (int t = 0; t < a->ntr; t++) {
+            o[t] = a->tr[t]->rank;
+            killed += a->tr[t]->end_state != END_EXITED;
+        }
+        ta_side_set(&f->other, o, a->ntr, -1, -1);
+        free(o);
+        /* the communicator with an empty place where the others stopped */
+        int bestg = -1;
+        uint32_t bests = 0;
+        for (int g = 0; g < a->ngc; g++) {
+            int empty = 0;
+            for (int p = 0; p < a->gc[g].npos; p++) empty += a->gc[g].member[p] < 0;
+            if (!empty) continue;
+            if (bestg < 0 || a->gc[g].npos > a->gc[bestg].npos) { bestg = g; bests = a->gc[g].maxseq; }
+        }
+        f->g = bestg;
+        f->seq = bestg >= 0 ? (int64_t)bests : -1;
+        char *m = ta_ranks_text(a->missing_ranks, a->nmissing);
+        if (killed && bestg >= 0) {
+            int64_t ci = -1;
+            int rt = -1;
+            for (int p = 0; p < a->gc[bestg].npos && ci < 0; p++)
+                if (a->gc[bestg].member[p] >= 0) { rt = a->gc[bestg].member[p]; ci = coll_at(a, rt, bestg, bests); }
+            f->other.trace = rt;
+            f->other.call = ci;
+            char *c = ci >= 0 ? ta_call_text(a, a->tr[rt], ci) : xstrdup("their last collective");
+            f->message = xasprintf("rank%s %s left no trace; the other ranks were stopped by a signal and the last "
+                                   "collective they issued on the communicator %s belongs to is %s, which may be "
+                                   "waiting for %s",
+                                   a->nmissing > 1 ? "s" : "", m, a->nmissing > 1 ? "they" : "it", c,
+                                   a->nmissing > 1 ? "them" : "it");
+            free(c);
+            f->root = 1;
+        } else {
+            f->message = xasprintf("rank%s %s of %d left no trace", a->nmissing > 1 ? "s" : "", m, a->world);
+        }
+        f->hint = xstrdup("a rank without a trace was killed before the shim could write (SIGKILL, OOM killer, node "
+                          "failure) or did not run with the shim; look at its log and at the launcher's report");
+        free(m);
+    }
+}

@@ -1,0 +1,699 @@
+/* Input: finding trace files, parsing them (cJSON, one file at a time, two
+ * threads), validating every field, converting to the compact model, then
+ * grouping by job, choosing the job, and dealing with duplicated and missing
+ * ranks. A damaged file gives one note naming the file and the problem; the
+ * rest is analysed. */
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "ta.h"
+#include "ta_calls.h"
+
+/* ---- a per-thread arena for cJSON: parsing allocates hundreds of thousands
+ * of small nodes per file; they all die together. ---- */
+typedef struct chunk { struct chunk *next; size_t used, cap; } chunk;
+static __thread chunk *arena_head, *arena_cur;
+
+static void *arena_malloc(size_t n)
+{
+    n = (n + 15) & ~(size_t)15;
+    chunk *c = arena_cur;
+    while (c && c->used + n > c->cap) c = c->next;
+    if (!c) {
+        size_t cap = n > (8u << 20) ? n : (8u << 20);
+        c = malloc(sizeof(chunk) + 16 + cap);
+        if (!c) return NULL;
+        c->used = 0;
+        c->cap = cap;
+        c->next = NULL;
+        if (arena_cur) { c->next = arena_cur->next; arena_cur->next = c; }
+        else arena_head = c;
+    }
+    arena_cur = c;
+    void *p = (char *)(c + 1) + 16 + c->used;
+    c->used += n;
+    return p;
+}
+static void arena_free(void *p) { (void)p; }
+static void arena_reset(void)
+{
+    for (chunk *c = arena_head; c; c = c->next) c->used = 0;
+    arena_cur = arena_head;
+}
+static void arena_release(void)
+{
+    for (chunk *c = arena_head, *n; c; c = n) { n = c->next; free(c); }
+    arena_head = arena_cur = NULL;
+}
+
+/* ---- field access with type checks ---- */
+typedef struct {
+    ta_an *a;
+    const char *file;
+    char err[512];       /* first fatal problem */
+} pctx;
+
+static int BAD(pctx *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int BAD(pctx *x, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(x->err, sizeof x->err, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* 0 ok, 1 null (when allowed), -1 problem (written into ctx->err) */
+static int get_i64(pctx *x, const cJSON *o, const char *name, int64_t *out, int nullable, const char *where)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!v) return BAD(x, "field %s%s is missing", where, name);
+    if (cJSON_IsNull(v)) {
+        if (nullable) { *out = TA_NULL64; return 1; }
+        return BAD(x, "field %s%s is null, expected an integer", where, name);
+    }
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || fabs(v->valuedouble) > 9.2e18)
+        return BAD(x, "field %s%s is not an integer", where, name);
+    *out = (int64_t)v->valuedouble;
+    return 0;
+}
+static int get_int(pctx *x, const cJSON *o, const char *name, int *out, int nullable, const char *where)
+{
+    int64_t v;
+    int r = get_i64(x, o, name, &v, nullable, where);
+    if (r == 1) { *out = -1; return 1; }
+    if (r < 0) return r;
+    if (v < -2147483647LL || v > 2147483647LL) return BAD(x, "field %s%s is out of range", where, name);
+    *out = (int)v;
+    return 0;
+}
+static int get_num(pctx *x, const cJSON *o, const char *name, double *out, const char *where)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!v) return BAD(x, "field %s%s is missing", where, name);
+    if (!cJSON_IsNumber(v)) return BAD(x, "field %s%s is not a number", where, name);
+    *out = v->valuedouble;
+    return 0;
+}
+static int get_str(pctx *x, const cJSON *o, const char *name, const char **out, int nullable, const char *where)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!v) return BAD(x, "field %s%s is missing", where, name);
+    if (cJSON_IsNull(v) && nullable) { *out = NULL; return 1; }
+    if (!cJSON_IsString(v) || !v->valuestring) return BAD(x, "field %s%s is not a string", where, name);
+    *out = v->valuestring;
+    return 0;
+}
+static int get_bool(pctx *x, const cJSON *o, const char *name, int *out, const char *where)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!v) return BAD(x, "field %s%s is missing", where, name);
+    if (!cJSON_IsBool(v)) return BAD(x, "field %s%s is not a boolean", where, name);
+    *out = cJSON_IsTrue(v);
+    return 0;
+}
+static int parse_hex(const char *s, uint64_t *out)
+{
+    if (!s || s[0] != '0' || (s[1] != 'x' && s[1] != 'X') || !s[2]) return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s + 2, &end, 16);
+    if (*end || errno) return -1;
+    *out = v;
+    return 0;
+}
+static int get_hex(pctx *x, const cJSON *o, const char *name, uint64_t *out, int nullable, const char *where)
+{
+    const char *s;
+    int r = get_str(x, o, name, &s, nullable, where);
+    if (r) return r;
+    if (parse_hex(s, out)) return BAD(x, "field %s%s is not a \"0x...\" hexadecimal string", where, name);
+    return 0;
+}
+
+/* ---- calls: see calls.c ---- */
+static const char *const fnames[F_NREQ] = {"op", "comm", "seq", "count", "dtype", "redop", "root",
+    "peer", "stream", "group", "enter_ns", "exit_ns", "rc", "stack"};
+
+static int conv_comm(pctx *x, const cJSON *o, ta_comm *m, int i)
+{
+    char w[32];
+    snprintf(w, sizeof w, "comms[%d].", i);
+    const char *s;
+    memset(m, 0, sizeof *m);
+    if (!cJSON_IsObject(o)) return BAD(x, "%s is not an object", w);
+    if (get_hex(x, o, "id", &m->id, 0, w) < 0) return -1;
+    int r = get_hex(x, o, "parent", &m->parent, 1, w);
+    if (r < 0) return -1;
+    m->has_parent = r == 0;
+    if (get_str(x, o, "kind", &s, 0, w) < 0) return -1;
+    snprintf(m->kind, sizeof m->kind, "%s", s);
+    if (get_int(x, o, "size", &m->size, 1, w) < 0) return -1;
+    if (get_int(x, o, "rank", &m->rank, 0, w) < 0) return -1;
+    if (m->rank < 0 || m->rank > 1 << 24) return BAD(x, "field %srank is out of range", w);
+    if (m->size > 1 << 24) return BAD(x, "field %ssize is out of range", w);
+    if (get_int(x, o, "device", &m->device, 1, w) < 0) return -1;
+    const cJSON *in = cJSON_GetObjectItemCaseSensitive(o, "init");
+    if (!cJSON_IsObject(in)) return BAD(x, "field %sinit is not an object", w);
+    char w2[48];
+    snprintf(w2, sizeof w2, "%sinit.", w);
+    if (get_i64(x, in, "enter_ns", &m->init_enter, 0, w2) < 0) return -1;
+    if (get_i64(x, in, "exit_ns", &m->init_exit, 1, w2) < 0) return -1;
+    if (get_i64(x, in, "rc", &m->init_rc, 1, w2) < 0) return -1;
+    if (get_int(x, in, "stack", &m->init_stack, 0, w2) < 0) return -1;
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "end");
+    m->end_exit = TA_NULL64;
+    if (e && cJSON_IsObject(e)) {
+        if (get_str(x, e, "kind", &s, 0, w) == 0) snprintf(m->end_kind, sizeof m->end_kind, "%s", s);
+        int64_t v;
+        if (get_i64(x, e, "exit_ns", &v, 1, w) >= 0) m->end_exit = v;
+        x->err[0] = 0;
+    } else if (e && !cJSON_IsNull(e)) {
+        return BAD(x, "field %send is not an object or null", w);
+    }
+    if (get_i64(x, o, "colls", &m->colls, 0, w) < 0) return -1;
+    m->g = -1;
+    m->family = i;
+    return 0;
+}
+
+static int conv_stacks(pctx *x, const cJSON *root, ta_trace *t, ta_an *a, pthread_mutex_t *lk)
+{
+    const cJSON *mods = cJSON_GetObjectItemCaseSensitive(root, "modules");
+    const cJSON *stacks = cJSON_GetObjectItemCaseSensitive(root, "stacks");
+    if (!cJSON_IsArray(mods)) return BAD(x, "field modules is not an array");
+    if (!cJSON_IsArray(stacks)) return BAD(x, "field stacks is not an array");
+    int nm = cJSON_GetArraySize(mods), i = 0;
+    int *gid = xcalloc((size_t)nm + 1, sizeof *gid);
+    for (const cJSON *m = mods->child; m; m = m->next, i++) {
+        const char *path, *bid;
+        char w[32];
+        snprintf(w, sizeof w, "modules[%d].", i);
+        if (!cJSON_IsObject(m) || get_str(x, m, "path", &path, 0, w) < 0 || get_str(x, m, "build_id", &bid, 1, w) < 0) {
+            if (!x->err[0]) BAD(x, "%s is not an object", w);
+            free(gid);
+            return -1;
+        }
+        pthread_mutex_lock(lk);
+        gid[i] = ta_module_intern(a, path, bid);
+        pthread_mutex_unlock(lk);
+    }
+    t->nstacks = cJSON_GetArraySize(stacks);
+    t->stacks = xcalloc((size_t)t->nstacks, sizeof *t->stacks);
+    i = 0;
+    for (const cJSON *s = stacks->child; s; s = s->next, i++) {
+        const cJSON *fr = cJSON_IsObject(s) ? cJSON_GetObjectItemCaseSensitive(s, "frames") : NULL;
+        if (!cJSON_IsArray(fr)) { free(gid); return BAD(x, "field stacks[%d].frames is not an array", i); }
+        ta_stack *st = &t->stacks[i];
+        st->nframes = cJSON_GetArraySize(fr);
+        st->frames = xcalloc((size_t)st->nframes, sizeof *st->frames);
+        int j = 0;
+        for (const cJSON *f = fr->child; f; f = f->next, j++) {
+            char w[48];
+            snprintf(w, sizeof w, "stacks[%d].frames[%d].", i, j);
+            int mi;
+            const char *sym;
+            ta_frame *o = &st->frames[j];
+            if (!cJSON_IsObject(f)) { free(gid); return BAD(x, "%s is not an object", w); }
+            if (get_int(x, f, "module", &mi, 0, w) < 0 || get_hex(x, f, "offset", &o->offset, 0, w) < 0 ||
+                get_str(x, f, "symbol", &sym, 1, w) < 0 || get_i64(x, f, "symbol_offset", &o->symbol_offset, 1, w) < 0) {
+                free(gid);
+                return -1;
+            }
+            if (mi < -1 || mi >= nm) { free(gid); return BAD(x, "field %smodule is not an index into modules", w); }
+            o->module = mi < 0 ? -1 : gid[mi];
+            o->symbol = sym ? ta_intern(sym) : NULL;
+        }
+        if (st->nframes) {
+            const ta_frame *f0 = &st->frames[0];
+            st->site = ta_hash64(ta_hash64(17, (uint64_t)(f0->module + 2)), f0->offset);
+        }
+    }
+    free(gid);
+    return 0;
+}
+
+static int conv_memory(pctx *x, const cJSON *root, ta_trace *t)
+{
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "memory");
+    if (!cJSON_IsObject(m)) return BAD(x, "field memory is not an object");
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(m, "devices");
+    const cJSON *fl = cJSON_GetObjectItemCaseSensitive(m, "failures");
+    if (!cJSON_IsArray(d)) return BAD(x, "field memory.devices is not an array");
+    if (!cJSON_IsArray(fl)) return BAD(x, "field memory.failures is not an array");
+    t->nmdev = cJSON_GetArraySize(d);
+    t->mdev = xcalloc((size_t)t->nmdev, sizeof *t->mdev);
+    int i = 0;
+    for (const cJSON *o = d->child; o; o = o->next, i++) {
+        char w[40];
+        snprintf(w, sizeof w, "memory.devices[%d].", i);
+        ta_memdev *v = &t->mdev[i];
+        if (!cJSON_IsObject(o)) return BAD(x, "%s is not an object", w);
+        if (get_int(x, o, "device", &v->device, 0, w) < 0 || get_i64(x, o, "live_bytes", &v->live, 0, w) < 0 ||
+            get_i64(x, o, "peak_bytes", &v->peak, 0, w) < 0 || get_i64(x, o, "allocs", &v->allocs, 0, w) < 0 ||
+            get_i64(x, o, "frees", &v->frees, 0, w) < 0 || get_i64(x, o, "peak_ns", &v->peak_ns, 1, w) < 0 ||
+            get_int(x, o, "peak_stack", &v->peak_stack, 0, w) < 0)
+            return -1;
+        if (v->peak_stack >= t->nstacks || v->peak_stack < -1) v->peak_stack = -1;
+        const cJSON *pa = cJSON_GetObjectItemCaseSensitive(o, "peak_after");
+        if (cJSON_IsObject(pa)) {
+            int64_t s;
+            char w2[64];
+            snprintf(w2, sizeof w2, "%speak_after.", w);
+            const cJSON *cm = cJSON_GetObjectItemCaseSensitive(pa, "comm");
+            uint64_t id = 0;
+            if (cJSON_IsString(cm)) {
+                if (parse_hex(cm->valuestring, &id)) return BAD(x, "field %scomm is not a \"0x...\" string", w2);
+            } else if (cJSON_IsNumber(cm) && cm->valuedouble >= 0 && cm->valuedouble < t->ncomms) {
+                id = t->comms[(int)cm->valuedouble].id;   /* an index into comms */
+            } else {
+                return BAD(x, "field %scomm is not a communicator", w2);
+            }
+            if (get_i64(x, pa, "seq", &s, 0, w2) < 0) return -1;
+            v->has_peak_after = 1;
+            v->peak_after_comm = id;
+            v->peak_after_seq = s;
+        }
+    }
+    t->nmfail = cJSON_GetArraySize(fl);
+    t->mfail = xcalloc((size_t)t->nmfail, sizeof *t->mfail);
+    i = 0;
+    for (const cJSON *o = fl->child; o; o = o->next, i++) {
+        char w[40];
+        snprintf(w, sizeof w, "memory.failures[%d].", i);
+        ta_memfail *v = &t->mfail[i];
+        const char *api, *err;
+        if (!cJSON_IsObject(o)) return BAD(x, "%s is not an object", w);
+        if (get_str(x, o, "api", &api, 0, w) < 0 || get_int(x, o, "device", &v->device, 1, w) < 0 ||
+            get_i64(x, o, "bytes", &v->bytes, 0, w) < 0 || get_i64(x, o, "live_bytes", &v->live, 0, w) < 0 ||
+            get_i64(x, o, "free_bytes", &v->free_bytes, 1, w) < 0 ||
+            get_i64(x, o, "total_bytes", &v->total_bytes, 1, w) < 0 || get_str(x, o, "error", &err, 1, w) < 0 ||
+            get_i64(x, o, "error_code", &v->error_code, 1, w) < 0 || get_i64(x, o, "t_ns", &v->t_ns, 0, w) < 0 ||
+            get_int(x, o, "stack", &v->stack, 0, w) < 0)
+            return -1;
+        if (v->stack >= t->nstacks || v->stack < -1) v->stack = -1;
+        snprintf(v->api, sizeof v->api, "%s", api);
+        snprintf(v->error, sizeof v->error, "%s", err ? err : "");
+    }
+    const cJSON *pin = cJSON_GetObjectItemCaseSensitive(m, "pinned");
+    if (cJSON_IsObject(pin)) get_i64(x, pin, "peak_bytes", &t->pinned_peak, 0, "memory.pinned.");
+    x->err[0] = 0;
+    return 0;
+}
+
+static char *dup_or(const char *s, const char *d) { return xstrdup(s ? s : d); }
+
+/* The whole file; NULL (with a note) when it is not usable. */
+static ta_trace *parse_file(ta_an *a, const char *path, pthread_mutex_t *lk)
+{
+    pctx x = {a, path, ""};
+    FILE *f = fopen(path, "rb");
+    if (!f) { ta_note_add(a, path, 1, "cannot open: %s", strerror(errno)); return NULL; }
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        ta_note_add(a, path, 1, "not a regular file");
+        return NULL;
+    }
+    if (st.st_size == 0) { fclose(f); ta_note_add(a, path, 1, "empty file (the process may have been killed while writing it)"); return NULL; }
+    size_t n = (size_t)st.st_size;
+    char *buf = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fileno(f), 0);
+    fclose(f);
+    if (buf == MAP_FAILED) { ta_note_add(a, path, 1, "cannot read: %s", strerror(errno)); return NULL; }
+    madvise(buf, n, MADV_SEQUENTIAL);
+    arena_reset();
+    /* the calls array is read by calls.c; cJSON gets the rest */
+    size_t cvs = 0, cve = 0;
+    int have_calls = ta_find_member(buf, n, "calls", &cvs, &cve) == 0;
+    char *doc = NULL;
+    size_t docn = n;
+    if (have_calls) {
+        docn = cvs + 2 + (n - cve);
+        doc = xmalloc(docn + 1);
+        memcpy(doc, buf, cvs);
+        memcpy(doc + cvs, "[]", 2);
+        memcpy(doc + cvs + 2, buf + cve, n - cve);
+        doc[docn] = 0;
+    }
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(doc ? doc : buf, docn, &end, 0);
+    if (!root) {
+        const char *base = doc ? doc : buf;
+        size_t pos = end && end >= base && end <= base + docn ? (size_t)(end - base) : 0;
+        if (doc && pos > cvs) pos = pos - 2 + (cve - cvs);
+        if (pos + 16 >= n)
+            ta_note_add(a, path, 1, "truncated: the JSON ends after %zu bytes in the middle of the trace (the writer was interrupted)", n);
+        else
+            ta_note_add(a, path, 1, "not valid JSON: syntax error at byte %zu of %zu", pos, n);
+        free(doc);
+        munmap(buf, n);
+        return NULL;
+    }
+    ta_trace *t = xcalloc(1, sizeof *t);
+    t->file = xstrdup(path);
+    const char *s;
+    const cJSON *o;
+    int64_t v;
+    if (!cJSON_IsObject(root)) { BAD(&x, "the top level is not an object"); goto bad; }
+    if (get_str(&x, root, "format", &s, 0, "") < 0) { snprintf(x.err, sizeof x.err, "not a trshim trace (no \"format\": \"trshim-trace\")"); goto bad; }
+    if (strcmp(s, "trshim-trace") != 0) { BAD(&x, "not a trshim trace (format \"%.60s\")", s); goto bad; }
+    if (get_i64(&x, root, "version", &v, 0, "") < 0) goto bad;
+    if (v != 1) { BAD(&x, "unknown trace format version %lld (this tranalyze reads version 1)", (long long)v); goto bad; }
+    o = cJSON_GetObjectItemCaseSensitive(root, "job");
+    if (!cJSON_IsObject(o)) { BAD(&x, "field job is not an object"); goto bad; }
+    if (get_str(&x, o, "id", &s, 0, "job.") < 0) goto bad;
+    t->job_id = xstrdup(s);
+    if (get_str(&x, o, "source", &s, 0, "job.") < 0) goto bad;
+    t->job_source = xstrdup(s);
+    if (get_int(&x, root, "rank", &t->rank, 1, "") < 0) goto bad;
+    if (t->rank < 0) { BAD(&x, "the rank is unknown (rank is null): the trace cannot be placed"); goto bad; }
+    if (get_str(&x, root, "rank_source", &s, 0, "") < 0) goto bad;
+    t->rank_source = xstrdup(s);
+    if (get_int(&x, root, "world_size", &t->world_size, 1, "") < 0) goto bad;
+    if (t->world_size > 1 << 24) { BAD(&x, "field world_size is out of range"); goto bad; }
+    if (get_int(&x, root, "local_rank", &t->local_rank, 1, "") < 0) goto bad;
+    if (get_int(&x, root, "device", &t->device, 1, "") < 0) goto bad;
+    if (get_str(&x, root, "host", &s, 0, "") < 0) goto bad;
+    t->host = xstrdup(s);
+    if (get_i64(&x, root, "pid", &t->pid, 0, "") < 0) goto bad;
+    if (get_num(&x, root, "start_time", &t->start_time, "") < 0) goto bad;
+    if (get_num(&x, root, "write_time", &t->write_time, "") < 0) goto bad;
+    o = cJSON_GetObjectItemCaseSensitive(root, "end");
+    if (!cJSON_IsObject(o)) { BAD(&x, "field end is not an object"); goto bad; }
+    if (get_str(&x, o, "reason", &s, 0, "end.") < 0) goto bad;
+    if (!strcmp(s, "exit")) t->end_state = END_EXITED;
+    else if (!strcmp(s, "signal")) t->end_state = END_SIGNAL;
+    else if (!strcmp(s, "comm_end")) t->end_state = END_COMM_END;
+    else if (!strcmp(s, "snapshot")) t->end_state = END_SNAPSHOT;
+    else { BAD(&x, "field end.reason is \"%.40s\", not exit, signal, comm_end or snapshot", s); goto bad; }
+    if (get_int(&x, o, "signal", &t->end_signal, 1, "end.") < 0) goto bad;
+    if (get_bool(&x, o, "in_call", &t->end_in_call, "end.") < 0) goto bad;
+    o = cJSON_GetObjectItemCaseSensitive(root, "clock");
+    if (!cJSON_IsObject(o) || get_num(&x, o, "realtime", &t->clock_real, "clock.") < 0 ||
+        get_i64(&x, o, "monotonic_ns", &t->clock_mono, 0, "clock.") < 0) {
+        if (!x.err[0]) BAD(&x, "field clock is not an object");
+        goto bad;
+    }
+    /* informative fields: a problem there is noted, the trace still used */
+    o = cJSON_GetObjectItemCaseSensitive(root, "versions");
+    t->v_cuda_rt = t->v_cuda_drv = t->v_nccl = TA_NULL64;
+    if (cJSON_IsObject(o)) {
+        const char *tv = NULL;
+        get_str(&x, o, "trshim", &tv, 1, "");
+        t->v_trshim = tv ? xstrdup(tv) : NULL;
+        get_i64(&x, o, "cuda_runtime", &t->v_cuda_rt, 1, "");
+        get_i64(&x, o, "cuda_driver", &t->v_cuda_drv, 1, "");
+        get_i64(&x, o, "nccl", &t->v_nccl, 1, "");
+        x.err[0] = 0;
+    }
+    o = cJSON_GetObjectItemCaseSensitive(root, "cmdline");
+    if (cJSON_IsArray(o)) {
+        size_t len = 0;
+        for (const cJSON *e = o->child; e; e = e->next) if (cJSON_IsString(e)) len += strlen(e->valuestring) + 1;
+        t->cmdline = xcalloc(len + 1, 1);
+        for (const cJSON *e = o->child; e; e = e->next)
+            if (cJSON_IsString(e)) {
+                if (t->cmdline[0]) strcat(t->cmdline, " ");
+                strcat(t->cmdline, e->valuestring);
+            }
+    }
+    o = cJSON_GetObjectItemCaseSensitive(root, "env");
+    if (cJSON_IsObject(o)) {
+        int ne = cJSON_GetArraySize(o), k = 0;
+        t->env = xcalloc((size_t)ne, sizeof *t->env);
+        for (const cJSON *e = o->child; e; e = e->next)
+            if (cJSON_IsString(e) && e->string) t->env[k++] = xasprintf("%s=%s", e->string, e->valuestring);
+        t->nenv = k;
+    }
+    if (get_i64(&x, root, "dropped", &t->dropped, 0, "") < 0) { t->dropped = 0; x.err[0] = 0; }
+    /* communicators */
+    o = cJSON_GetObjectItemCaseSensitive(root, "comms");
+    if (!cJSON_IsArray(o)) { BAD(&x, "field comms is not an array"); goto bad; }
+    t->ncomms = cJSON_GetArraySize(o);
+    t->comms = xcalloc((size_t)t->ncomms, sizeof *t->comms);
+    {
+        int i = 0;
+        for (const cJSON *e = o->child; e; e = e->next, i++)
+            if (conv_comm(&x, e, &t->comms[i], i) < 0) goto bad;
+    }
+    /* stacks before calls (calls point into them) */
+    if (conv_stacks(&x, root, t, a, lk) < 0) {
+        ta_note_add(a, path, 0, "%s; call sites are unknown", x.err);
+        x.err[0] = 0;
+    }
+    /* calls, positions by name from call_fields */
+    {
+        const cJSON *cf = cJSON_GetObjectItemCaseSensitive(root, "call_fields");
+        if (!cJSON_IsArray(cf)) { BAD(&x, "field call_fields is not an array"); goto bad; }
+        int npos = cJSON_GetArraySize(cf);
+        int8_t *role = xmalloc((size_t)npos + 1);
+        int have = 0, p = 0;
+        for (const cJSON *e = cf->child; e; e = e->next, p++) {
+            role[p] = -1;
+            if (!cJSON_IsString(e)) { free(role); BAD(&x, "field call_fields[%d] is not a string", p); goto bad; }
+            for (int r = 0; r < F_NREQ; r++)
+                if (!strcmp(e->valuestring, fnames[r])) { role[p] = (int8_t)r; have |= 1 << r; }
+        }
+        for (int r = 0; r < F_NREQ; r++)
+            if (!(have & (1 << r))) { free(role); BAD(&x, "field call_fields lacks \"%s\"", fnames[r]); goto bad; }
+        const cJSON *calls = cJSON_GetObjectItemCaseSensitive(root, "calls");
+        if (!cJSON_IsArray(calls)) { free(role); BAD(&x, "field calls is not an array"); goto bad; }
+        const char *first = NULL;
+        int first_i = -1;
+        size_t err_at = 0;
+        int r;
+        if (have_calls) {
+            r = ta_parse_calls(buf + cvs, cve - cvs, role, npos, t, &err_at, &first, &first_i);
+            err_at += cvs;
+        } else {   /* found by cJSON only (an escaped key): print it back */
+            char *txt = cJSON_PrintUnformatted(calls);
+            r = txt ? ta_parse_calls(txt, strlen(txt), role, npos, t, &err_at, &first, &first_i) : -1;
+        }
+        free(role);
+        if (r == -1) { BAD(&x, "not valid JSON: syntax error at byte %zu of %zu (in calls)", err_at, n); goto bad; }
+        if (r < 0) { BAD(&x, "field calls is not an array"); goto bad; }
+        if (t->skipped_records)
+            ta_note_add(a, path, 0, "%lld call record(s) skipped (first: calls[%d] %s)",
+                        (long long)t->skipped_records, first_i, first);
+    }
+    for (int i = 0; i < t->ncomms; i++)
+        if (t->comms[i].init_stack >= t->nstacks) t->comms[i].init_stack = -1;
+    if (conv_memory(&x, root, t) < 0) {
+        ta_note_add(a, path, 0, "%s; memory not analysed for this rank", x.err);
+        t->nmdev = t->nmfail = 0;
+        x.err[0] = 0;
+    }
+    if (t->end_state != END_SIGNAL) t->end_signal = -1;
+    t->host = t->host ? t->host : dup_or(NULL, "?");
+    free(doc);
+    munmap(buf, n);
+    return t;
+bad:
+    ta_note_add(a, path, 1, "%s", x.err[0] ? x.err : "unusable");
+    free(doc);
+    munmap(buf, n);
+    /* the partly converted trace is dropped */
+    free(t->comms); free(t->calls);
+    free(t->job_id); free(t->job_source); free(t->host); free(t->rank_source);
+    free((void *)t->file);
+    free(t);
+    return NULL;
+}
+
+/* ---- files ---- */
+typedef struct { char **v; int n, cap; } strvec;
+static void sv_push(strvec *s, char *p)
+{
+    if (s->n == s->cap) { s->cap = s->cap ? s->cap * 2 : 64; s->v = xrealloc(s->v, sizeof *s->v * (size_t)s->cap); }
+    s->v[s->n++] = p;
+}
+static int is_trace_name(const char *n)
+{
+    size_t l = strlen(n);
+    return !strncmp(n, "trshim.", 7) && l > 12 && !strcmp(n + l - 5, ".json");
+}
+static void walk(ta_an *a, const char *dir, strvec *out, int depth)
+{
+    DIR *d = opendir(dir);
+    if (!d) { ta_note_add(a, dir, 0, "cannot read the folder: %s", strerror(errno)); return; }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char *p = xasprintf("%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(p, &st) != 0) { free(p); continue; }
+        if (S_ISDIR(st.st_mode)) {
+            if (depth < 16) walk(a, p, out, depth + 1);
+            free(p);
+        } else if (is_trace_name(e->d_name) && (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))) {
+            sv_push(out, p);
+        } else if (!strncmp(e->d_name, "trshim.", 7) && strstr(e->d_name, ".json.tmp.")) {
+            ta_note_add(a, p, 0, "an unfinished write (the process stopped while writing); the last complete trace of that rank is used");
+            free(p);
+        } else {
+            free(p);
+        }
+    }
+    closedir(d);
+}
+static int cmpstr(const void *x, const void *y) { return strcmp(*(char *const *)x, *(char *const *)y); }
+
+typedef struct {
+    ta_an *a;
+    char **files; int nfiles;
+    ta_trace **out;
+    int next;
+    pthread_mutex_t lk, modlk;
+} work;
+
+static void *worker(void *arg)
+{
+    work *w = arg;
+    for (;;) {
+        pthread_mutex_lock(&w->lk);
+        int i = w->next++;
+        pthread_mutex_unlock(&w->lk);
+        if (i >= w->nfiles) break;
+        w->out[i] = parse_file(w->a, w->files[i], &w->modlk);
+    }
+    arena_release();
+    return NULL;
+}
+
+static int cmp_trace_rank(const void *x, const void *y)
+{
+    const ta_trace *a = *(ta_trace *const *)x, *b = *(ta_trace *const *)y;
+    if (a->rank != b->rank) return (a->rank > b->rank) - (a->rank < b->rank);
+    /* the most recent write first */
+    if (a->write_time != b->write_time) return a->write_time < b->write_time ? 1 : -1;
+    return strcmp(a->file, b->file);
+}
+
+int ta_load(ta_an *a, char **paths, int npaths)
+{
+    strvec files = {0};
+    for (int i = 0; i < npaths; i++) {
+        struct stat st;
+        if (stat(paths[i], &st) != 0) { ta_note_add(a, paths[i], 1, "cannot open: %s", strerror(errno)); continue; }
+        if (S_ISDIR(st.st_mode)) {
+            int before = files.n;
+            walk(a, paths[i], &files, 0);
+            if (files.n == before) ta_note_add(a, paths[i], 0, "no trace files (trshim.*.json) in this folder");
+        } else {
+            sv_push(&files, xstrdup(paths[i]));
+        }
+    }
+    qsort(files.v, (size_t)files.n, sizeof *files.v, cmpstr);
+    a->nfiles = files.n;
+    ta_trace **out = xcalloc((size_t)files.n + 1, sizeof *out);
+    cJSON_Hooks hooks = {arena_malloc, arena_free};
+    cJSON_InitHooks(&hooks);
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int nth = ncpu < 1 ? 1 : ncpu > 4 ? 4 : (int)ncpu;
+    if (nth > files.n) nth = files.n ? files.n : 1;
+    work w = {a, files.v, files.n, out, 0, PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER};
+    pthread_t th[4];
+    int started = 0;
+    for (int i = 1; i < nth; i++)
+        if (pthread_create(&th[started], NULL, worker, &w) == 0) started++;
+    worker(&w);
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    cJSON_InitHooks(NULL);
+
+    /* usable traces, grouped by job */
+    a->all = xcalloc((size_t)files.n + 1, sizeof *a->all);
+    for (int i = 0; i < files.n; i++)
+        if (out[i]) a->all[a->nall++] = out[i];
+    free(out);
+    for (int i = 0; i < files.n; i++) free(files.v[i]);
+    free(files.v);
+    if (!a->nall) return -1;
+
+    /* jobs: newest = the latest write_time among its traces */
+    char **jobs = xcalloc((size_t)a->nall, sizeof *jobs);
+    double *newest = xcalloc((size_t)a->nall, sizeof *newest);
+    int nj = 0;
+    for (int i = 0; i < a->nall; i++) {
+        int j;
+        for (j = 0; j < nj; j++) if (!strcmp(jobs[j], a->all[i]->job_id)) break;
+        if (j == nj) { jobs[nj] = a->all[i]->job_id; newest[nj] = a->all[i]->write_time; nj++; }
+        else if (a->all[i]->write_time > newest[j]) newest[j] = a->all[i]->write_time;
+    }
+    a->njobs = nj;
+    int pick = -1;
+    if (a->job_wanted) {
+        for (int j = 0; j < nj; j++) if (!strcmp(jobs[j], a->job_wanted)) pick = j;
+        if (pick < 0) {
+            char *list = xstrdup("");
+            for (int j = 0; j < nj; j++) { char *n = xasprintf("%s%s%s", list, j ? ", " : "", jobs[j]); free(list); list = n; }
+            ta_note_add(a, NULL, 1, "no traces of job \"%s\" (jobs found: %s)", a->job_wanted, list);
+            free(list);
+            free(jobs); free(newest);
+            return -1;
+        }
+    } else {
+        pick = 0;
+        for (int j = 1; j < nj; j++) if (newest[j] > newest[pick]) pick = j;
+    }
+    a->job = xstrdup(jobs[pick]);
+    for (int j = 0; j < nj; j++)
+        if (j != pick) {
+            a->other_jobs = xrealloc(a->other_jobs, sizeof *a->other_jobs * (size_t)(a->nother_jobs + 1));
+            a->other_jobs[a->nother_jobs++] = xstrdup(jobs[j]);
+        }
+    free(jobs); free(newest);
+
+    /* the job's traces by rank; duplicates: keep the latest write */
+    a->tr = xcalloc((size_t)a->nall, sizeof *a->tr);
+    ta_trace **mine = xcalloc((size_t)a->nall, sizeof *mine);
+    int nm = 0;
+    for (int i = 0; i < a->nall; i++)
+        if (!strcmp(a->all[i]->job_id, a->job)) mine[nm++] = a->all[i];
+    qsort(mine, (size_t)nm, sizeof *mine, cmp_trace_rank);
+    for (int i = 0; i < nm; i++) {
+        if (a->ntr && a->tr[a->ntr - 1]->rank == mine[i]->rank) {
+            ta_trace *kept = a->tr[a->ntr - 1];
+            ta_note_add(a, mine[i]->file, 1, "duplicated rank %d (also in %s, written %s); that later trace is used",
+                        mine[i]->rank, kept->file, kept->write_time > mine[i]->write_time ? "later" : "at the same time");
+            continue;
+        }
+        mine[i]->idx = a->ntr;
+        a->tr[a->ntr++] = mine[i];
+    }
+    free(mine);
+
+    /* world size: the most common value the traces give; else the largest
+     * communicator; else the highest rank + 1 */
+    int world = -1, best = 0;
+    for (int i = 0; i < a->ntr; i++) {
+        int w = a->tr[i]->world_size, c = 0;
+        if (w <= 0) continue;
+        for (int j = 0; j < a->ntr; j++) c += a->tr[j]->world_size == w;
+        if (c > best) { best = c; world = w; }
+    }
+    if (world <= 0)
+        for (int i = 0; i < a->ntr; i++)
+            for (int k = 0; k < a->tr[i]->ncomms; k++)
+                if (a->tr[i]->comms[k].size > world) world = a->tr[i]->comms[k].size;
+    if (world < a->tr[a->ntr - 1]->rank + 1) {
+        if (best) ta_note_add(a, NULL, 0, "rank %d is outside the world size %d the traces give", a->tr[a->ntr - 1]->rank, world);
+        world = a->tr[a->ntr - 1]->rank + 1;
+    }
+    a->world = world;
+    a->missing_ranks = xcalloc((size_t)world, sizeof *a->missing_ranks);
+    for (int r = 0, i = 0; r < world; r++) {
+        while (i < a->ntr && a->tr[i]->rank < r) i++;
+        if (i >= a->ntr || a->tr[i]->rank != r) a->missing_ranks[a->nmissing++] = r;
+    }
+    return 0;
+}

@@ -1,0 +1,155 @@
+/* tranalyze DIR|FILES... : reads the traces of every rank, diffs them and
+ * names the root cause of a hang or an out-of-memory failure.
+ * Exit status: 0 nothing found, 1 findings, 2 could not analyse. */
+#include <getopt.h>
+#include <time.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ta.h"
+
+static double t_start;
+static int timing;
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+static void phase(const char *what)
+{
+    if (timing) fprintf(stderr, "tranalyze: %-10s %.3f s\n", what, now() - t_start);
+}
+
+static int cmp_note(const void *x, const void *y)
+{
+    const ta_note *a = x, *b = y;
+    if (!a->file || !b->file) return (a->file == NULL) - (b->file == NULL);
+    return strcmp(a->file, b->file);
+}
+
+static void usage(FILE *o)
+{
+    fputs("usage: tranalyze [options] DIR|FILE...\n"
+          "Reads the trshim traces below DIR (every trshim.*.json, recursively) or the given files,\n"
+          "and names the root cause of a hang, divergence or out-of-memory failure.\n\n"
+          "  --job ID                   analyse job ID (default: the newest job found)\n"
+          "  --json                     machine-readable output (docs/analysis-format.md)\n"
+          "  --markdown                 a summary to paste into a bug report\n"
+          "  --modules DIR              also look for the job's modules (executables, libraries) in DIR\n"
+          "  --full-stacks              every frame of the stacks in --json (default: 8)\n"
+          "  --imbalance-threshold F    report a rank whose peak memory exceeds the median of the\n"
+          "                             others by more than F (fraction, default 0.25)\n"
+          "  -h, --help                 this help\n\n"
+          "Exit status: 0 nothing found, 1 findings, 2 could not analyse.\n", o);
+}
+
+static int group_of(const ta_an *a, const ta_finding *f)
+{
+    if (f->kind == K_OOM) {
+        for (int t = 0; t < a->ntr; t++)
+            if (a->root[t] && a->tr[t]->rank == f->culprit.ranks[0]) return 0;
+    }
+    if (f->root) return 1;
+    switch (f->kind) {
+    case K_OOM: return 2;
+    case K_DIVERGENCE: return 3;
+    case K_P2P: return 4;
+    case K_INIT: return 5;
+    case K_IMBALANCE: return 6;
+    default: return 7;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    ta_an a;
+    memset(&a, 0, sizeof a);
+    a.imbalance = 0.25;
+    a.imbalance_min = 1 << 20;
+    static const struct option opts[] = {
+        {"job", required_argument, 0, 'j'}, {"json", no_argument, 0, 'J'}, {"markdown", no_argument, 0, 'm'},
+        {"modules", required_argument, 0, 'M'}, {"full-stacks", no_argument, 0, 'F'},
+        {"imbalance-threshold", required_argument, 0, 'i'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    int c;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'j': a.job_wanted = optarg; break;
+        case 'J': a.json = 1; break;
+        case 'm': a.markdown = 1; break;
+        case 'F': a.full_stacks = 1; break;
+        case 'M':
+            a.module_dirs = xrealloc(a.module_dirs, sizeof(char *) * (size_t)(a.nmodule_dirs + 1));
+            a.module_dirs[a.nmodule_dirs++] = optarg;
+            break;
+        case 'i': {
+            char *end;
+            a.imbalance = strtod(optarg, &end);
+            if (*end || !(a.imbalance >= 0) || a.imbalance > 1000) {
+                fprintf(stderr, "tranalyze: --imbalance-threshold wants a fraction such as 0.25, not \"%s\"\n", optarg);
+                return 2;
+            }
+            break;
+        }
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind >= argc) { usage(stderr); return 2; }
+    if (a.json && a.markdown) { fputs("tranalyze: --json and --markdown exclude each other\n", stderr); return 2; }
+
+    timing = getenv("TRANALYZE_TIMING") != NULL;
+    t_start = now();
+    int lrc = ta_load(&a, argv + optind, argc - optind);
+    phase("load");
+    if (a.nnotes > 1) qsort(a.notes, (size_t)a.nnotes, sizeof *a.notes, cmp_note);   /* files in name order (threads) */
+    if (lrc != 0) {
+        if (a.json) {
+            ta_out_json(&a, stdout);
+        } else {
+            fprintf(stderr, "tranalyze: nothing usable to analyse (%d file%s read)\n", a.nfiles, a.nfiles == 1 ? "" : "s");
+            for (int i = 0; i < a.nnotes; i++)
+                fprintf(stderr, "  %s%s%s\n", a.notes[i].file ? a.notes[i].file : "", a.notes[i].file ? ": " : "",
+                        a.notes[i].text);
+        }
+        return 2;
+    }
+    ta_align(&a);
+    phase("align");
+    ta_rootcause(&a);
+    phase("rootcause");
+    ta_findings_memory(&a);
+    int *covered = xcalloc((size_t)a.ngc + 1, sizeof(int));
+    for (int i = 0; i < a.nf; i++) {
+        if (a.f[i].g >= 0) covered[a.f[i].g] = 1;
+        if (a.f[i].stop_g >= 0) covered[a.f[i].stop_g] = 1;
+        for (int k = 0; k < a.f[i].ncons; k++) covered[a.f[i].cons[k].g] = 1;
+    }
+    ta_findings_divergence_scan(&a, covered);
+    ta_findings_p2p_scan(&a);
+    free(covered);
+
+    /* root cause first */
+    ta_finding *sorted = xmalloc(sizeof *sorted * (size_t)(a.nf + 1));
+    int n = 0;
+    for (int grp = 0; grp <= 7; grp++)
+        for (int i = 0; i < a.nf; i++)
+            if (group_of(&a, &a.f[i]) == grp) sorted[n++] = a.f[i];
+    free(a.f);
+    a.f = sorted;
+    int anyroot = 0;
+    for (int i = 0; i < a.nf; i++) {
+        if (a.f[i].kind == K_OOM && group_of(&a, &a.f[i]) == 0) a.f[i].root = 1;
+        anyroot |= a.f[i].root;
+    }
+    if (!anyroot && a.nf) a.f[0].root = 1;
+
+    ta_module_notes(&a);
+    if (a.json) ta_out_json(&a, stdout);
+    else if (a.markdown) ta_out_markdown(&a, stdout);
+    else ta_out_text(&a, stdout);
+    fflush(stdout);
+    phase("output");
+    ta_symbolize_done();
+    return a.nf ? 1 : 0;
+}

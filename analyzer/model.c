@@ -1,0 +1,325 @@
+/* Small helpers of the model: allocation, notes, interning, names and texts
+ * describing calls, ranks and how a process ended. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ta.h"
+
+const char *const ta_op_names[OP_N] = {
+    "AllReduce", "Broadcast", "Bcast", "Reduce", "AllGather", "ReduceScatter", "AlltoAll",
+    "Gather", "Scatter", "Send", "Recv", "GroupStart", "GroupEnd"};
+const char *const ta_dtype_names[DT_N] = {
+    "none", "int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32",
+    "float64", "bfloat16", "float8e4m3", "float8e5m2", "invalid"};
+static const int dtype_sizes[DT_N] = {0, 1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1, 0};
+const char *const ta_redop_names[RO_N] = {"none", "sum", "prod", "max", "min", "avg", "premulsum"};
+const char *const ta_kind_names[K_N] = {
+    "divergence", "missing", "p2p", "init", "oom", "memory_imbalance", "no_trace"};
+const char *const ta_end_names[] = {"exited", "signal", "comm_end", "snapshot", "no_trace", "unknown"};
+
+void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) { fputs("tranalyze: out of memory\n", stderr); exit(2); }
+    return p;
+}
+void *xcalloc(size_t n, size_t m)
+{
+    void *p = calloc(n ? n : 1, m ? m : 1);
+    if (!p) { fputs("tranalyze: out of memory\n", stderr); exit(2); }
+    return p;
+}
+void *xrealloc(void *p, size_t n)
+{
+    p = realloc(p, n ? n : 1);
+    if (!p) { fputs("tranalyze: out of memory\n", stderr); exit(2); }
+    return p;
+}
+char *xstrdup(const char *s)
+{
+    size_t n = strlen(s ? s : "") + 1;
+    char *d = xmalloc(n);
+    memcpy(d, s ? s : "", n);
+    return d;
+}
+char *xasprintf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char one[1];
+    int n = vsnprintf(one, sizeof one, fmt, ap);
+    va_end(ap);
+    char *s = xmalloc((size_t)n + 1);
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+static pthread_mutex_t note_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void ta_note_add(ta_an *a, const char *file, int fatal, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char one[1];
+    int n = vsnprintf(one, sizeof one, fmt, ap);
+    va_end(ap);
+    char *s = xmalloc((size_t)n + 1);
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&note_lock);
+    a->notes = xrealloc(a->notes, sizeof *a->notes * (size_t)(a->nnotes + 1));
+    a->notes[a->nnotes++] = (ta_note){file ? xstrdup(file) : NULL, s, fatal};
+    pthread_mutex_unlock(&note_lock);
+}
+
+int ta_op_parse(const char *s)
+{
+    for (int i = 0; i < OP_N; i++)
+        if (!strcmp(s, ta_op_names[i])) return i;
+    return -1;
+}
+int ta_dtype_parse(const char *s)
+{
+    if (!strncmp(s, "invalid(", 8)) return DT_INVALID;
+    for (int i = 1; i < DT_INVALID; i++)
+        if (!strcmp(s, ta_dtype_names[i])) return i;
+    return -1;
+}
+int ta_dtype_size(int dt) { return dt >= 0 && dt < DT_N ? dtype_sizes[dt] : 0; }
+int ta_redop_parse(const char *s)
+{
+    if (!strncmp(s, "premulsum(", 10)) return RO_PREMULSUM;
+    for (int i = 1; i < RO_PREMULSUM; i++)
+        if (!strcmp(s, ta_redop_names[i])) return i;
+    return -1;
+}
+
+/* ---- interning (thread-safe; used for symbol names while parsing) ---- */
+static pthread_mutex_t intern_lock = PTHREAD_MUTEX_INITIALIZER;
+static char **itab;
+static size_t icap, icount;
+
+static uint64_t strhash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+const char *ta_intern(const char *s)
+{
+    if (!s) return NULL;
+    pthread_mutex_lock(&intern_lock);
+    if (icount * 2 >= icap) {
+        size_t ncap = icap ? icap * 2 : 1024;
+        char **n = xcalloc(ncap, sizeof *n);
+        for (size_t i = 0; i < icap; i++)
+            if (itab[i]) {
+                size_t j = strhash(itab[i]) & (ncap - 1);
+                while (n[j]) j = (j + 1) & (ncap - 1);
+                n[j] = itab[i];
+            }
+        free(itab);
+        itab = n;
+        icap = ncap;
+    }
+    size_t j = strhash(s) & (icap - 1);
+    while (itab[j] && strcmp(itab[j], s)) j = (j + 1) & (icap - 1);
+    if (!itab[j]) { itab[j] = xstrdup(s); icount++; }
+    const char *r = itab[j];
+    pthread_mutex_unlock(&intern_lock);
+    return r;
+}
+
+int ta_module_intern(ta_an *a, const char *path, const char *build_id)
+{
+    for (int i = 0; i < a->nmods; i++) {
+        const ta_module *m = &a->mods[i];
+        if (build_id && m->build_id) {
+            if (!strcmp(build_id, m->build_id) && !strcmp(path, m->path)) return i;
+        } else if (!build_id && !m->build_id && !strcmp(path, m->path)) {
+            return i;
+        }
+    }
+    a->mods = xrealloc(a->mods, sizeof *a->mods * (size_t)(a->nmods + 1));
+    a->mods[a->nmods] = (ta_module){ta_intern(path), build_id ? ta_intern(build_id) : NULL};
+    return a->nmods++;
+}
+
+uint64_t ta_hash64(uint64_t h, uint64_t v)
+{
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    h *= 0xff51afd7ed558ccdull;
+    return h ^ (h >> 33);
+}
+
+/* Two call sites are the same when their innermost frames are the same
+ * offset of the same module; across different modules (another build) the
+ * symbol names decide; without either, they are taken as the same. */
+int ta_site_equal(const ta_an *a, const ta_trace *t1, int s1, const ta_trace *t2, int s2)
+{
+    (void)a;
+    if (s1 < 0 || s2 < 0 || s1 >= t1->nstacks || s2 >= t2->nstacks) return 1;
+    const ta_stack *x = &t1->stacks[s1], *y = &t2->stacks[s2];
+    if (!x->nframes || !y->nframes) return 1;
+    const ta_frame *f = &x->frames[0], *g = &y->frames[0];
+    if (f->module >= 0 && f->module == g->module) return f->offset == g->offset;
+    if (f->symbol && g->symbol) return f->symbol == g->symbol;   /* interned */
+    return 1;
+}
+
+const char *ta_signame(int sig)
+{
+    switch (sig) {
+    case SIGTERM: return "SIGTERM";
+    case SIGKILL: return "SIGKILL";
+    case SIGABRT: return "SIGABRT";
+    case SIGSEGV: return "SIGSEGV";
+    case SIGBUS: return "SIGBUS";
+    case SIGINT: return "SIGINT";
+    case SIGHUP: return "SIGHUP";
+    case SIGFPE: return "SIGFPE";
+    case SIGILL: return "SIGILL";
+    case SIGQUIT: return "SIGQUIT";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGUSR2: return "SIGUSR2";
+    case SIGPIPE: return "SIGPIPE";
+    default: return NULL;
+    }
+}
+
+int ta_last_call(const ta_trace *t, int64_t *out)
+{
+    for (int64_t i = t->ncalls - 1; i >= 0; i--)
+        if (t->calls[i].op != OP_GROUPSTART && t->calls[i].op != OP_GROUPEND) { *out = i; return 1; }
+    return 0;
+}
+
+double ta_wall(const ta_trace *t, int64_t ns)
+{
+    if (ns == TA_NULL64) return 0;
+    return t->clock_real + (double)(ns - t->clock_mono) / 1e9;
+}
+
+int ta_comm_local(const ta_trace *t, int g)
+{
+    for (int i = 0; i < t->ncomms; i++)
+        if (t->comms[i].g == g) return i;
+    return -1;
+}
+
+const char *ta_comm_name(const ta_an *a, int g)
+{
+    static __thread char buf[8][24];
+    static __thread int k;
+    if (g < 0 || g >= a->ngc) return "?";
+    char *b = buf[k++ & 7];
+    snprintf(b, 24, "0x%016llx", (unsigned long long)a->gc[g].id);
+    return b;
+}
+
+char *ta_call_sig(const ta_trace *t, int64_t ci)
+{
+    const ta_call *c = &t->calls[ci];
+    char extra[64] = "";
+    if (c->redop != RO_NONE) snprintf(extra, sizeof extra, ", %s", ta_redop_names[c->redop]);
+    if (ta_op_rooted(c->op) && c->rp >= 0)
+        snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ", root %d", c->rp);
+    if (ta_op_is_p2p(c->op))
+        snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ", %s %d",
+                 c->op == OP_SEND ? "to" : "from", c->rp);
+    return xasprintf("%s(%lld x %s%s)", ta_op_names[c->op], (long long)c->count,
+                     ta_dtype_names[c->dtype], extra);
+}
+
+char *ta_call_text(const ta_an *a, const ta_trace *t, int64_t ci)
+{
+    const ta_call *c = &t->calls[ci];
+    char *sig = ta_call_sig(t, ci);
+    char *r;
+    if (c->comm >= 0 && c->comm < t->ncomms)
+        r = xasprintf("%s #%u on comm %s", sig, c->seq, ta_comm_name(a, t->comms[c->comm].g));
+    else
+        r = xasprintf("%s", sig);
+    free(sig);
+    return r;
+}
+
+static int cmpint(const void *x, const void *y)
+{
+    int a = *(const int *)x, b = *(const int *)y;
+    return (a > b) - (a < b);
+}
+void ta_ints_sort(int *v, int n) { if (n > 1) qsort(v, (size_t)n, sizeof *v, cmpint); }
+
+char *ta_ranks_text(const int *r, int n)
+{
+    size_t cap = 64, len = 0;
+    char *s = xmalloc(cap);
+    s[0] = 0;
+    for (int i = 0; i < n;) {
+        int j = i;
+        while (j + 1 < n && r[j + 1] == r[j] + 1) j++;
+        char part[48];
+        if (j - i >= 2) snprintf(part, sizeof part, "%s%d-%d", len ? ", " : "", r[i], r[j]);
+        else if (j == i + 1) snprintf(part, sizeof part, "%s%d, %d", len ? ", " : "", r[i], r[j]);
+        else snprintf(part, sizeof part, "%s%d", len ? ", " : "", r[i]);
+        size_t pl = strlen(part);
+        if (len + pl + 1 > cap) { cap = (len + pl + 1) * 2; s = xrealloc(s, cap); }
+        memcpy(s + len, part, pl + 1);
+        len += pl;
+        i = j + 1;
+    }
+    return s;
+}
+
+/* "exited", "killed by SIGTERM", "killed by SIGTERM inside AllReduce #5 on
+ * comm 0x..", "no trace", ... */
+char *ta_end_text(const ta_an *a, const ta_trace *t)
+{
+    char *in = NULL;
+    if (t->end_in_call) {
+        int64_t ci;
+        for (ci = t->ncalls - 1; ci >= 0; ci--)
+            if (t->calls[ci].exit_ns == TA_NULL64) break;
+        if (ci >= 0) {
+            char *c = ta_call_text(a, t, ci);
+            in = xasprintf(" inside %s", c);
+            free(c);
+        } else {
+            for (int i = 0; i < t->ncomms; i++)
+                if (t->comms[i].init_exit == TA_NULL64) {
+                    in = xasprintf(" inside %s of comm %s", t->comms[i].kind, ta_comm_name(a, t->comms[i].g));
+                    break;
+                }
+            if (!in) in = xstrdup(" inside a call");
+        }
+    }
+    if (t->nmfail) {
+        char *o = xasprintf("%s after a failed allocation (%s of %lld bytes: %s)", in ? in : "", t->mfail[0].api,
+                            (long long)t->mfail[0].bytes, t->mfail[0].error[0] ? t->mfail[0].error : "error");
+        free(in);
+        in = o;
+    }
+    char *r;
+    const char *sn = ta_signame(t->end_signal);
+    switch (t->end_state) {
+    case END_EXITED: r = xasprintf("exited%s", in ? in : ""); break;
+    case END_SIGNAL:
+        if (sn) r = xasprintf("killed by %s%s", sn, in ? in : "");
+        else r = xasprintf("killed by signal %d%s", t->end_signal, in ? in : "");
+        break;
+    case END_COMM_END: r = xasprintf("ended without a final write after communicator destroy (SIGKILL?)%s", in ? in : ""); break;
+    case END_SNAPSHOT: r = xasprintf("last seen in a snapshot (still running, or SIGKILL)%s", in ? in : ""); break;
+    case END_NO_TRACE: r = xstrdup("no trace"); break;
+    default: r = xstrdup("unknown"); break;
+    }
+    free(in);
+    return r;
+}

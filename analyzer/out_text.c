@@ -1,0 +1,206 @@
+/* Text for people, and --markdown for bug reports: the root cause on top in
+ * a few lines, then its consequences, other findings, the per-rank table and
+ * what was wrong with the input. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ta.h"
+
+static char *human(int64_t b)
+{
+    if (b < 0) return xstrdup("-");
+    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)b;
+    int k = 0;
+    while (v >= 1024 && k < 4) { v /= 1024; k++; }
+    return k ? xasprintf("%.1f %s", v, u[k]) : xasprintf("%lld B", (long long)b);
+}
+
+static char *where(ta_an *a, const ta_finding *f)
+{
+    if (f->g < 0) return xstrdup("");
+    char *m = NULL;
+    int n = 0, *r = xmalloc(sizeof(int) * (size_t)(a->gc[f->g].npos + 1));
+    for (int p = 0; p < a->gc[f->g].npos; p++)
+        if (a->gc[f->g].member[p] >= 0) r[n++] = a->tr[a->gc[f->g].member[p]]->rank;
+    ta_ints_sort(r, n);
+    m = ta_ranks_text(r, n);
+    free(r);
+    int empty = 0;
+    for (int p = 0; p < a->gc[f->g].npos; p++) empty += a->gc[f->g].member[p] < 0;
+    if (empty) {
+        char *m2 = xasprintf("%s and %d without a trace", m, empty);
+        free(m);
+        m = m2;
+    }
+    char *s;
+    if (f->kind == K_INIT) s = xasprintf(" on comm %s (ranks %s), initialisation", ta_comm_name(a, f->g), m);
+    else if (f->kind == K_P2P) s = xasprintf(" on comm %s (ranks %s), send/recv #%lld", ta_comm_name(a, f->g), m, (long long)f->seq);
+    else s = xasprintf(" on comm %s (ranks %s), collective #%lld", ta_comm_name(a, f->g), m, (long long)f->seq);
+    free(m);
+    return s;
+}
+
+static void side_line(ta_an *a, FILE *o, const char *indent, const ta_side *s, int md, const char *label)
+{
+    if (!s->nranks || s->trace < 0) return;
+    const ta_trace *t = a->tr[s->trace];
+    int stack = s->stack;
+    if (s->call >= 0) stack = t->calls[s->call].stack;
+    if (stack < 0 && s->call < 0) return;
+    char *r = ta_ranks_text(s->ranks, s->nranks);
+    char *site = ta_site_text(a, t, stack);
+    char *sig = s->call >= 0 ? ta_call_sig(t, s->call) : xstrdup("");
+    if (md) fprintf(o, "%s- rank%s %s%s: `%s` at `%s`\n", indent, s->nranks > 1 ? "s" : "", r, label, sig, site);
+    else fprintf(o, "%srank%s %s%s: %s at %s\n", indent, s->nranks > 1 ? "s" : "", r, label, sig, site);
+    free(r); free(site); free(sig);
+}
+
+static void finding(ta_an *a, FILE *o, const ta_finding *f, int md, int top)
+{
+    static int nroot;
+    char *w = where(a, f);
+    const char *ind = md ? "" : "  ";
+    if (md) fprintf(o, "%s **%s%s%s**%s\n\n", top ? "####" : "-", ta_kind_names[f->kind], f->subkind[0] ? " / " : "",
+                    f->subkind, w);
+    else if (top) {
+        if (nroot++) fprintf(o, "ROOT CAUSE (%d): ", nroot);
+        else fprintf(o, "ROOT CAUSE: ");
+        fprintf(o, "%s%s%s%s\n", ta_kind_names[f->kind], f->subkind[0] ? " / " : "", f->subkind, w);
+    } else fprintf(o, "- %s%s%s%s\n", ta_kind_names[f->kind], f->subkind[0] ? " / " : "", f->subkind, w);
+    fprintf(o, "%s%s\n", ind, f->message ? f->message : "");
+    if (md) fputc('\n', o);
+    if (f->kind == K_DIVERGENCE || f->kind == K_MISSING || f->kind == K_P2P) {
+        int miss = f->kind == K_MISSING || (f->kind == K_P2P && strcmp(f->subkind, "size_mismatch"));
+        side_line(a, o, ind, &f->culprit, md, miss ? " (last call)" : "");
+        side_line(a, o, ind, &f->other, md, miss ? " (waiting in)" : "");
+    }
+    if (f->kind == K_OOM || f->kind == K_IMBALANCE) {
+        char *p = human(f->peak);
+        char *site = f->culprit.trace >= 0 ? ta_site_text(a, a->tr[f->culprit.trace], f->stack2) : xstrdup("?");
+        fprintf(o, "%speak %s at %s\n", ind, p, site);
+        free(p); free(site);
+    }
+    if (f->stop_g >= 0)
+        fprintf(o, "%sthe job stopped later, at collective #%lld of comm %s\n", ind, (long long)f->stop_seq,
+                ta_comm_name(a, f->stop_g));
+    if (md) fputc('\n', o);
+    if (f->hint) fprintf(o, md ? "%s**Fix:** %s\n" : "%sfix: %s\n", ind, f->hint);
+    if (f->ncons) {
+        fprintf(o, md ? "\nConsequences (ranks waiting because of this):\n\n" : "%sconsequences (waiting because of this):\n", ind);
+        int shown = f->ncons < 12 ? f->ncons : 12;
+        for (int k = 0; k < shown; k++) {
+            const ta_conseq *c = &f->cons[k];
+            char *wr = ta_ranks_text(c->waiting, c->nwaiting), *wf = ta_ranks_text(c->waitfor, c->nwaitfor);
+            fprintf(o, "%s  - rank%s %s wait%s in %s for rank%s %s\n", md ? "" : ind, c->nwaiting > 1 ? "s" : "", wr,
+                    c->nwaiting > 1 ? "" : "s", c->what ? c->what : "?", c->nwaitfor > 1 ? "s" : "", wf);
+            free(wr); free(wf);
+        }
+        if (shown < f->ncons) fprintf(o, "%s  - ... and %d more\n", md ? "" : ind, f->ncons - shown);
+    }
+    fputc('\n', o);
+    free(w);
+}
+
+static void rank_table(ta_an *a, FILE *o, int md)
+{
+    /* families of communicators: one column each (the first 4) */
+    int nfam = 0;
+    for (int i = 0; i < a->ntr; i++) if (a->tr[i]->ncomms > nfam) nfam = a->tr[i]->ncomms;
+    if (nfam > 4) nfam = 4;
+    if (md) {
+        fprintf(o, "| rank | host | pid | ended |");
+        for (int k = 0; k < nfam; k++) fprintf(o, " comm #%d last seq |", k);
+        fprintf(o, " peak memory |\n|---|---|---|---|");
+        for (int k = 0; k < nfam; k++) fprintf(o, "---|");
+        fprintf(o, "---|\n");
+    } else {
+        fprintf(o, "RANKS (last seq: per communicator, in the order each rank created them)\n");
+        fprintf(o, "  %-5s %-16s %-8s %-10s %-24s %s\n", "rank", "host", "pid", "peak", "last seq", "ended");
+    }
+    int limit = a->ntr > 64 && !md ? 64 : a->ntr;
+    for (int i = 0; i < limit; i++) {
+        ta_trace *t = a->tr[i];
+        int64_t pk = -1;
+        for (int k = 0; k < t->nmdev; k++) if (t->mdev[k].peak > pk) pk = t->mdev[k].peak;
+        char *p = human(pk), *e = ta_end_text(a, t);
+        char seqs[128] = "";
+        for (int k = 0; k < t->ncomms && k < nfam; k++)
+            snprintf(seqs + strlen(seqs), sizeof seqs - strlen(seqs), "%s%u", k ? " " : "", t->comms[k].nseq);
+        if (md) {
+            fprintf(o, "| %d%s | %s | %lld | %s |", t->rank, a->root && a->root[i] ? " **(root cause)**" : "", t->host,
+                    (long long)t->pid, e);
+            for (int k = 0; k < nfam; k++)
+                if (k < t->ncomms) fprintf(o, " %u |", t->comms[k].nseq);
+                else fprintf(o, " |");
+            fprintf(o, " %s |\n", p);
+        } else {
+            fprintf(o, "  %-5d %-16.16s %-8lld %-10s %-24s %s%s\n", t->rank, t->host, (long long)t->pid, p, seqs, e,
+                    a->root && a->root[i] ? "  <- root cause" : "");
+        }
+        free(p); free(e);
+    }
+    if (limit < a->ntr) fprintf(o, "  ... %d more ranks (--json has them all)\n", a->ntr - limit);
+    for (int i = 0; i < a->nmissing; i++) {
+        if (md) fprintf(o, "| %d | | | no trace |%*s\n", a->missing_ranks[i], nfam * 2 + 2, "");
+        else fprintf(o, "  %-5d %-16s %-8s %-10s %-24s %s\n", a->missing_ranks[i], "-", "-", "-", "-", "no trace");
+    }
+    fputc('\n', o);
+}
+
+static void notes(ta_an *a, FILE *o, int md)
+{
+    if (!a->nnotes) return;
+    fprintf(o, md ? "#### Input problems\n\n" : "INPUT PROBLEMS\n");
+    for (int i = 0; i < a->nnotes; i++) {
+        const ta_note *n = &a->notes[i];
+        if (md) fprintf(o, "- %s%s%s%s\n", n->file ? "`" : "", n->file ? n->file : "", n->file ? "`: " : "", n->text);
+        else fprintf(o, "  %s%s%s%s\n", n->file ? n->file : "", n->file ? ": " : "", n->text, n->fatal ? " (skipped)" : "");
+    }
+    fputc('\n', o);
+}
+
+static void header(ta_an *a, FILE *o, int md)
+{
+    if (md) fprintf(o, "## tranalyze: job `%s`\n\n%d of %d ranks traced (%d files).", a->job, a->ntr, a->world, a->nfiles);
+    else fprintf(o, "tranalyze: job %s: %d of %d ranks traced (%d files)", a->job, a->ntr, a->world, a->nfiles);
+    if (a->nother_jobs) {
+        fprintf(o, md ? " The folder holds %d jobs; this is the newest (others: " : "\n  the folder holds %d jobs; this is the newest (use --job ID for ", a->njobs);
+        for (int i = 0; i < a->nother_jobs; i++) fprintf(o, "%s%s", i ? ", " : "", a->other_jobs[i]);
+        fputc(')', o);
+    }
+    fputs(md ? "\n\n" : "\n\n", o);
+}
+
+static void out(ta_an *a, FILE *o, int md)
+{
+    header(a, o, md);
+    int nroot = 0;
+    for (int i = 0; i < a->nf; i++) nroot += a->f[i].root;
+    if (!a->nf) fprintf(o, md ? "**No problem found.**\n\n" : "No problem found: every collective and send/recv matched.\n\n");
+    if (md && a->nf) fprintf(o, "### Root cause\n\n");
+    for (int i = 0; i < a->nf; i++)
+        if (a->f[i].root) finding(a, o, &a->f[i], md, 1);
+    if (a->nf > nroot) {
+        fprintf(o, md ? "### Other findings\n\n" : "OTHER FINDINGS\n");
+        for (int i = 0; i < a->nf; i++)
+            if (!a->f[i].root) finding(a, o, &a->f[i], md, 0);
+    }
+    if (md) fprintf(o, "### Ranks\n\n");
+    rank_table(a, o, md);
+    if (md && a->ntr) {
+        const ta_trace *t = a->tr[0];
+        fprintf(o, "#### Environment (rank %d)\n\n", t->rank);
+        fprintf(o, "- command: `%s`\n- host: %s\n", t->cmdline ? t->cmdline : "?", t->host);
+        if (t->v_nccl != TA_NULL64) fprintf(o, "- NCCL %lld\n", (long long)t->v_nccl);
+        if (t->v_cuda_rt != TA_NULL64) fprintf(o, "- CUDA runtime %lld, driver %lld\n", (long long)t->v_cuda_rt,
+                                               (long long)(t->v_cuda_drv == TA_NULL64 ? 0 : t->v_cuda_drv));
+        if (t->v_trshim) fprintf(o, "- trshim %s\n", t->v_trshim);
+        for (int i = 0; i < t->nenv && i < 40; i++) fprintf(o, "- `%s`\n", t->env[i]);
+        fputc('\n', o);
+    }
+    notes(a, o, md);
+}
+
+void ta_out_text(ta_an *a, FILE *o) { out(a, o, 0); }
+void ta_out_markdown(ta_an *a, FILE *o) { out(a, o, 1); }

@@ -1,0 +1,775 @@
+/* Root cause: who waits for whom, across communicators.
+ *
+ * The completion simulation (align.c) leaves, per rank, the operations that
+ * never completed. Each one at the head of its stream is a "stuck point":
+ * a collective (comm, seq) waits for the members that never issued seq or
+ * are blocked on something earlier; a send/recv waits for its peer; an init
+ * waits for the ranks that never entered it. Ranks that wait for nobody
+ * (exited, killed while idle, never got there) are the roots. A stuck point
+ * that waits for a root, or whose members disagree (divergence), is a root
+ * finding; every other stuck point is listed as a consequence of the root
+ * finding it leads to. A cycle of waits with no root (order inversion,
+ * pipeline whose stages disagree) is broken at its send/recv that was never
+ * issued, else at its earliest collective.
+ *
+ * A root finding then moves to the earliest point of divergence: the
+ * culprit's own order of collectives, across all its communicators, is
+ * compared with its peers'; the first call where it differs (another
+ * operation or communicator, or another line of code that shifts the rest)
+ * is reported, and where the job stopped is kept as stop_comm/stop_seq. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ta.h"
+
+enum { SP_COLL, SP_P2P, SP_INIT };
+
+typedef struct {
+    int type, g;
+    uint32_t seq;
+    int snd, rcv;             /* p2p: positions */
+    int *wt; int nwt;         /* waiting traces */
+    int *wf; int nwf;         /* waited-for traces */
+    int *never; int nnever;   /* among wf: never issued it */
+    int mismatch, root, finding;
+    double t;
+    int rep_t; int64_t rep_c;
+} spoint;
+
+static spoint *P;
+static int nP;
+static uint8_t **ST;
+
+static void iadd(int **v, int *n, int x)
+{
+    for (int i = 0; i < *n; i++) if ((*v)[i] == x) return;
+    *v = xrealloc(*v, sizeof(int) * (size_t)(*n + 1));
+    (*v)[(*n)++] = x;
+}
+static int ihas(const int *v, int n, int x)
+{
+    for (int i = 0; i < n; i++) if (v[i] == x) return 1;
+    return 0;
+}
+
+static int find_point(int type, int g, uint32_t seq, int snd, int rcv)
+{
+    for (int i = nP - 1; i >= 0; i--)
+        if (P[i].type == type && P[i].g == g && P[i].seq == seq && P[i].snd == snd && P[i].rcv == rcv) return i;
+    P = xrealloc(P, sizeof *P * (size_t)(nP + 1));
+    memset(&P[nP], 0, sizeof *P);
+    P[nP] = (spoint){.type = type, .g = g, .seq = seq, .snd = snd, .rcv = rcv, .finding = -1, .rep_t = -1, .rep_c = -1};
+    return nP++;
+}
+
+/* ---- tokens: a rank's collectives in its own order ----
+ * Two ranks are compared on the communicator families they both belong to
+ * (a rank of a DP group and a rank outside it see different sequences
+ * otherwise); peers with the same families as the culprit are preferred. */
+static int64_t **tokv;
+static int64_t *tokn;
+
+static const int64_t *tokens(ta_an *a, int t, int64_t *n)
+{
+    if (!tokv[t]) {
+        ta_trace *tr = a->tr[t];
+        tokv[t] = xmalloc(sizeof(int64_t) * (size_t)(tr->ncalls + 1));
+        int64_t k = 0;
+        for (int64_t i = 0; i < tr->ncalls; i++) {
+            const ta_call *c = &tr->calls[i];
+            if (ta_op_is_coll(c->op) && c->seq > 0 && c->comm >= 0) tokv[t][k++] = i;
+        }
+        tokn[t] = k;
+    }
+    *n = tokn[t];
+    return tokv[t];
+}
+
+static uint64_t fam_bit(int family) { return family < 63 ? 1ull << family : 1ull << 63; }
+
+static uint64_t fam_mask(ta_an *a, int t)
+{
+    uint64_t m = 0;
+    const ta_trace *tr = a->tr[t];
+    for (int i = 0; i < tr->ncomms; i++)
+        if (tr->comms[i].nseq) m |= fam_bit(tr->comms[i].family);
+    return m;
+}
+
+typedef struct { int t; int64_t *v; int64_t n; } seqv;
+
+static seqv filtered(ta_an *a, int t, uint64_t mask)
+{
+    int64_t n;
+    const int64_t *all = tokens(a, t, &n);
+    seqv s = {t, xmalloc(sizeof(int64_t) * (size_t)(n + 1)), 0};
+    const ta_trace *tr = a->tr[t];
+    for (int64_t i = 0; i < n; i++)
+        if (fam_bit(tr->comms[tr->calls[all[i]].comm].family) & mask) s.v[s.n++] = all[i];
+    return s;
+}
+
+static int tok_eq(ta_an *a, int ta_, int64_t ca, int tb, int64_t cb, int site)
+{
+    const ta_trace *x = a->tr[ta_], *y = a->tr[tb];
+    const ta_call *c = &x->calls[ca], *d = &y->calls[cb];
+    if (x->comms[c->comm].family != y->comms[d->comm].family) return 0;
+    if (!ta_sig_equal(c, d)) return 0;
+    return !site || ta_site_equal(a, x, c->stack, y, d->stack);
+}
+
+/* length of the run where R[i+dr+j] == Q[i+dp+j] (site-aware), up to w */
+static int run(ta_an *a, const seqv *R, const seqv *Q, int64_t i, int dr, int dp, int w)
+{
+    int j = 0;
+    while (j < w && i + dr + j < R->n && i + dp + j < Q->n &&
+           tok_eq(a, R->t, R->v[i + dr + j], Q->t, Q->v[i + dp + j], 1))
+        j++;
+    return j;
+}
+
+/* 1: R has an extra call at i; 2: R skipped Q's call at i; 0 neither */
+static int shift_kind(ta_an *a, const seqv *R, const seqv *Q, int64_t i)
+{
+    int64_t ax = R->n - i - 1 < Q->n - i ? R->n - i - 1 : Q->n - i;
+    int64_t as = R->n - i < Q->n - i - 1 ? R->n - i : Q->n - i - 1;
+    int avail_x = (int)(ax > 8 ? 8 : ax), avail_s = (int)(as > 8 ? 8 : as);
+    int ex = avail_x > 0 ? run(a, R, Q, i, 1, 0, avail_x) : 0;
+    int sk = avail_s > 0 ? run(a, R, Q, i, 0, 1, avail_s) : 0;
+    int ex_ok = avail_x > 0 && ex == avail_x, sk_ok = avail_s > 0 && sk == avail_s;
+    if (ex_ok && sk_ok) return ex >= sk ? 1 : 2;
+    if (ex_ok) return 1;
+    if (sk_ok) return 2;
+    return 0;
+}
+
+/* first accepted divergence of R against Q, an index into both, -1 none */
+static int64_t first_div(ta_an *a, const seqv *R, const seqv *Q)
+{
+    int64_t n = R->n < Q->n ? R->n : Q->n;
+    for (int64_t i = 0; i < n; i++) {
+        if (tok_eq(a, R->t, R->v[i], Q->t, Q->v[i], 1)) continue;
+        if (!tok_eq(a, R->t, R->v[i], Q->t, Q->v[i], 0)) return i;   /* another op, comm, count... */
+        if (shift_kind(a, R, Q, i)) return i;                        /* another line that shifts the rest */
+        /* another line of code for the same call, then in step again: legal */
+    }
+    return -1;
+}
+
+typedef struct { int found; int shift; int peer; int64_t rc, pc; } refine_t;
+
+static refine_t refine(ta_an *a, int r, const int *peers, int npeers)
+{
+    refine_t res = {0, 0, -1, -1, -1};
+    uint64_t mr = fam_mask(a, r);
+    int same = 0;
+    for (int k = 0; k < npeers; k++) same += peers[k] != r && fam_mask(a, peers[k]) == mr;
+    int64_t iv[16];
+    int pv[16], n = 0;
+    for (int k = 0; k < npeers && n < 16; k++) {
+        if (peers[k] == r || (same && fam_mask(a, peers[k]) != mr)) continue;
+        uint64_t m = mr & fam_mask(a, peers[k]);
+        seqv R = filtered(a, r, m), Q = filtered(a, peers[k], m);
+        pv[n] = peers[k];
+        iv[n++] = first_div(a, &R, &Q);
+        free(R.v); free(Q.v);
+    }
+    if (!n) return res;
+    int best = -1, bestc = 0;
+    for (int k = 0; k < n; k++) {
+        int c = 0;
+        for (int j = 0; j < n; j++) c += iv[j] == iv[k];
+        if (c > bestc || (c == bestc && iv[k] >= 0 && (iv[best] < 0 || iv[k] < iv[best]))) { best = k; bestc = c; }
+    }
+    if (iv[best] < 0) return res;
+    uint64_t m = mr & fam_mask(a, pv[best]);
+    seqv R = filtered(a, r, m), Q = filtered(a, pv[best], m);
+    res.found = 1;
+    res.peer = pv[best];
+    res.shift = shift_kind(a, &R, &Q, iv[best]);
+    res.rc = R.v[iv[best]];
+    res.pc = Q.v[iv[best]];
+    free(R.v); free(Q.v);
+    return res;
+}
+
+/* the site of call ci is used by trace t anywhere? */
+static int site_used(ta_an *a, int t0, int64_t ci, int t)
+{
+    const ta_trace *x = a->tr[t0], *y = a->tr[t];
+    int s = x->calls[ci].stack;
+    if (s < 0) return 1;
+    int last = -2;
+    for (int64_t i = 0; i < y->ncalls; i++) {
+        int ys = y->calls[i].stack;
+        if (ys == last || ys < 0) continue;
+        last = ys;
+        if (ta_site_equal(a, x, s, y, ys)) return 1;
+    }
+    return 0;
+}
+
+static int64_t call_at(ta_an *a, int t, int g, uint32_t seq)
+{
+    int lc = ta_comm_local(a->tr[t], g);
+    if (lc < 0) return -1;
+    const ta_comm *k = &a->tr[t]->comms[lc];
+    if (seq == 0 || seq > k->nseq) return -1;
+    return k->byseq[seq - 1];
+}
+
+static void ranks_of(ta_an *a, const int *tv, int n, int **out)
+{
+    *out = xmalloc(sizeof(int) * (size_t)(n ? n : 1));
+    for (int i = 0; i < n; i++) (*out)[i] = a->tr[tv[i]]->rank;
+}
+
+/* the other side: members of g that are not culprits */
+static void others_of(ta_an *a, ta_finding *f, int g, const int *cul_t, int ncul, int rep_t, int64_t rep_c)
+{
+    int *o = xmalloc(sizeof(int) * (size_t)(a->ntr + 1)), no = 0;
+    if (g >= 0) {
+        const ta_gcomm *n = &a->gc[g];
+        for (int p = 0; p < n->npos; p++)
+            if (n->member[p] >= 0 && !ihas(cul_t, ncul, n->member[p])) o[no++] = a->tr[n->member[p]]->rank;
+    }
+    ta_side_set(&f->other, o, no, rep_t, rep_c);
+    free(o);
+}
+
+static void add_end_info(ta_an *a, ta_finding *f, const int *cul_t, int ncul)
+{
+    char *extra = xstrdup("");
+    for (int k = 0; k < ncul && k < 4; k++) {
+        ta_trace *t = a->tr[cul_t[k]];
+        char *e = ta_end_text(a, t);
+        int64_t lc;
+        char *last;
+        if (ta_last_call(t, &lc)) {
+            char *c = ta_call_text(a, t, lc), *s = ta_site_text(a, t, t->calls[lc].stack);
+            last = xasprintf("its last call was %s at %s", c, s);
+            free(c); free(s);
+        } else {
+            last = xstrdup("it made no NCCL call");
+        }
+        char *n = xasprintf("%s; rank %d %s%s, %s", extra, t->rank, t->end_state == END_SIGNAL ? "was " : "", e, last);
+        free(extra); free(e); free(last);
+        extra = n;
+    }
+    char *m = xasprintf("%s%s", f->message, extra);
+    free(f->message); free(extra);
+    f->message = m;
+}
+
+/* Moves a finding with culprit trace r to its earliest divergence, if any. */
+static void move_earlier(ta_an *a, ta_finding *f, int r, const int *peers, int npeers, int g_stop)
+{
+    refine_t rf = refine(a, r, peers, npeers);
+    if (!rf.found) return;
+    int64_t rc = rf.rc, pc = rf.pc;
+    ta_trace *rt = a->tr[r], *pt = a->tr[rf.peer];
+    const ta_call *rcall = &rt->calls[rc], *pcall = &pt->calls[pc];
+    int rfam = rt->comms[rcall->comm].family, pfam = pt->comms[pcall->comm].family;
+    int rg = rt->comms[rcall->comm].g;
+    int stop_fam = -1;
+    int lc = g_stop >= 0 ? ta_comm_local(rt, g_stop) : -1;
+    if (lc >= 0) stop_fam = rt->comms[lc].family;
+    /* the peer's call, on r's communicator of the same family */
+    int pg = pt->comms[pcall->comm].g;
+    if (ta_comm_local(rt, pg) < 0)
+        for (int i = 0; i < rt->ncomms; i++)
+            if (rt->comms[i].family == pfam) pg = rt->comms[i].g;
+    int g;
+    uint32_t seq;
+    if (rf.shift == 1) {
+        g = rg; seq = rcall->seq;
+        snprintf(f->subkind, sizeof f->subkind, "extra_call");
+    } else if (rf.shift == 2) {
+        g = pg; seq = pcall->seq;
+        snprintf(f->subkind, sizeof f->subkind, "skipped_call");
+    } else if (rfam != pfam) {
+        /* another communicator at this point: report the call r put off */
+        if (rfam == stop_fam && pfam != stop_fam) { g = rg; seq = rcall->seq; }
+        else { g = pg; seq = pcall->seq; }
+        snprintf(f->subkind, sizeof f->subkind, "order");
+    } else {
+        g = rg; seq = rcall->seq;
+        snprintf(f->subkind, sizeof f->subkind, "different_call");
+    }
+    if (f->stop_g < 0) { f->stop_g = f->g; f->stop_seq = f->seq; }
+    f->kind = K_DIVERGENCE;
+    f->g = g;
+    f->seq = seq;
+    if (f->stop_g == g && f->stop_seq == (int64_t)seq) f->stop_g = -1, f->stop_seq = -1;
+    int *cul = xmalloc(sizeof(int) * (size_t)(f->culprit.nranks + 1));
+    int *cult = xmalloc(sizeof(int) * (size_t)(f->culprit.nranks + 1));
+    int nc = 0;
+    for (int k = 0; k < f->culprit.nranks; k++) {
+        cul[nc] = f->culprit.ranks[k];
+        cult[nc] = -1;
+        for (int t = 0; t < a->ntr; t++) if (a->tr[t]->rank == cul[nc]) cult[nc] = t;
+        nc++;
+    }
+    ta_side_set(&f->culprit, cul, nc, r, rc);
+    others_of(a, f, g, cult, nc, rf.peer, pc);
+    f->t = ta_wall(rt, rcall->enter_ns);
+    free(cul); free(cult);
+}
+
+static int sinkish(const int *stuck, int t) { return !stuck[t]; }
+
+/* majority rule with the documented tie rule; returns culprit traces */
+static int partition_mismatch(ta_an *a, spoint *sp, int *cul, int *rep_ref_t, int64_t *rep_ref_c)
+{
+    const ta_gcomm *n = &a->gc[sp->g];
+    int np = n->npos;
+    int *grp = xmalloc(sizeof(int) * (size_t)np), ng = 0, *cnt = xcalloc((size_t)np, sizeof(int));
+    int *rt = xmalloc(sizeof(int) * (size_t)np);
+    int64_t *rc = xmalloc(sizeof(int64_t) * (size_t)np);
+    int *lowest = xmalloc(sizeof(int) * (size_t)np);
+    for (int p = 0; p < np; p++) {
+        grp[p] = -1;
+        if (n->member[p] < 0) continue;
+        int64_t ci = call_at(a, n->member[p], sp->g, sp->seq);
+        if (ci < 0) continue;
+        int j;
+        for (j = 0; j < ng; j++)
+            if (ta_sig_equal(&a->tr[rt[j]]->calls[rc[j]], &a->tr[n->member[p]]->calls[ci])) break;
+        if (j == ng) { rt[ng] = n->member[p]; rc[ng] = ci; lowest[ng] = a->tr[n->member[p]]->rank; ng++; }
+        if (a->tr[n->member[p]]->rank < lowest[j]) lowest[j] = a->tr[n->member[p]]->rank;
+        grp[p] = j;
+        cnt[j]++;
+    }
+    /* reference: the largest group; tie: a group whose call site the other
+     * tied groups also use is preferred as reference over one whose site is
+     * foreign to them; then the group without the lowest rank */
+    int ref = 0;
+    for (int j = 1; j < ng; j++) {
+        if (cnt[j] > cnt[ref]) { ref = j; continue; }
+        if (cnt[j] < cnt[ref]) continue;
+        int jf = !site_used(a, rt[j], rc[j], rt[ref]);     /* j's site foreign to ref's rank */
+        int rf = !site_used(a, rt[ref], rc[ref], rt[j]);
+        if (rf && !jf) { ref = j; continue; }
+        if (jf && !rf) continue;
+        if (lowest[ref] < lowest[j]) ref = j;
+    }
+    int nc = 0;
+    for (int p = 0; p < np; p++)
+        if (grp[p] >= 0 && grp[p] != ref) cul[nc++] = n->member[p];
+    *rep_ref_t = rt[ref];
+    *rep_ref_c = rc[ref];
+    free(grp); free(cnt); free(rt); free(rc); free(lowest);
+    return nc;
+}
+
+static ta_finding *root_finding(ta_an *a, spoint *sp, const int *stuck)
+{
+    ta_finding *f = NULL;
+    int *cr;
+    if (sp->type == SP_COLL && sp->mismatch) {
+        int *cul = xmalloc(sizeof(int) * (size_t)(a->gc[sp->g].npos + 1));
+        int rt; int64_t rc;
+        int nc = partition_mismatch(a, sp, cul, &rt, &rc);
+        f = ta_finding_new(a, K_DIVERGENCE);
+        snprintf(f->subkind, sizeof f->subkind, "different_call");
+        f->g = sp->g;
+        f->seq = sp->seq;
+        ranks_of(a, cul, nc, &cr);
+        ta_side_set(&f->culprit, cr, nc, cul[0], call_at(a, cul[0], sp->g, sp->seq));
+        free(cr);
+        others_of(a, f, sp->g, cul, nc, rt, rc);
+        f->t = sp->t;
+        /* the earliest divergence of the first culprit against the others */
+        int *peers = xmalloc(sizeof(int) * (size_t)(a->gc[sp->g].npos + 1)), npe = 0;
+        for (int p = 0; p < a->gc[sp->g].npos; p++) {
+            int m = a->gc[sp->g].member[p];
+            if (m >= 0 && !ihas(cul, nc, m)) peers[npe++] = m;
+        }
+        int sg = f->g; int64_t ss = f->seq;
+        move_earlier(a, f, cul[0], peers, npe, sp->g);
+        if (f->g == sg && f->seq == ss) f->stop_g = -1, f->stop_seq = -1;
+        ta_finding_describe(a, f);
+        free(peers); free(cul);
+    } else if (sp->type == SP_COLL) {
+        int *N = xmalloc(sizeof(int) * (size_t)(sp->nwf + 1)), nn = 0;
+        for (int k = 0; k < sp->nwf; k++)
+            if (sinkish(stuck, sp->wf[k]) || sp->root == 2) N[nn++] = sp->wf[k];
+        if (!nn) { for (int k = 0; k < sp->nwf; k++) N[nn++] = sp->wf[k]; }
+        /* one-sided: the waiting ranks' call comes from a line the others never use */
+        int foreign = sp->nwt <= nn;
+        for (int k = 0; k < sp->nwt && k < 8 && foreign; k++) {   /* representatives of each side */
+            int64_t ci = call_at(a, sp->wt[k], sp->g, sp->seq);
+            for (int j = 0; j < nn && j < 8 && foreign; j++)
+                if (ci < 0 || site_used(a, sp->wt[k], ci, N[j])) foreign = 0;
+        }
+        if (foreign) {
+            f = ta_finding_new(a, K_DIVERGENCE);
+            snprintf(f->subkind, sizeof f->subkind, "one_sided");
+            f->g = sp->g;
+            f->seq = sp->seq;
+            ranks_of(a, sp->wt, sp->nwt, &cr);
+            ta_side_set(&f->culprit, cr, sp->nwt, sp->rep_t, sp->rep_c);
+            free(cr);
+            ranks_of(a, N, nn, &cr);
+            int lastt = N[0];
+            int64_t lc = -1;
+            ta_last_call(a->tr[lastt], &lc);
+            ta_side_set(&f->other, cr, nn, -1, -1);
+            free(cr);
+            f->t = sp->t;
+            ta_finding_describe(a, f);
+            add_end_info(a, f, N, nn);
+        } else {
+            f = ta_finding_new(a, K_MISSING);
+            f->g = sp->g;
+            f->seq = sp->seq;
+            ranks_of(a, N, nn, &cr);
+            int64_t last = -1;
+            ta_last_call(a->tr[N[0]], &last);
+            ta_side_set(&f->culprit, cr, nn, N[0], last);
+            free(cr);
+            others_of(a, f, sp->g, N, nn, sp->rep_t, sp->rep_c);
+            f->t = sp->t;
+            /* the earliest divergence: first of the smaller side against
+             * the other (an extra call on a few ranks), then of the ranks
+             * that never issued the collective against those waiting in it */
+            if (sp->nwt < nn) {
+                refine_t rf = refine(a, sp->wt[0], N, nn);
+                if (rf.found) {
+                    ranks_of(a, sp->wt, sp->nwt, &cr);
+                    ta_side_set(&f->culprit, cr, sp->nwt, sp->wt[0], -1);
+                    free(cr);
+                    move_earlier(a, f, sp->wt[0], N, nn, sp->g);
+                }
+            }
+            if (f->kind == K_MISSING) move_earlier(a, f, N[0], sp->wt, sp->nwt, sp->g);
+            ta_finding_describe(a, f);
+            if (f->kind == K_MISSING) add_end_info(a, f, N, nn);
+        }
+        free(N);
+    } else if (sp->type == SP_P2P) {
+        f = ta_finding_new(a, K_P2P);
+        f->g = sp->g;
+        f->seq = sp->seq;
+        const ta_gcomm *n = &a->gc[sp->g];
+        int st = n->member[sp->snd], rt = n->member[sp->rcv];
+        if (sp->mismatch) {
+            snprintf(f->subkind, sizeof f->subkind, "size_mismatch");
+            int r1 = a->tr[st]->rank, r2 = a->tr[rt]->rank;
+            ta_side_set(&f->culprit, &r1, 1, st, ta_p2p_find(a, st, n->local[sp->snd], sp->rcv, 1, sp->seq));
+            ta_side_set(&f->other, &r2, 1, rt, ta_p2p_find(a, rt, n->local[sp->rcv], sp->snd, 0, sp->seq));
+        } else {
+            int waiting_is_recv = ihas(sp->wt, sp->nwt, rt);
+            snprintf(f->subkind, sizeof f->subkind, waiting_is_recv ? "recv_without_send" : "send_without_recv");
+            int cu = waiting_is_recv ? st : rt, ot = waiting_is_recv ? rt : st;
+            int r1 = a->tr[cu]->rank, r2 = a->tr[ot]->rank;
+            int64_t last = -1;
+            ta_last_call(a->tr[cu], &last);
+            ta_side_set(&f->culprit, &r1, 1, cu, last);
+            ta_side_set(&f->other, &r2, 1, ot, sp->rep_c);
+            ta_finding_describe(a, f);
+            add_end_info(a, f, &cu, 1);
+            f->t = sp->t;
+            return f;
+        }
+        f->t = sp->t;
+        ta_finding_describe(a, f);
+    } else {
+        f = ta_finding_new(a, K_INIT);
+        f->g = sp->g;
+        f->seq = 0;
+        if (!sp->nwf && a->nmissing) {
+            /* the ranks that never entered may be those that left no trace */
+            ta_side_set(&f->culprit, a->missing_ranks, a->nmissing, -1, -1);
+            ranks_of(a, sp->wt, sp->nwt, &cr);
+            ta_side_set(&f->other, cr, sp->nwt, sp->wt[0], -1);
+            free(cr);
+            char *c = ta_ranks_text(f->culprit.ranks, f->culprit.nranks);
+            char *o = ta_ranks_text(f->other.ranks, f->other.nranks);
+            f->message = xasprintf("rank%s %s are inside the initialisation of communicator %s (%s) and never "
+                                   "returned; rank%s %s left no trace and never entered it as far as the traces show",
+                                   f->other.nranks > 1 ? "s" : "", o, ta_comm_name(a, sp->g), a->gc[sp->g].kind,
+                                   f->culprit.nranks > 1 ? "s" : "", c);
+            f->hint = xstrdup("ranks that never reach init are stuck before it (the unique-id exchange: wrong "
+                              "MASTER_ADDR or port, firewall, wrong network interface NCCL_SOCKET_IFNAME) or "
+                              "crashed before the shim wrote anything; look at their logs");
+            free(c); free(o);
+            f->t = sp->t;
+            return f;
+        }
+        const int *cu = sp->nwf ? sp->wf : sp->wt;
+        int ncu = sp->nwf ? sp->nwf : sp->nwt;
+        ranks_of(a, cu, ncu, &cr);
+        ta_side_set(&f->culprit, cr, ncu, cu[0], -1);
+        free(cr);
+        if (sp->nwf) {
+            ranks_of(a, sp->wt, sp->nwt, &cr);
+            ta_side_set(&f->other, cr, sp->nwt, sp->wt[0], -1);
+            free(cr);
+        } else {
+            ta_side_set(&f->other, NULL, 0, -1, -1);
+        }
+        char *c = ta_ranks_text(f->culprit.ranks, f->culprit.nranks);
+        char *o = ta_ranks_text(f->other.ranks, f->other.nranks);
+        const ta_trace *w = a->tr[sp->wt[0]];
+        int lc = ta_comm_local(w, sp->g);
+        char *site = ta_site_text(a, w, lc >= 0 ? w->comms[lc].init_stack : -1);
+        if (sp->nwf)
+            f->message = xasprintf("rank%s %s never entered the initialisation of communicator %s (%s) that rank%s %s "
+                                   "are inside, at %s",
+                                   f->culprit.nranks > 1 ? "s" : "", c, ta_comm_name(a, sp->g), a->gc[sp->g].kind,
+                                   f->other.nranks > 1 ? "s" : "", o, site);
+        else
+            f->message = xasprintf("rank%s %s never returned from the initialisation of communicator %s (%s) at %s; "
+                                   "no other rank of the job is known to be missing from it",
+                                   f->culprit.nranks > 1 ? "s" : "", c, ta_comm_name(a, sp->g), a->gc[sp->g].kind, site);
+        f->culprit.stack = lc >= 0 ? w->comms[lc].init_stack : -1;
+        f->hint = xstrdup("ranks that never reach init are stuck before it (the unique-id exchange: wrong MASTER_ADDR "
+                          "or port, firewall, wrong network interface NCCL_SOCKET_IFNAME) or crashed; ranks that never "
+                          "return wait for those, or were given a different unique id or number of ranks");
+        free(c); free(o); free(site);
+        if (sp->nwf) add_end_info(a, f, sp->wf, sp->nwf);
+        f->t = sp->t;
+    }
+    return f;
+}
+
+/* expected members of an init that some ranks are stuck inside */
+static void init_expected(ta_an *a, spoint *sp, const int *stuck)
+{
+    (void)stuck;
+    const ta_trace *w = a->tr[sp->wt[0]];
+    int lc = ta_comm_local(w, sp->g);
+    const ta_comm *c = &w->comms[lc];
+    if (c->has_parent) {
+        /* a split: every member of the parent takes part */
+        int ord = 0;
+        for (int i = 0; i < lc; i++) ord += w->comms[i].has_parent && w->comms[i].parent == c->parent;
+        for (int t = 0; t < a->ntr; t++) {
+            const ta_trace *x = a->tr[t];
+            int inparent = 0, o = 0, found = 0;
+            for (int i = 0; i < x->ncomms; i++) {
+                if (x->comms[i].id == c->parent) inparent = 1;
+                if (x->comms[i].has_parent && x->comms[i].parent == c->parent) { if (o == ord) found = 1; o++; }
+            }
+            if (inparent && !found) { iadd(&sp->wf, &sp->nwf, t); iadd(&sp->never, &sp->nnever, t); }
+        }
+    } else {
+        /* a communicator from a unique id: the job's ranks that have no
+         * root communicator at this ordinal */
+        int ord = 0;
+        for (int i = 0; i < lc; i++) ord += !w->comms[i].has_parent;
+        for (int t = 0; t < a->ntr; t++) {
+            if (ihas(sp->wt, sp->nwt, t)) continue;
+            const ta_trace *x = a->tr[t];
+            int o = 0, found = 0;
+            for (int i = 0; i < x->ncomms; i++)
+                if (!x->comms[i].has_parent) { if (o == ord && x->comms[i].id == c->id) found = 1; o++; }
+            if (!found) { iadd(&sp->wf, &sp->nwf, t); iadd(&sp->never, &sp->nnever, t); }
+        }
+    }
+}
+
+void ta_rootcause(ta_an *a)
+{
+    ta_simulate(a, &ST);
+    tokv = xcalloc((size_t)a->ntr, sizeof *tokv);
+    tokn = xcalloc((size_t)a->ntr, sizeof *tokn);
+    int *stuck = xcalloc((size_t)a->ntr + 1, sizeof(int));
+
+    /* stuck points */
+    for (int t = 0; t < a->ntr; t++) {
+        ta_trace *tr = a->tr[t];
+        for (int64_t i = 0; i < tr->ncalls; i++) {
+            if (ST[t][i] != 1) continue;
+            const ta_call *c = &tr->calls[i];
+            int g = tr->comms[c->comm].g;
+            int k;
+            if (ta_op_is_coll(c->op)) {
+                k = find_point(SP_COLL, g, c->seq, -1, -1);
+            } else {
+                int me = tr->comms[c->comm].rank;
+                k = c->op == OP_SEND ? find_point(SP_P2P, g, c->seq, me, c->rp)
+                                     : find_point(SP_P2P, g, c->seq, c->rp, me);
+            }
+            iadd(&P[k].wt, &P[k].nwt, t);
+            double w = ta_wall(tr, c->enter_ns);
+            if (P[k].rep_t < 0 || w < P[k].t) { P[k].t = w; P[k].rep_t = t; P[k].rep_c = i; }
+            stuck[t] = 1;
+        }
+        for (int i = 0; i < tr->ncomms; i++) {
+            const ta_comm *c = &tr->comms[i];
+            if (c->init_exit != TA_NULL64 || c->g < 0) continue;
+            int k = find_point(SP_INIT, c->g, 0, -1, -1);
+            iadd(&P[k].wt, &P[k].nwt, t);
+            double w = ta_wall(tr, c->init_enter);
+            if (P[k].rep_t < 0 || w < P[k].t) { P[k].t = w; P[k].rep_t = t; P[k].rep_c = -1; }
+            stuck[t] = 1;
+        }
+    }
+    /* whom each point waits for */
+    for (int k = 0; k < nP; k++) {
+        spoint *sp = &P[k];
+        const ta_gcomm *n = &a->gc[sp->g];
+        if (sp->type == SP_COLL) {
+            for (int p = 0; p < n->npos; p++) {
+                int m = n->member[p];
+                if (m < 0 || ihas(sp->wt, sp->nwt, m)) continue;
+                iadd(&sp->wf, &sp->nwf, m);
+                if (call_at(a, m, sp->g, sp->seq) < 0) iadd(&sp->never, &sp->nnever, m);
+            }
+            if (!sp->nwf && n->sigbad[sp->seq - 1]) sp->mismatch = 1;
+        } else if (sp->type == SP_P2P) {
+            int st = n->member[sp->snd], rt = n->member[sp->rcv];
+            if (st >= 0 && rt >= 0 && ihas(sp->wt, sp->nwt, st) && ihas(sp->wt, sp->nwt, rt)) {
+                sp->mismatch = 1;
+            } else {
+                int other = ihas(sp->wt, sp->nwt, st) ? rt : st;
+                if (other >= 0) {
+                    iadd(&sp->wf, &sp->nwf, other);
+                    int64_t pc = ta_p2p_find(a, other, n->local[other == st ? sp->snd : sp->rcv],
+                                             other == st ? sp->rcv : sp->snd, other == st, sp->seq);
+                    if (pc < 0) iadd(&sp->never, &sp->nnever, other);
+                }
+            }
+        } else {
+            init_expected(a, sp, stuck);
+        }
+    }
+    /* root points: mismatches, and waits on ranks that wait for nobody */
+    for (int k = 0; k < nP; k++) {
+        spoint *sp = &P[k];
+        if (sp->mismatch) { sp->root = 1; continue; }
+        if (sp->type == SP_INIT && !sp->nwf) { sp->root = 1; continue; }
+        for (int j = 0; j < sp->nwf; j++)
+            if (!stuck[sp->wf[j]]) sp->root = 1;
+    }
+    int *res = xmalloc(sizeof(int) * (size_t)(a->ntr + 1));   /* per trace: finding it leads to */
+    for (int t = 0; t < a->ntr; t++) res[t] = -1;
+    int *order = xmalloc(sizeof(int) * (size_t)(nP + 1)), nord = 0;   /* points, in resolution order */
+    int first_root_f = a->nf;
+    for (;;) {
+        /* root points, earliest first */
+        for (;;) {
+            int best = -1;
+            for (int k = 0; k < nP; k++)
+                if (P[k].root && P[k].finding < 0 && (best < 0 || P[k].t < P[best].t)) best = k;
+            if (best < 0) break;
+            ta_finding *f = root_finding(a, &P[best], stuck);
+            f->root = 1;
+            P[best].finding = (int)(f - a->f);
+            for (int j = 0; j < P[best].nwt; j++)
+                if (res[P[best].wt[j]] < 0) res[P[best].wt[j]] = P[best].finding;
+        }
+        /* consequences: points waiting for ranks that lead to a finding */
+        int changed = 1;
+        while (changed) {
+            changed = 0;
+            for (int k = 0; k < nP; k++) {
+                spoint *sp = &P[k];
+                if (sp->finding >= 0) continue;
+                int fi = -1;
+                for (int j = 0; j < sp->nwf && fi < 0; j++) fi = res[sp->wf[j]];
+                if (fi < 0) continue;
+                sp->finding = fi;
+                order[nord++] = k;
+                for (int j = 0; j < sp->nwt; j++)
+                    if (res[sp->wt[j]] < 0) res[sp->wt[j]] = fi;
+                changed = 1;
+            }
+        }
+        /* a cycle of waits: break it */
+        int best = -1;
+        for (int k = 0; k < nP; k++) {
+            spoint *sp = &P[k];
+            if (sp->finding >= 0) continue;
+            int pri = sp->type == SP_P2P && sp->nnever ? 0 : sp->nnever ? 1 : 2;
+            if (best < 0) { best = k; continue; }
+            int bp = P[best].type == SP_P2P && P[best].nnever ? 0 : P[best].nnever ? 1 : 2;
+            if (pri < bp || (pri == bp && sp->t < P[best].t)) best = k;
+        }
+        if (best < 0) break;
+        P[best].root = 2;
+        if (P[best].nnever) {     /* culprits: those that never issued it */
+            free(P[best].wf);
+            P[best].wf = xmalloc(sizeof(int) * (size_t)P[best].nnever);
+            memcpy(P[best].wf, P[best].never, sizeof(int) * (size_t)P[best].nnever);
+            P[best].nwf = P[best].nnever;
+        }
+    }
+    /* consequences onto their root findings */
+    for (int o = 0; o < nord; o++) {
+        spoint *sp = &P[order[o]];
+        ta_finding *f = &a->f[sp->finding];
+        f->cons = xrealloc(f->cons, sizeof *f->cons * (size_t)(f->ncons + 1));
+        ta_conseq *c = &f->cons[f->ncons++];
+        memset(c, 0, sizeof *c);
+        c->g = sp->g;
+        c->seq = sp->seq;
+        c->op = -1;
+        if (sp->rep_t >= 0 && sp->rep_c >= 0) {
+            c->op = a->tr[sp->rep_t]->calls[sp->rep_c].op;
+            c->what = ta_call_text(a, a->tr[sp->rep_t], sp->rep_c);
+        } else if (sp->type == SP_INIT) {
+            c->what = xasprintf("init of communicator %s", ta_comm_name(a, sp->g));
+        }
+        ranks_of(a, sp->wt, sp->nwt, &c->waiting);
+        c->nwaiting = sp->nwt;
+        ta_ints_sort(c->waiting, c->nwaiting);
+        ranks_of(a, sp->wf, sp->nwf, &c->waitfor);
+        c->nwaitfor = sp->nwf;
+        ta_ints_sort(c->waitfor, c->nwaitfor);
+    }
+    /* one root finding per culprit set: later "missing" waits on the same
+     * ranks become consequences of the first */
+    for (int i = first_root_f; i < a->nf; i++) {
+        ta_finding *f = &a->f[i];
+        if (!f->root || f->kind < 0) continue;
+        for (int j = i + 1; j < a->nf; j++) {
+            ta_finding *h = &a->f[j];
+            if (!h->root || h->kind != K_MISSING || h->culprit.nranks != f->culprit.nranks ||
+                memcmp(h->culprit.ranks, f->culprit.ranks, sizeof(int) * (size_t)f->culprit.nranks))
+                continue;
+            f->cons = xrealloc(f->cons, sizeof *f->cons * (size_t)(f->ncons + h->ncons + 1));
+            ta_conseq *c = &f->cons[f->ncons++];
+            memset(c, 0, sizeof *c);
+            c->g = h->g;
+            c->seq = (uint32_t)h->seq;
+            c->op = -1;
+            if (h->other.trace >= 0 && h->other.call >= 0) {
+                c->op = a->tr[h->other.trace]->calls[h->other.call].op;
+                c->what = ta_call_text(a, a->tr[h->other.trace], h->other.call);
+            }
+            c->waiting = xmalloc(sizeof(int) * (size_t)(h->other.nranks + 1));
+            memcpy(c->waiting, h->other.ranks, sizeof(int) * (size_t)h->other.nranks);
+            c->nwaiting = h->other.nranks;
+            c->waitfor = xmalloc(sizeof(int) * (size_t)(h->culprit.nranks + 1));
+            memcpy(c->waitfor, h->culprit.ranks, sizeof(int) * (size_t)h->culprit.nranks);
+            c->nwaitfor = h->culprit.nranks;
+            for (int q = 0; q < h->ncons; q++) f->cons[f->ncons++] = h->cons[q];
+            h->ncons = 0;
+            h->kind = -1;     /* removed below */
+        }
+    }
+    int w = 0;
+    for (int i = 0; i < a->nf; i++)
+        if (a->f[i].kind >= 0) a->f[w++] = a->f[i];
+    a->nf = w;
+
+    a->stuck = stuck;
+    a->root = xcalloc((size_t)a->ntr + 1, sizeof(int));
+    for (int i = 0; i < a->nf; i++)
+        if (a->f[i].root)
+            for (int k = 0; k < a->f[i].culprit.nranks; k++)
+                for (int t = 0; t < a->ntr; t++)
+                    if (a->tr[t]->rank == a->f[i].culprit.ranks[k]) a->root[t] = 1;
+
+    ta_findings_no_trace(a);
+    for (int t = 0; t < a->ntr; t++) { free(tokv[t]); free(ST[t]); }
+    free(tokv); free(tokn); free(ST);
+    free(res); free(order);
+    for (int k = 0; k < nP; k++) { free(P[k].wt); free(P[k].wf); free(P[k].never); }
+    free(P);
+    P = NULL;
+    nP = 0;
+}

@@ -1,0 +1,289 @@
+/* tranalyze: internal model and interfaces shared by its parts.
+ *   load.c       files, parsing (cJSON, 2 threads), validation, job grouping
+ *   calls.c      the "calls" array, read by a dedicated scanner (speed)
+ *   model.c      strings, vectors, module/site identity, rank end states
+ *   align.c      communicator table, per-comm per-seq tables, p2p matching,
+ *                completion simulation (what could never finish)
+ *   findings.c   divergence, missing, p2p, init, oom, memory_imbalance
+ *   rootcause.c  wait-for graph across communicators, earliest divergence,
+ *                ordering root cause first
+ *   symbolize.c  module + build id + offset -> function (file:line) (libdw)
+ *   out_text.c   text and --markdown;  out_json.c  --json
+ *   main.c       options
+ * Traces are parsed one file at a time with cJSON and converted into the
+ * compact structs below; the cJSON tree is freed at once. */
+#ifndef TA_H
+#define TA_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#define TA_NULL64 INT64_MIN
+#define TA_VERSION "0.1.0"
+
+/* ---- operations, types --------------------------------------------------- */
+enum { OP_ALLREDUCE, OP_BROADCAST, OP_BCAST, OP_REDUCE, OP_ALLGATHER, OP_REDUCESCATTER,
+       OP_ALLTOALL, OP_GATHER, OP_SCATTER, OP_SEND, OP_RECV, OP_GROUPSTART, OP_GROUPEND, OP_N };
+extern const char *const ta_op_names[OP_N];
+int ta_op_parse(const char *s);
+static inline int ta_op_is_p2p(int op) { return op == OP_SEND || op == OP_RECV; }
+static inline int ta_op_is_coll(int op) { return op <= OP_SCATTER; }
+static inline int ta_op_norm(int op) { return op == OP_BCAST ? OP_BROADCAST : op; }
+static inline int ta_op_rooted(int op)
+{
+    return op == OP_BROADCAST || op == OP_BCAST || op == OP_REDUCE || op == OP_GATHER || op == OP_SCATTER;
+}
+
+enum { DT_NONE, DT_INT8, DT_UINT8, DT_INT32, DT_UINT32, DT_INT64, DT_UINT64, DT_FLOAT16,
+       DT_FLOAT32, DT_FLOAT64, DT_BFLOAT16, DT_FP8E4M3, DT_FP8E5M2, DT_INVALID, DT_N };
+extern const char *const ta_dtype_names[DT_N];
+int ta_dtype_parse(const char *s);       /* -1 unknown */
+int ta_dtype_size(int dt);
+enum { RO_NONE, RO_SUM, RO_PROD, RO_MAX, RO_MIN, RO_AVG, RO_PREMULSUM, RO_N };
+extern const char *const ta_redop_names[RO_N];
+int ta_redop_parse(const char *s);
+
+/* ---- one NCCL call, compact (48 bytes) ------------------------------------- */
+typedef struct {
+    int64_t count;
+    int64_t enter_ns;
+    int64_t exit_ns;      /* TA_NULL64: had not returned */
+    uint32_t seq;
+    int32_t comm;         /* index into the rank's comms, -1 */
+    int32_t stack;        /* index into the rank's stacks, -1 */
+    int32_t rp;           /* root (rooted collectives) or peer (send/recv), -1 */
+    uint32_t group;
+    int16_t rc;           /* INT16_MIN: null */
+    uint8_t op, dtype, redop, stream;
+} ta_call;
+
+typedef struct {
+    uint64_t id, parent;
+    int has_parent;
+    char kind[20];
+    int size;             /* -1 null */
+    int rank;             /* place in the communicator */
+    int device;
+    int64_t init_enter, init_exit, init_rc;   /* exit/rc TA_NULL64 when null */
+    int init_stack;
+    char end_kind[12];    /* "" when null */
+    int64_t end_exit;
+    int64_t colls;
+    /* derived */
+    int g;                /* global comm index */
+    int family;           /* position of this comm in the rank's comms list */
+    uint32_t nseq;        /* collectives numbered (max seq seen) */
+    int32_t *byseq;       /* call index of seq s at [s-1], -1 hole */
+} ta_comm;
+
+typedef struct {
+    int module;           /* global module id, -1 */
+    uint64_t offset;
+    const char *symbol;   /* NULL */
+    int64_t symbol_offset;
+} ta_frame;
+
+typedef struct {
+    int nframes;
+    ta_frame *frames;
+    uint64_t site;        /* identity of the innermost frame (0: unknown) */
+} ta_stack;
+
+typedef struct {
+    int device;
+    int64_t live, peak, allocs, frees, peak_ns;
+    int peak_stack;
+    int has_peak_after;
+    uint64_t peak_after_comm;
+    int64_t peak_after_seq;
+} ta_memdev;
+
+typedef struct {
+    char api[32];
+    int device;
+    int64_t bytes, live, free_bytes, total_bytes, t_ns;
+    char error[48];
+    int64_t error_code;
+    int stack;
+} ta_memfail;
+
+/* How a rank's process ended, from the trace's last write. Kept separate
+ * from the text so that a later source (traces that survive SIGKILL) can add
+ * a state without changing the readers. */
+enum { END_EXITED, END_SIGNAL, END_COMM_END, END_SNAPSHOT, END_NO_TRACE, END_UNKNOWN };
+extern const char *const ta_end_names[];
+
+typedef struct {
+    /* identity */
+    const char *file;
+    char *job_id, *job_source, *host, *rank_source;
+    int rank, world_size, local_rank, device;
+    int64_t pid;
+    double start_time, write_time, clock_real;
+    int64_t clock_mono;
+    int end_state, end_signal, end_in_call;
+    char *cmdline;        /* joined with spaces */
+    char **env; int nenv; /* "NAME=value" */
+    int64_t v_cuda_rt, v_cuda_drv, v_nccl;
+    char *v_trshim;
+    int64_t dropped;
+    /* records */
+    ta_comm *comms; int ncomms;
+    ta_call *calls; int64_t ncalls;
+    ta_stack *stacks; int nstacks;
+    ta_memdev *mdev; int nmdev;
+    int64_t pinned_peak;
+    ta_memfail *mfail; int nmfail;
+    int64_t skipped_records;
+    /* derived */
+    int idx;              /* index in the analysed job's rank array */
+    int nstreams;
+} ta_trace;
+
+/* ---- messages about the input ---------------------------------------------- */
+typedef struct {
+    char *file;           /* NULL: about the job */
+    char *text;
+    int fatal;            /* the file was not used */
+} ta_note;
+
+/* ---- findings ----------------------------------------------------------------- */
+enum { K_DIVERGENCE, K_MISSING, K_P2P, K_INIT, K_OOM, K_IMBALANCE, K_NO_TRACE, K_N };
+extern const char *const ta_kind_names[K_N];
+
+typedef struct {             /* one side of a finding: ranks and their call */
+    int *ranks; int nranks;
+    int trace;               /* representative trace index, -1 */
+    int64_t call;            /* call index in that trace, -1 */
+    int stack;               /* stack index in that trace, -1 */
+    char *what;              /* describes the call, e.g. "AllReduce(1 x float32, sum)" */
+} ta_side;
+
+typedef struct {
+    int g; uint32_t seq; int op; char *what;
+    int *waiting; int nwaiting;
+    int *waitfor; int nwaitfor;
+} ta_conseq;
+
+typedef struct {
+    int kind;
+    int root;                /* 1: a root cause (top of the list) */
+    int g;                   /* global comm, -1 */
+    int64_t seq;             /* -1: none */
+    char subkind[24];        /* e.g. "extra_call", "skipped_call", "different_call", "order" */
+    ta_side culprit, other;
+    char *message, *hint;
+    ta_conseq *cons; int ncons;
+    /* memory */
+    int64_t bytes, live, peak, median;
+    int64_t peak_ns;
+    int stack2;              /* peak stack (oom, imbalance) in culprit trace */
+    /* where the job stopped, when the finding moved earlier */
+    int stop_g; int64_t stop_seq;
+    double t;                /* wall time of the event, for ordering */
+} ta_finding;
+
+/* ---- global communicator table ------------------------------------------------ */
+typedef struct {
+    uint64_t id, parent;
+    int has_parent;
+    const char *kind;
+    int size;                /* from traces; -1 unknown */
+    int npos;                /* positions (max(size, max rank+1)) */
+    int *member;             /* trace index at each position, -1 none */
+    int *local;              /* that trace's local comm index */
+    int family;
+    uint32_t maxseq;
+    uint8_t *sigbad;         /* [maxseq]: 1 when the members' calls at seq disagree */
+} ta_gcomm;
+
+typedef struct {
+    const char *path;
+    const char *build_id;
+} ta_module;
+
+/* ---- the analysis -------------------------------------------------------------- */
+typedef struct {
+    /* options */
+    int json, markdown, full_stacks;
+    double imbalance;            /* fraction above the median */
+    int64_t imbalance_min;       /* bytes */
+    const char *job_wanted;
+    const char **module_dirs; int nmodule_dirs;
+    /* input */
+    ta_trace **all; int nall;    /* every usable trace of every job */
+    ta_trace **tr; int ntr;      /* traces of the analysed job, by rank */
+    ta_note *notes; int nnotes;
+    char *job; int njobs;
+    char **other_jobs; int nother_jobs;
+    int world;
+    int *missing_ranks; int nmissing;
+    int nfiles;
+    /* model */
+    ta_gcomm *gc; int ngc;
+    ta_module *mods; int nmods;
+    /* results */
+    ta_finding *f; int nf;
+    int *stuck;                  /* per trace: 1 when it waits on something */
+    int *root;                   /* per trace: 1 when a root of the hang */
+} ta_an;
+
+/* model.c */
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t m);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void ta_note_add(ta_an *a, const char *file, int fatal, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+const char *ta_intern(const char *s);
+int ta_module_intern(ta_an *a, const char *path, const char *build_id);
+uint64_t ta_hash64(uint64_t h, uint64_t v);
+int ta_site_equal(const ta_an *a, const ta_trace *t1, int s1, const ta_trace *t2, int s2);
+const char *ta_signame(int sig);
+char *ta_end_text(const ta_an *a, const ta_trace *t);
+char *ta_call_text(const ta_an *a, const ta_trace *t, int64_t ci);   /* "AllReduce #5 on comm 0x..." */
+char *ta_call_sig(const ta_trace *t, int64_t ci);                    /* "AllReduce(16 x float32, sum)" */
+char *ta_ranks_text(const int *r, int n);                            /* "0-3, 5" */
+void ta_ints_sort(int *v, int n);
+int ta_last_call(const ta_trace *t, int64_t *out);                   /* last NCCL call (not group) */
+double ta_wall(const ta_trace *t, int64_t ns);
+int ta_comm_local(const ta_trace *t, int g);                         /* local comm index of g, -1 */
+const char *ta_comm_name(const ta_an *a, int g);                     /* "0x..." */
+
+/* load.c */
+int ta_load(ta_an *a, char **paths, int npaths);   /* 0 ok, -1 nothing usable */
+
+/* align.c */
+void ta_align(ta_an *a);
+/* completion simulation: per trace, per call: 1 when the call never completed */
+void ta_simulate(ta_an *a, uint8_t ***stuck_calls);
+int64_t ta_p2p_find(const ta_an *a, int t, int lc, int peer, int dir_send, uint32_t seq);
+int ta_sig_equal(const ta_call *x, const ta_call *y);
+
+/* findings.c */
+ta_finding *ta_finding_new(ta_an *a, int kind);
+void ta_side_set(ta_side *s, const int *ranks, int n, int trace, int64_t call);
+void ta_findings_memory(ta_an *a);
+void ta_findings_divergence_scan(ta_an *a, const int *covered_g);
+void ta_findings_p2p_scan(ta_an *a);
+void ta_findings_no_trace(ta_an *a);
+void ta_finding_describe(ta_an *a, ta_finding *f);
+
+/* rootcause.c */
+void ta_rootcause(ta_an *a);
+
+/* symbolize.c */
+char *ta_symbolize_frame(ta_an *a, const ta_frame *fr, int innermost);  /* "fn (file:line)" */
+char *ta_site_text(ta_an *a, const ta_trace *t, int stack);             /* innermost frame */
+const char *ta_site_function(ta_an *a, const ta_trace *t, int stack);
+void ta_symbolize_done(void);
+void ta_module_notes(ta_an *a);     /* notes about missing/different modules */
+
+/* outputs */
+void ta_out_text(ta_an *a, FILE *o);
+void ta_out_json(ta_an *a, FILE *o);
+void ta_out_markdown(ta_an *a, FILE *o);
+
+#endif

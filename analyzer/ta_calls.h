@@ -1,0 +1,22 @@
+/* The scanner of the "calls" array (calls.c), used by load.c. */
+#ifndef TA_CALLS_H
+#define TA_CALLS_H
+#include <stddef.h>
+#include <stdint.h>
+#include "ta.h"
+
+/* positions of a call, named by call_fields */
+enum { F_OP, F_COMM, F_SEQ, F_COUNT, F_DTYPE, F_REDOP, F_ROOT, F_PEER, F_STREAM, F_GROUP,
+       F_ENTER, F_EXIT, F_RC, F_STACK, F_NREQ };
+
+/* Bounds [*vs, *ve) of the value of the top-level member name of the JSON
+ * object in b; -1 when not found or the text is not well-formed there. */
+int ta_find_member(const char *b, size_t n, const char *name, size_t *vs, size_t *ve);
+
+/* Reads the calls array b[0..n) into t->calls (t->comms and t->stacks must
+ * be read already). Calls that break a rule are skipped and counted in
+ * t->skipped_records (the first one's reason and index returned). Returns
+ * 0, -1 on a JSON syntax error at *err_at, -2 when it is not an array. */
+int ta_parse_calls(const char *b, size_t n, const int8_t *role, int npos, ta_trace *t, size_t *err_at,
+                   const char **first_why, int *first_i);
+#endif

@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""tranalyze never crashes on damaged input: takes the traces of two
+synthetic jobs (a hang across split communicators, a pipeline), damages one
+file at a time (truncation, flipped bytes, every field replaced by a value
+of each wrong type, fields removed, out-of-range indices and numbers) and
+runs tranalyze on the folder. Each run must end with status 0, 1 or 2 (never
+a signal or a sanitizer report), within a time limit, and a damaged file that
+was skipped must be named in --json's "inputs".
+
+    fuzz_inputs.py TRANALYZE GEN_TRACES WORKDIR [ROUNDS]
+"""
+import copy
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+
+WRONG = [None, True, "x", "0xzz", -1, 2**70, 1.5, [], {}, [[1]], {"a": None}, "", 10**9]
+
+
+def run(tranalyze, d):
+    p = subprocess.run([tranalyze, "--json", d], capture_output=True, text=True, timeout=60)
+    if p.returncode not in (0, 1, 2):
+        raise SystemExit("FAIL: status %d on %s\n%s" % (p.returncode, d, p.stderr[-2000:]))
+    if p.returncode != 2 or p.stdout:
+        json.loads(p.stdout)          # valid JSON even then
+    return p
+
+
+def paths(obj, prefix=()):
+    """every (path) into the JSON value"""
+    yield prefix
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from paths(v, prefix + (k,))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj[:6]):
+            yield from paths(v, prefix + (i,))
+
+
+def setp(obj, path, val, delete=False):
+    for k in path[:-1]:
+        obj = obj[k]
+    if delete:
+        if isinstance(obj, dict):
+            del obj[path[-1]]
+        else:
+            obj.pop(path[-1])
+    else:
+        obj[path[-1]] = val
+
+
+def main():
+    tranalyze, gen, work = sys.argv[1:4]
+    rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 400
+    rnd = random.Random(7)
+    shutil.rmtree(work, ignore_errors=True)
+    n = 0
+    for sc in ("hang_spread", "pipeline_missing_send"):
+        base = os.path.join(work, sc + "-base")
+        subprocess.run([sys.executable, gen, sc, base], check=True)
+        os.remove(os.path.join(base, "expected.json"))
+        files = sorted(f for f in os.listdir(base) if f.endswith(".json"))
+        victim = files[1]
+        with open(os.path.join(base, victim)) as f:
+            text = f.read()
+        doc = json.loads(text)
+        all_paths = list(paths(doc))
+        d = os.path.join(work, sc)
+        cases = []
+        # truncations and byte flips
+        for _ in range(rounds // 8):
+            cut = rnd.randrange(len(text))
+            cases.append(("truncate@%d" % cut, text[:cut]))
+            b = bytearray(text.encode())
+            for _ in range(rnd.randint(1, 8)):
+                b[rnd.randrange(len(b))] = rnd.randrange(256)
+            cases.append(("flip", bytes(b)))
+        # structural damage
+        for _ in range(rounds):
+            p = rnd.choice(all_paths)
+            if not p:
+                continue
+            m = copy.deepcopy(doc)
+            if rnd.random() < 0.2:
+                setp(m, p, None, delete=True)
+                what = "delete %s" % (p,)
+            else:
+                v = rnd.choice(WRONG)
+                setp(m, p, v)
+                what = "%s = %r" % (p, v)
+            cases.append((what, json.dumps(m)))
+        for what, content in cases:
+            shutil.rmtree(d, ignore_errors=True)
+            shutil.copytree(base, d)
+            mode = "wb" if isinstance(content, bytes) else "w"
+            with open(os.path.join(d, victim), mode) as f:
+                f.write(content)
+            try:
+                p = run(tranalyze, d)
+            except subprocess.TimeoutExpired:
+                raise SystemExit("FAIL: timeout with %s: %s" % (victim, what))
+            except ValueError as e:
+                raise SystemExit("FAIL: --json output is not JSON with %s: %s (%s)" % (victim, what, e))
+            if p.returncode == 2 and not p.stdout:
+                raise SystemExit("FAIL: status 2 with nothing usable: %s" % what)
+            res = json.loads(p.stdout)
+            used = any(r.get("file", "").endswith(victim) for r in res.get("ranks", []))
+            named = any((i.get("file") or "").endswith(victim) for i in res.get("inputs", []))
+            if not used and not named:
+                raise SystemExit("FAIL: %s was neither used nor named (%s)" % (victim, what))
+            n += 1
+    print("ok: %d damaged inputs, no crash" % n)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,32 @@
+/* Catalog: one rank is killed (OOM killer, node failure): SIGKILL leaves it
+ * no chance to write a trace. Rank 2 is killed before step 2
+ * (die_suddenly()); the launcher then stops the others, which wait in
+ * collective #3. */
+#include <signal.h>
+#include "job.h"
+
+static NOINLINE void die_suddenly(int step)
+{
+    if (rank == 2 && step == 2) {
+        job_sync();
+        sleep(1);              /* the others are in collective #3 by now */
+        kill(getpid(), SIGKILL);
+    }
+}
+
+static NOINLINE void train_step(void)
+{
+    NCCLCHECK(ncclAllReduce(buf, buf, 65536, ncclFloat32, ncclSum, wcomm, stream));
+}
+
+int main(void)
+{
+    job_setup();
+    for (int step = 0; step < 5; step++) {
+        die_suddenly(step);
+        train_step();
+        job_sync();
+    }
+    job_finish();
+    return 0;
+}

@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Runs one job program as N ranks under trsim-launch with libtrshim.so
+preloaded (TRSHIM_DIR = a fresh folder), lets the launcher's --timeout end a
+hung job (SIGTERM), then runs tranalyze --json on the traces and checks its
+answer: exit status, and for each expected finding from the top: kind,
+communicator (by its member ranks), sequence number, culprit ranks, others,
+the call site's function name (culprit side, and the others' side).
+
+    run_job.py LAUNCH SHIM TRANALYZE WORKDIR NRANKS TIMEOUT EXPECT_JSON PROG [ENV=VALUE...]
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+
+def fail(msg, out=""):
+    print(out[-6000:])
+    print("FAIL:", msg)
+    sys.exit(1)
+
+
+def main():
+    launch, shim, tranalyze, work, n, timeout, expect, prog = sys.argv[1:9]
+    extra = dict(kv.split("=", 1) for kv in sys.argv[9:])
+    exp = json.loads(expect)
+    name = os.path.basename(prog)
+    traces = os.path.join(work, name + "-traces")
+    shutil.rmtree(traces, ignore_errors=True)
+    os.makedirs(traces)
+    env = dict(os.environ)
+    env.update(extra)
+    env["TRSHIM_DIR"] = traces
+    env.pop("LD_PRELOAD", None)
+    p = subprocess.run([launch, "-n", n, "--timeout", timeout, "--grace", "3", "--", "env", "LD_PRELOAD=" + shim, prog],
+                       env=env, capture_output=True, text=True, timeout=int(timeout) + 60)
+    log = "$ %s (%d ranks): status %d\n%s%s" % (name, int(n), p.returncode, p.stdout[-3000:], p.stderr[-3000:])
+    if not any(f.endswith(".json") for f in os.listdir(traces)):
+        fail("the job left no trace in %s: is libtrshim.so (%s) complete?" % (traces, shim), log)
+    q = subprocess.run([tranalyze, "--json", traces], capture_output=True, text=True, timeout=120)
+    t = subprocess.run([tranalyze, traces], capture_output=True, text=True, timeout=120)
+    log += "\n$ tranalyze %s: status %d\n%s%s" % (traces, t.returncode, t.stdout, t.stderr)
+    if q.returncode != exp["exit"]:
+        fail("tranalyze exit status %d, expected %d" % (q.returncode, exp["exit"]), log)
+    res = json.loads(q.stdout)
+    got = res["findings"]
+    if not exp["findings"] and got:
+        fail("a clean job gave findings", log)
+    if len(got) < len(exp["findings"]):
+        fail("%d findings, expected %d" % (len(got), len(exp["findings"])), log)
+    for i, w in enumerate(exp["findings"]):
+        g = got[i]
+        for key in ("kind", "seq", "ranks", "others", "subkind", "bytes"):
+            if key in w and g.get(key) != w[key]:
+                fail("finding %d: %s is %r, expected %r" % (i, key, g.get(key), w[key]), log)
+        if "comm_ranks" in w and g.get("comm_ranks") != w["comm_ranks"]:
+            fail("finding %d: communicator of ranks %r, expected %r" % (i, g.get("comm_ranks"), w["comm_ranks"]), log)
+        for side, key in (("call", "function"), ("others_call", "others_function")):
+            if key in w:
+                fn = (g.get(side) or {}).get("function")
+                if fn != w[key]:
+                    fail("finding %d: %s function %r, expected %r" % (i, side, fn, w[key]), log)
+        if "site_has_line" in w and ":" not in ((g.get("call") or {}).get("site") or ""):
+            fail("finding %d: call site %r without file:line" % (i, (g.get("call") or {}).get("site")), log)
+    if exp["findings"] and not got[0]["root_cause"]:
+        fail("the top finding is not the root cause", log)
+    print(log)
+    print("ok: %s" % name)
+
+
+if __name__ == "__main__":
+    main()
