@@ -24,6 +24,10 @@ static tr_settings g_cfg = {
     .dir = "./traces",
     .stack_depth = 64,
     .max_records = 1000000,
+    .nancheck = TR_NAN_ALL,
+    .nancheck_engine = TR_NAN_ENGINE_AUTO,
+    .nancheck_max_bytes = 64ull << 20,
+    .nancheck_pool_bytes = 0,          /* 0: 4 x nancheck_max_bytes */
 };
 static tr_process g_proc = {
     .env_rank = -1, .world_size = -1, .local_rank = -1,
@@ -38,7 +42,7 @@ static TR_TLS int t_tid;
 
 /* Warnings about settings wait for activation: a process that never
  * records (the launcher, a compiler) stays silent. */
-#define MAX_PENDING 6
+#define MAX_PENDING 10
 static char g_pending[MAX_PENDING][320];
 static int g_npending;
 
@@ -133,6 +137,7 @@ static long long parse_count(const char *s, long long max)
 }
 
 #define TR_MAX_STACK_DEPTH 256
+#define TR_MAX_NANCHECK_MB (1ll << 20)     /* 1 TiB */
 #define TR_MAX_RECORDS_LIMIT (1ll << 28)
 
 static void read_settings(void)
@@ -160,6 +165,37 @@ static void read_settings(void)
         if (n >= 0) g_cfg.max_records = (uint64_t)n;
         else pending("ignoring %s=%s (want a count, 0 to 268435456); using %s", "TRSHIM_MAX_RECORDS", v,
                      "1000000");
+    }
+    v = getenv("TRSHIM_NANCHECK");
+    if (v && *v) {
+        if (!strcmp(v, "off")) g_cfg.nancheck = TR_NAN_OFF;
+        else if (!strcmp(v, "output")) g_cfg.nancheck = TR_NAN_OUTPUT;
+        else if (!strcmp(v, "all")) g_cfg.nancheck = TR_NAN_ALL;
+        else pending("ignoring %s=%s (want off, output or all); using %s", "TRSHIM_NANCHECK", v, "all");
+    }
+    v = getenv("TRSHIM_NANCHECK_ENGINE");
+    if (v && *v) {
+        if (!strcmp(v, "auto")) g_cfg.nancheck_engine = TR_NAN_ENGINE_AUTO;
+        else if (!strcmp(v, "host")) g_cfg.nancheck_engine = TR_NAN_ENGINE_HOST;
+        else if (!strcmp(v, "gpu")) g_cfg.nancheck_engine = TR_NAN_ENGINE_GPU;
+        else pending("ignoring %s=%s (want auto, host or gpu); using %s", "TRSHIM_NANCHECK_ENGINE", v, "auto");
+    }
+    v = getenv("TRSHIM_NANCHECK_MAX_MB");
+    if (v && *v) {
+        long long n = parse_count(v, TR_MAX_NANCHECK_MB);
+        if (n >= 1) g_cfg.nancheck_max_bytes = (uint64_t)n << 20;
+        else pending("ignoring %s=%s (want MiB, 1 to 1048576); using %s", "TRSHIM_NANCHECK_MAX_MB", v, "64");
+    }
+    v = getenv("TRSHIM_NANCHECK_POOL_MB");
+    if (v && *v) {
+        long long n = parse_count(v, TR_MAX_NANCHECK_MB);
+        if (n >= 1) g_cfg.nancheck_pool_bytes = (uint64_t)n << 20;
+        else pending("ignoring %s=%s (want MiB, 1 to 1048576); using %s", "TRSHIM_NANCHECK_POOL_MB", v,
+                     "4 x TRSHIM_NANCHECK_MAX_MB");
+    }
+    if (!g_cfg.nancheck_pool_bytes) {
+        uint64_t four = g_cfg.nancheck_max_bytes * 4;
+        g_cfg.nancheck_pool_bytes = four < (TR_MAX_NANCHECK_MB << 20) ? four : (uint64_t)TR_MAX_NANCHECK_MB << 20;
     }
 }
 

@@ -7,6 +7,8 @@
  *   tr_nccl.c    NCCL wrappers, communicator table, call records
  *   tr_memory.c  allocation wrappers and per-device accounting
  *   tr_writer.c  trace files: background writer, signals, exit
+ *   tr_nancheck.c NaN/Inf checks of reduced buffers (tr_nancheck.h), with
+ *                tr_nanscan.c (host scanners) and tr_nangpu.c (GPU kernel)
  *   tr_json.c    streaming JSON
  * Everything is hidden; only the wrapped API functions are exported
  * (shim/trshim.map). Internal names start with tr_. */
@@ -29,7 +31,14 @@ typedef struct {
     char dir[1024];           /* TRSHIM_DIR, default "./traces" */
     int stack_depth;          /* TRSHIM_STACK_DEPTH, frames kept, default 64 (0: no stacks) */
     uint64_t max_records;     /* TRSHIM_MAX_RECORDS, default 1,000,000 */
+    int nancheck;             /* TRSHIM_NANCHECK: TR_NAN_OFF, TR_NAN_OUTPUT, TR_NAN_ALL (default) */
+    int nancheck_engine;      /* TRSHIM_NANCHECK_ENGINE: TR_NAN_ENGINE_AUTO (default), _HOST, _GPU */
+    uint64_t nancheck_max_bytes;   /* TRSHIM_NANCHECK_MAX_MB, MiB checked per buffer, default 64 */
+    uint64_t nancheck_pool_bytes;  /* TRSHIM_NANCHECK_POOL_MB, pinned staging, default 4 x max */
 } tr_settings;
+
+enum { TR_NAN_OFF, TR_NAN_OUTPUT, TR_NAN_ALL };
+enum { TR_NAN_ENGINE_AUTO, TR_NAN_ENGINE_HOST, TR_NAN_ENGINE_GPU };
 
 const tr_settings *tr_cfg(void);
 
@@ -145,8 +154,10 @@ typedef struct {
 } tr_rank_view;
 int tr_nccl_ranks(tr_rank_view *out, int max);
 /* Writes "comms" and "calls" of one rank view; returns 1 if a call of that
- * rank had not returned (the rank is inside a call). */
-int tr_nccl_write_json(tr_json *j, const tr_rank_view *view);
+ * rank had not returned (the rank is inside a call). Places each call it
+ * writes in checks (tr_nan_place; NULL: NaN checks off). */
+struct tr_nan_snap;
+int tr_nccl_write_json(tr_json *j, const tr_rank_view *view, struct tr_nan_snap *checks);
 /* Records not kept (TRSHIM_MAX_RECORDS). */
 uint64_t tr_nccl_dropped(void);
 /* Id of the first communicator made from a unique id (job identity), 0 if none. */

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <cuda_runtime_api.h>
 
+#include "tr_nancheck.h"
 #include "tr_nccl_int.h"
 
 #define TR_TLS __thread __attribute__((tls_model("initial-exec")))
@@ -66,9 +67,10 @@ static tr_rec *rec_get(uint64_t i)
     return chunk ? &chunk[i & (CHUNK - 1)] : NULL;
 }
 
-static tr_rec *rec_alloc(void)
+static tr_rec *rec_alloc(uint64_t *index)
 {
     uint64_t i = atomic_fetch_add(&g_nrec, 1);
+    *index = i;
     if (i >= tr_cfg()->max_records) {
         atomic_fetch_add_explicit(&g_dropped, 1, memory_order_relaxed);
         return NULL;
@@ -126,6 +128,7 @@ static int stream_capturing(cudaStream_t s)
 
 typedef struct {
     tr_rec *r;
+    uint64_t ri;                   /* index of r */
     tr_comm *c;
     int32_t ci;
     ncclComm_t h;
@@ -145,7 +148,7 @@ static inline __attribute__((always_inline)) void call_begin(call_ctx *x, int op
     x->ci = tr_comm_lookup(comm);
     x->c = tr_comm_at(x->ci);
     if (x->c && !atomic_load_explicit(&x->c->resolved, memory_order_relaxed)) tr_comm_resolve(x->c, comm);
-    tr_rec *r = x->r = rec_alloc();
+    tr_rec *r = x->r = rec_alloc(&x->ri);
     if (!r) return;
     r->op = (uint8_t)op;
     r->depth = (uint8_t)(t_gdepth < 255 ? t_gdepth : 255);
@@ -219,6 +222,38 @@ int tr_nccl_version(void)
     return v;
 }
 
+/* ---- NaN/Inf checks (tr_nancheck.c) -------------------------------------------------- */
+
+static __attribute__((noinline)) void nan_fill(tr_nan_call *nc, const call_ctx *x, int nop, size_t count,
+                                               ncclDataType_t dt, int root, const void *sb, const void *rb,
+                                               cudaStream_t s)
+{
+    tr_comm *c = x->c;
+    *nc = (tr_nan_call){.rec = x->ri, .op = nop, .dtype = (int)dt, .count = count, .sendbuff = sb,
+                        .recvbuff = rb, .root = root, .comm = x->h, .comm_index = x->ci,
+                        .nranks = c ? atomic_load(&c->size) : -1, .rank = c ? atomic_load(&c->rank) : -1,
+                        .device = x->r->device, .blocking = c ? c->blocking : 1, .stream = s,
+                        .capturing = x->r->capturing == CAPT_YES ? 1 : x->r->capturing == CAPT_NO ? 0 : -1};
+}
+
+/* Before the real AllReduce, ReduceScatter or Reduce of a floating type:
+ * the input check (inside a group: remembered for the outermost GroupEnd).
+ * Returns 0 when the call gets no checks, else 1 (2: inside a group). */
+static inline __attribute__((always_inline)) int nan_begin(tr_nan_call *nc, const call_ctx *x, int op,
+                                                           size_t count, ncclDataType_t dt, int root,
+                                                           const void *sb, const void *rb, cudaStream_t s)
+{
+    int nop = op == OP_ALLREDUCE       ? TR_NAN_OP_ALLREDUCE
+              : op == OP_REDUCESCATTER ? TR_NAN_OP_REDUCESCATTER
+              : op == OP_REDUCE        ? TR_NAN_OP_REDUCE
+                                       : -1;
+    if (nop < 0 || !x->r || !tr_nan_wanted((int)dt)) return 0;
+    nan_fill(nc, x, nop, count, dt, root, sb, rb, s);
+    int in_group = t_gdepth > 0;
+    tr_nan_before(nc, in_group);
+    return 1 + in_group;
+}
+
 /* ---- wrappers -------------------------------------------------------------------- */
 
 #define NO_REAL(name)                                                                  \
@@ -241,8 +276,11 @@ int tr_nccl_version(void)
         }                                                                              \
         call_ctx x;                                                                    \
         call_begin(&x, opc, comm, count, dt, redop, root, sb, rb, stream);             \
+        tr_nan_call nc;                                                                \
+        int chk = nan_begin(&nc, &x, opc, count, dt, root, sb, rb, stream);            \
         ncclResult_t r = real args;                                                    \
         call_end(&x, r);                                                               \
+        if (chk) tr_nan_after(&nc, chk == 2, r);                                       \
         tr_leave();                                                                    \
         return r;                                                                      \
     }
@@ -307,7 +345,8 @@ static inline __attribute__((always_inline)) tr_rec *group_begin(int op)
         if (t_gdepth == 0) t_gnum = atomic_fetch_add(&g_groups, 1) + 1;
         t_gdepth++;
     }
-    tr_rec *r = rec_alloc();
+    uint64_t ri;
+    tr_rec *r = rec_alloc(&ri);
     if (!r) return NULL;
     r->op = (uint8_t)op;
     r->depth = (uint8_t)(t_gdepth < 255 ? t_gdepth : 255);
@@ -359,11 +398,14 @@ TR_API ncclResult_t ncclGroupEnd(void)
         return r0;
     }
     tr_rec *rec = group_begin(OP_GROUPEND);
+    int outermost = t_gdepth == 1;
+    if (outermost) tr_nan_group_end_before();   /* input checks of the group's calls */
     ncclResult_t r = real();
     if (t_gdepth > 0 && --t_gdepth == 0) {
         tr_comm_group_ended(r);
         t_gnum = 0;
     }
+    if (outermost) tr_nan_group_end_after(r);    /* their output checks */
     group_end(rec, r);
     tr_leave();
     return r;
@@ -499,7 +541,7 @@ static int rec_in_view(const tr_rec *r, const tr_rank_view *view, const int32_t 
     return r->device == view->device;
 }
 
-int tr_nccl_write_json(tr_json *j, const tr_rank_view *view)
+int tr_nccl_write_json(tr_json *j, const tr_rank_view *view, tr_nan_snap *checks)
 {
     uint64_t nrec = atomic_load(&g_nrec);
     if (nrec > tr_cfg()->max_records) nrec = tr_cfg()->max_records;
@@ -539,6 +581,7 @@ int tr_nccl_write_json(tr_json *j, const tr_rank_view *view)
     trj_array_begin(j, "calls");
     int first = 1;
     char buf[640];
+    uint64_t pos = 0;
     for (uint64_t i = 0; i < nrec && map; i++) {
         tr_rec *r = rec_get(i);
         if (!r) continue;
@@ -551,6 +594,7 @@ int tr_nccl_write_json(tr_json *j, const tr_rank_view *view)
         first = 0;
         p = put_call(p, r, state, comm);
         fwrite(buf, 1, (size_t)(p - buf), j->f);
+        tr_nan_place(checks, i, pos++);
         if (state == REC_ENTERED) busy = 1;
     }
     if (!first) j->has_items[j->depth] = 1;

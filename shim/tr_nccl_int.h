@@ -1,5 +1,6 @@
 /* Shared by tr_nccl.c (call records, collective/p2p/group wrappers) and
- * tr_comm.c (communicator table and lifecycle wrappers). Not used elsewhere. */
+ * tr_comm.c (communicator table and lifecycle wrappers); tr_nancheck.c
+ * reads the communicator table (is a communicator going away). */
 #ifndef TR_NCCL_INT_H
 #define TR_NCCL_INT_H
 

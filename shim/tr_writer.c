@@ -23,6 +23,7 @@
 #include <cuda_runtime_api.h>
 
 #include "tr_core.h"
+#include "tr_nancheck.h"
 
 static int g_efd = -1;
 static atomic_uint g_req_gen, g_done_gen;
@@ -233,7 +234,9 @@ static int write_trace(const char *path, const tr_rank_view *view, const write_c
     trj_double(&j, "realtime", proc->start_realtime);
     trj_uint(&j, "monotonic_ns", proc->start_mono_ns);
     trj_object_end(&j);
-    int in_call = tr_nccl_write_json(&j, view);
+    tr_nan_snap *checks = tr_nan_snapshot();
+    int in_call = tr_nccl_write_json(&j, view, checks);
+    tr_nan_write_json(&j, checks);       /* "nancheck", "check_fields", "checks" */
     tr_memory_write_json(&j, view->device);
     tr_stack_write_json(&j);
     trj_uint(&j, "dropped", tr_nccl_dropped());

@@ -1,0 +1,1012 @@
+/* NaN/Inf checks of reduced buffers.
+ *
+ * For every AllReduce, ReduceScatter and Reduce of a floating datatype the
+ * shim checks the input of the rank before the collective (TRSHIM_NANCHECK
+ * =all, the default) and the output after it (Reduce: on the root only):
+ * how many elements are NaN, how many are infinite, and the index of the
+ * first. With the inputs of every rank and the outputs side by side, the
+ * analyzer tells a NaN that came in from one rank from one the reduction
+ * made (an fp16 sum past 65504).
+ *
+ * Never on the job's critical path: nothing here synchronizes a stream or
+ * the device, or waits for the GPU on the application's thread. A check is
+ * work enqueued on the collective's own stream, so it is ordered with the
+ * collective: the input check before it (an in-place collective overwrites
+ * its input), the output check after it. Inside a group, both wait for the
+ * outermost ncclGroupEnd (the collectives are launched there): the input
+ * checks are enqueued just before the real ncclGroupEnd, the output checks
+ * just after. On a non-blocking communicator (ncclInProgress) the output
+ * check is enqueued by the background thread once ncclCommGetAsyncError no
+ * longer says ncclInProgress.
+ *
+ * Two engines. The GPU engine (tr_nangpu.c) launches a scan kernel and a
+ * one-thread kernel that publishes the counts into mapped host memory,
+ * through the driver API. The host engine, used where no kernel can run
+ * (no nvcc at build time, no driver API, as on the simulated runtime):
+ * cudaMemcpyAsync of the buffer (up to the cap) into a pinned staging
+ * buffer from a bounded pool, then cudaLaunchHostFunc whose callback only
+ * queues the buffer for the background thread and returns; the thread scans
+ * it (tr_nanscan.c) and gives the buffer back.
+ *
+ * The application's CUDA error state is untouched: a check starts only when
+ * cudaPeekAtLastError says cudaSuccess (else it is "not_checked" with
+ * cuda_error_pending), and when one of our runtime calls fails,
+ * cudaGetLastError clears exactly the error we caused. A check that cannot
+ * run is recorded as not_checked with a reason, never as clean. A stream
+ * that is capturing a CUDA graph is never given our work.
+ *
+ * Results are kept per check in an append-only table (record index of the
+ * call, which buffer, status, counts); the writer places them in the trace
+ * next to the calls (tr_nan_snapshot, tr_nan_place, tr_nan_write_json). */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tr_nancheck.h"
+#include "tr_nangpu.h"
+#include "tr_nanscan.h"
+#include "tr_nccl_int.h"
+
+/* ---- the table of checks ------------------------------------------------- */
+
+enum { ST_NONE, ST_PENDING, ST_CLEAN, ST_NONFINITE, ST_NOT_CHECKED };
+enum { ENG_NONE, ENG_HOST, ENG_GPU };
+enum { BUF_INPUT, BUF_OUTPUT };
+
+/* Why a check did not run; with some, err holds a CUDA runtime (RT),
+ * driver (DRV) or NCCL (NC) code. */
+enum {
+    R_NONE,
+    R_ERROR_PENDING,      /* RT: the application had an error pending */
+    R_CAPTURING,
+    R_POOL,
+    R_PINNED_ALLOC,       /* RT */
+    R_COPY,               /* RT */
+    R_HOST_FUNC,          /* RT */
+    R_SET_DEVICE,         /* RT */
+    R_NO_RUNTIME,
+    R_GPU_UNAVAILABLE,    /* DRV (TRSHIM_NANCHECK_ENGINE=gpu) */
+    R_GPU_BUSY,
+    R_GPU_LAUNCH,         /* DRV */
+    R_CALL_FAILED,        /* NC */
+    R_GROUP_FAILED,       /* NC */
+    R_COMM_ERROR,         /* NC */
+    R_COMM_ENDED,
+    R_ENQUEUE_TIMEOUT,
+    R_SIZE_UNKNOWN,
+    R_RANK_UNKNOWN,
+    R_NULL_BUFFER,
+    R_GROUP_TOO_LARGE,
+    R_NO_THREAD,
+    R_EXIT,
+    R_COUNT
+};
+static const char *const reason_names[R_COUNT] = {
+    NULL, "cuda_error_pending", "stream_capturing", "pool_exhausted", "pinned_alloc_failed", "copy_failed",
+    "host_func_failed", "set_device_failed", "no_cuda_runtime", "gpu_unavailable", "gpu_busy",
+    "gpu_launch_failed", "call_failed", "group_failed", "comm_error", "comm_ended", "enqueue_timeout",
+    "comm_size_unknown", "comm_rank_unknown", "null_buffer", "group_too_large", "no_thread", "exit"};
+enum { ERR_NONE, ERR_RT, ERR_DRV, ERR_NC };
+static const unsigned char reason_err[R_COUNT] = {
+    [R_ERROR_PENDING] = ERR_RT, [R_PINNED_ALLOC] = ERR_RT, [R_COPY] = ERR_RT, [R_HOST_FUNC] = ERR_RT,
+    [R_SET_DEVICE] = ERR_RT, [R_GPU_UNAVAILABLE] = ERR_DRV, [R_GPU_LAUNCH] = ERR_DRV,
+    [R_CALL_FAILED] = ERR_NC, [R_GROUP_FAILED] = ERR_NC, [R_COMM_ERROR] = ERR_NC};
+
+typedef struct {
+    uint32_t rec;                 /* record index of the call */
+    _Atomic uint32_t status;      /* ST_*, stored last (release) */
+    uint8_t buffer, engine, reason, pad;
+    int32_t err;
+    uint32_t detail;              /* ST_NONFINITE: index + 1 into the details */
+    uint32_t pad2;
+    uint64_t checked, elems;      /* elements checked (or to be), in the buffer */
+} entry;
+
+typedef struct {
+    uint64_t nan, inf, first;
+    int first_kind;               /* 1 NaN, 2 infinity */
+} detail;
+
+/* Chunked, append-only, lock-free to read: like the call records. */
+#define CHUNK_BITS 12
+#define CHUNK (1u << CHUNK_BITS)
+#define MAX_CHUNKS (1u << 17)     /* 2^29 checks: two per record at most */
+static _Atomic(entry *) g_ent[MAX_CHUNKS];
+static _Atomic(detail *) g_det[MAX_CHUNKS];
+static _Atomic uint64_t g_nent, g_ndet, g_dropped;
+static _Atomic uint64_t g_used_host, g_used_gpu;
+
+static void *chunk_slot(void *_Atomic *chunks, uint64_t i, size_t esize)
+{
+    void *_Atomic *slot = &chunks[i >> CHUNK_BITS];
+    char *c = atomic_load_explicit(slot, memory_order_acquire);
+    if (!c) {
+        char *fresh = calloc(CHUNK, esize);
+        if (!fresh) return NULL;
+        void *expect = NULL;
+        if (atomic_compare_exchange_strong(slot, &expect, fresh)) c = fresh;
+        else {
+            free(fresh);
+            c = expect;
+        }
+    }
+    return c + (i & (CHUNK - 1)) * esize;
+}
+
+static entry *entry_at(uint64_t i)
+{
+    if (i >> CHUNK_BITS >= MAX_CHUNKS) return NULL;
+    entry *c = atomic_load_explicit((_Atomic(entry *) *)&g_ent[i >> CHUNK_BITS], memory_order_acquire);
+    return c ? &c[i & (CHUNK - 1)] : NULL;
+}
+
+static detail *detail_at(uint64_t i)
+{
+    if (i >> CHUNK_BITS >= MAX_CHUNKS) return NULL;
+    detail *c = atomic_load_explicit((_Atomic(detail *) *)&g_det[i >> CHUNK_BITS], memory_order_acquire);
+    return c ? &c[i & (CHUNK - 1)] : NULL;
+}
+
+#define NO_ENTRY UINT64_MAX
+
+static uint64_t entry_new(uint64_t rec, int buffer, uint64_t elems)
+{
+    uint64_t limit = 2 * tr_cfg()->max_records;
+    uint64_t i = atomic_fetch_add(&g_nent, 1);
+    entry *e = i < limit && i >> CHUNK_BITS < MAX_CHUNKS ? chunk_slot((void *_Atomic *)g_ent, i, sizeof(entry))
+                                                          : NULL;
+    if (!e) {
+        atomic_fetch_add_explicit(&g_dropped, 1, memory_order_relaxed);
+        return NO_ENTRY;
+    }
+    e->rec = (uint32_t)rec;
+    e->buffer = (uint8_t)buffer;
+    e->elems = elems;
+    return i;
+}
+
+static void entry_not_checked(uint64_t i, int reason, int err)
+{
+    entry *e = entry_at(i);
+    if (!e) return;
+    e->engine = ENG_NONE;
+    e->reason = (uint8_t)reason;
+    e->err = err;
+    e->checked = 0;
+    atomic_store_explicit(&e->status, ST_NOT_CHECKED, memory_order_release);
+}
+
+static void entry_pending(uint64_t i, int engine, uint64_t checked)
+{
+    entry *e = entry_at(i);
+    if (!e) return;
+    e->engine = (uint8_t)engine;
+    e->reason = R_NONE;
+    e->checked = checked;
+    atomic_store_explicit(&e->status, ST_PENDING, memory_order_release);
+}
+
+static void entry_result(uint64_t i, const tr_nanscan_result *r)
+{
+    entry *e = entry_at(i);
+    if (!e) return;
+    if (r->nan || r->inf) {
+        uint64_t d = atomic_fetch_add(&g_ndet, 1);
+        detail *dt = d < 2 * tr_cfg()->max_records && d >> CHUNK_BITS < MAX_CHUNKS
+                         ? chunk_slot((void *_Atomic *)g_det, d, sizeof(detail))
+                         : NULL;
+        if (dt) {
+            dt->nan = r->nan;
+            dt->inf = r->inf;
+            dt->first = r->first_nan < r->first_inf ? r->first_nan : r->first_inf;
+            dt->first_kind = r->first_nan < r->first_inf ? 1 : 2;
+            e->detail = (uint32_t)(d + 1);
+        }
+        atomic_store_explicit(&e->status, ST_NONFINITE, memory_order_release);
+    } else {
+        atomic_store_explicit(&e->status, ST_CLEAN, memory_order_release);
+    }
+}
+
+/* ---- the CUDA runtime, found at run time --------------------------------- */
+
+typedef cudaError_t (*f_err)(void);
+typedef cudaError_t (*f_memcpy)(void *, const void *, size_t, enum cudaMemcpyKind, cudaStream_t);
+typedef cudaError_t (*f_hostfn)(cudaStream_t, cudaHostFn_t, void *);
+typedef cudaError_t (*f_hostalloc)(void **, size_t, unsigned int);
+typedef cudaError_t (*f_getdev)(int *);
+typedef cudaError_t (*f_setdev)(int);
+typedef cudaError_t (*f_capmode)(enum cudaStreamCaptureMode *);
+typedef const char *(*f_errname)(cudaError_t);
+typedef ncclResult_t (*f_asyncerr)(ncclComm_t, ncclResult_t *);
+
+static struct {
+    f_err peek, getlast;
+    f_memcpy memcpy_async;
+    f_hostfn hostfn;
+    f_hostalloc hostalloc;
+    f_getdev getdev;
+    f_setdev setdev;
+    f_capmode capmode;        /* optional */
+} rt;
+static atomic_int g_rt_state;           /* 0 not looked up, 1 found, -1 missing */
+static atomic_uint g_rt_retry;
+static _Atomic uint64_t g_rt_next_ns;
+
+static int rt_lookup(void)
+{
+    int st = atomic_load_explicit(&g_rt_state, memory_order_acquire);
+    if (st > 0) return 1;
+    /* missing: asked again at most once a second (the runtime may be loaded
+     * later; a lookup that fails searches the library path, ~100 us) */
+    if (st < 0) {
+        if ((atomic_fetch_add(&g_rt_retry, 1) & 255) != 0) return 0;
+        uint64_t now = tr_now_ns();
+        if (now < atomic_load(&g_rt_next_ns)) return 0;
+        atomic_store(&g_rt_next_ns, now + 1000000000ull);
+    }
+    rt.peek = (f_err)tr_real("cudaPeekAtLastError", TR_LIB_CUDART);
+    rt.getlast = (f_err)tr_real("cudaGetLastError", TR_LIB_CUDART);
+    rt.memcpy_async = (f_memcpy)tr_real("cudaMemcpyAsync", TR_LIB_CUDART);
+    rt.hostfn = (f_hostfn)tr_real("cudaLaunchHostFunc", TR_LIB_CUDART);
+    rt.hostalloc = (f_hostalloc)tr_real("cudaHostAlloc", TR_LIB_CUDART);
+    rt.getdev = (f_getdev)tr_real("cudaGetDevice", TR_LIB_CUDART);
+    rt.setdev = (f_setdev)tr_real("cudaSetDevice", TR_LIB_CUDART);
+    rt.capmode = (f_capmode)tr_real("cudaThreadExchangeStreamCaptureMode", TR_LIB_CUDART);
+    int ok = rt.peek && rt.getlast && rt.memcpy_async && rt.hostfn && rt.hostalloc && rt.getdev && rt.setdev;
+    atomic_store_explicit(&g_rt_state, ok ? 1 : -1, memory_order_release);
+    return ok;
+}
+
+/* ---- the staging pool (host engine) ---------------------------------------- */
+
+/* A pinned buffer; while in flight it carries its check. */
+typedef struct stage {
+    struct stage *next;
+    void *buf;
+    int cls;
+    uint64_t entry;
+    int dtype;
+    uint64_t n;
+} stage;
+
+#define MIN_CLASS_BYTES (64u << 10)
+#define NCLASS 32
+static stage *g_free[NCLASS];
+static uint64_t g_pool_used;            /* pinned bytes allocated */
+static pthread_mutex_t g_pool_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int class_of(uint64_t bytes)
+{
+    int c = 0;
+    while (c < NCLASS - 1 && ((uint64_t)MIN_CLASS_BYTES << c) < bytes) c++;
+    return c;
+}
+
+/* A buffer of at least bytes, or NULL with *reason (and *err). Buffers are
+ * allocated once, when a size is first needed (pinned memory is slow to
+ * allocate: the only cost a check adds that is not constant), within
+ * TRSHIM_NANCHECK_POOL_MB, and never freed (cudaFreeHost synchronizes). */
+static stage *pool_get(uint64_t bytes, int *reason, int *err)
+{
+    int c = class_of(bytes);
+    uint64_t size = (uint64_t)MIN_CLASS_BYTES << c;
+    pthread_mutex_lock(&g_pool_mu);
+    for (int k = c; k < NCLASS && k <= c + 2; k++) {
+        stage *s = g_free[k];
+        if (s) {
+            g_free[k] = s->next;
+            pthread_mutex_unlock(&g_pool_mu);
+            return s;
+        }
+    }
+    if (g_pool_used + size > tr_cfg()->nancheck_pool_bytes) {
+        pthread_mutex_unlock(&g_pool_mu);
+        *reason = R_POOL;
+        return NULL;
+    }
+    g_pool_used += size;
+    pthread_mutex_unlock(&g_pool_mu);
+
+    stage *s = calloc(1, sizeof *s);
+    void *p = NULL;
+    cudaError_t r = cudaErrorMemoryAllocation;
+    if (s) {
+        /* relaxed capture mode: another thread's global-mode graph capture
+         * must not see our allocation as an unsafe call */
+        enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+        int swapped = rt.capmode && rt.capmode(&mode) == cudaSuccess;
+        r = rt.hostalloc(&p, size, cudaHostAllocPortable);
+        if (swapped) rt.capmode(&mode);
+    }
+    if (r != cudaSuccess || !p) {
+        free(s);
+        pthread_mutex_lock(&g_pool_mu);
+        g_pool_used -= size;
+        pthread_mutex_unlock(&g_pool_mu);
+        *reason = R_PINNED_ALLOC;
+        *err = (int)r;
+        return NULL;
+    }
+    s->buf = p;
+    s->cls = c;
+    return s;
+}
+
+static void pool_put(stage *s)
+{
+    pthread_mutex_lock(&g_pool_mu);
+    s->next = g_free[s->cls];
+    g_free[s->cls] = s;
+    pthread_mutex_unlock(&g_pool_mu);
+}
+
+/* ---- the background thread ---------------------------------------------------
+ * Scans the staging buffers the host callbacks hand over, polls the GPU
+ * engine's results, and enqueues the output checks of operations on
+ * non-blocking communicators once they are enqueued. */
+
+typedef struct defer {
+    struct defer *next;
+    tr_nan_call c;
+    uint64_t entry;             /* pending, engine null, until enqueued */
+    uint64_t since_ns;
+} defer;
+
+static pthread_mutex_t g_qmu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_qcv, g_idle_cv;
+static stage *g_ready, *g_ready_tail;   /* handed over by callbacks */
+static defer *g_defer;                  /* non-blocking outputs waiting */
+static atomic_int g_gpu_pending;        /* GPU checks enqueued whose result has not been read */
+static int g_stop, g_stopped;
+static pthread_once_t g_thread_once = PTHREAD_ONCE_INIT;
+static atomic_int g_thread_ok;
+
+#define DEFER_LIMIT_NS (600ull * 1000000000ull)   /* a non-blocking op not enqueued after 10 min */
+
+/* The host function: hands the buffer over and returns at once (a long
+ * host function would hold the stream). No CUDA call. */
+static void CUDART_CB host_cb(void *arg)
+{
+    stage *s = arg;
+    s->next = NULL;
+    pthread_mutex_lock(&g_qmu);
+    if (g_ready_tail) g_ready_tail->next = s;
+    else g_ready = s;
+    g_ready_tail = s;
+    pthread_cond_signal(&g_qcv);
+    pthread_mutex_unlock(&g_qmu);
+}
+
+static void gpu_done(uint64_t tag, const tr_nanscan_result *r, void *arg)
+{
+    (void)arg;
+    entry_result(tag, r);
+    atomic_fetch_sub(&g_gpu_pending, 1);
+}
+
+static void check_entry(const tr_nan_call *c, uint64_t e, const void *buf, uint64_t elems);
+
+/* A deferred output: 1 when finished with (enqueued or given up). */
+static int defer_step(defer *d, int stopping)
+{
+    static _Atomic(f_asyncerr) asyncerr;
+    f_asyncerr fn = atomic_load(&asyncerr);
+    if (!fn) {
+        fn = (f_asyncerr)tr_real("ncclCommGetAsyncError", TR_LIB_NCCL);
+        atomic_store(&asyncerr, fn);
+    }
+    tr_comm *comm = tr_comm_at(d->c.comm_index);
+    int reason = R_NONE, err = 0;
+    if (stopping) reason = R_EXIT;
+    else if (comm && (atomic_load(&comm->dead) || atomic_load(&comm->end_kind) != TR_END_NONE))
+        reason = R_COMM_ENDED;     /* never ask NCCL about a communicator going away */
+    else if (!fn) reason = R_NO_RUNTIME;
+    else {
+        ncclResult_t st = ncclInProgress;
+        ncclResult_t r = fn(d->c.comm, &st);
+        if (r != ncclSuccess) {
+            reason = R_COMM_ERROR;
+            err = (int)r;
+        } else if (st == ncclInProgress) {
+            if (tr_now_ns() - d->since_ns < DEFER_LIMIT_NS) return 0;
+            reason = R_ENQUEUE_TIMEOUT;
+        } else if (st != ncclSuccess) {
+            reason = R_COMM_ERROR;
+            err = (int)st;
+        }
+    }
+    if (reason != R_NONE) {
+        entry_not_checked(d->entry, reason, err);
+        return 1;
+    }
+    /* this thread's current device is its own: the stream's device for the
+     * runtime's legacy default stream */
+    if (d->c.device >= 0 && rt_lookup()) {
+        int cur = -1;
+        if (rt.getdev(&cur) != cudaSuccess || cur != d->c.device) rt.setdev(d->c.device);
+        rt.getlast();
+    }
+    check_entry(&d->c, d->entry, d->c.recvbuff, d->c.count);
+    return 1;
+}
+
+static void *nan_main(void *arg)
+{
+    (void)arg;
+    tr_enter();          /* nothing this thread calls is the application's: never leaves */
+    pthread_mutex_lock(&g_qmu);
+    for (;;) {
+        while (!g_ready && !g_stop) {
+            if (!atomic_load(&g_gpu_pending) && !g_defer) {
+                pthread_cond_wait(&g_qcv, &g_qmu);
+                continue;
+            }
+            /* results to poll: look again in 1 ms */
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            ts.tv_nsec += 1000000;
+            if (ts.tv_nsec >= 1000000000) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000;
+            }
+            if (pthread_cond_timedwait(&g_qcv, &g_qmu, &ts) == ETIMEDOUT) break;
+        }
+        int stopping = g_stop;
+        stage *jobs = g_ready;
+        g_ready = g_ready_tail = NULL;
+        defer *ds = g_defer;
+        g_defer = NULL;
+        pthread_mutex_unlock(&g_qmu);
+
+        while (jobs) {
+            stage *s = jobs;
+            jobs = s->next;
+            tr_nanscan_result r;
+            tr_nanscan_init(&r);
+            tr_nanscan(s->dtype, s->buf, s->n, 0, &r);
+            entry_result(s->entry, &r);
+            pool_put(s);
+        }
+        tr_nangpu_poll(gpu_done, NULL);
+        defer *keep = NULL;
+        while (ds) {
+            defer *d = ds;
+            ds = d->next;
+            if (defer_step(d, stopping)) free(d);
+            else {
+                d->next = keep;
+                keep = d;
+            }
+        }
+
+        pthread_mutex_lock(&g_qmu);
+        while (keep) {
+            defer *d = keep;
+            keep = d->next;
+            d->next = g_defer;
+            g_defer = d;
+        }
+        if (stopping && !g_ready) {
+            g_stopped = 1;
+            pthread_cond_broadcast(&g_idle_cv);
+            break;
+        }
+        pthread_cond_broadcast(&g_idle_cv);
+    }
+    pthread_mutex_unlock(&g_qmu);
+    tr_nangpu_stop();
+    return NULL;
+}
+
+/* At exit, before the CUDA runtime tears its contexts down (registered
+ * after the runtime initialized, so it runs before the runtime's own exit
+ * handler): scan what the callbacks handed over, read the results that
+ * arrived, then stop touching pinned or mapped memory. Bounded (2 s). */
+static void nan_atexit(void)
+{
+    if (tr_is_forked_child()) return;
+    pthread_mutex_lock(&g_qmu);
+    g_stop = 1;
+    pthread_cond_signal(&g_qcv);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += 2;
+    while (!g_stopped)
+        if (pthread_cond_timedwait(&g_idle_cv, &g_qmu, &ts) == ETIMEDOUT) break;
+    pthread_mutex_unlock(&g_qmu);
+    tr_nangpu_stop();
+}
+
+static void thread_start(void)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&g_qcv, &ca);
+    pthread_cond_init(&g_idle_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    sigset_t all, prev;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &prev);   /* the thread never takes a signal */
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_t t;
+    int e = pthread_create(&t, &attr, nan_main, NULL);
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &prev, NULL);
+    if (e != 0) {
+        tr_warn("cannot start the NaN-check thread (%s): buffers are not checked", strerror(e));
+        return;
+    }
+    pthread_setname_np(t, "trshim-nan");
+    atexit(nan_atexit);
+    atomic_store(&g_thread_ok, 1);
+}
+
+static int thread_up(void)
+{
+    pthread_once(&g_thread_once, thread_start);
+    return atomic_load(&g_thread_ok);
+}
+
+/* ---- one check ------------------------------------------------------------------ */
+
+static _Atomic(const char *) g_gpu_why;     /* why the GPU engine was not used, first seen */
+static _Atomic int g_gpu_why_err;
+
+static void note_gpu_why(const char *why, int err)
+{
+    const char *expect = NULL;
+    atomic_store(&g_gpu_why_err, err);
+    atomic_compare_exchange_strong(&g_gpu_why, &expect, why);
+}
+
+static const char *gpu_rc_text(int rc)
+{
+    switch (rc) {
+    case TR_NANGPU_NOT_BUILT: return "the shim was built without nvcc";
+    case TR_NANGPU_NO_DRIVER: return "no CUDA driver API (cuModuleLoadData & co.)";
+    case TR_NANGPU_LOAD_FAILED: return "cuModuleLoadData failed";
+    case TR_NANGPU_HOSTMEM_FAILED: return "cuMemHostAlloc failed";
+    case TR_NANGPU_CTX_FAILED: return "the stream's context could not be made current";
+    default: return "failed";
+    }
+}
+
+/* The host engine: copy + host function on the stream. Returns R_NONE or
+ * why not (*err); the entry is pending when it returns R_NONE. */
+static int host_enqueue(uint64_t e, int dtype, const void *buf, uint64_t n, cudaStream_t stream, int device,
+                        int *err)
+{
+    int reason = R_NONE;
+    uint64_t bytes = n * tr_nanscan_esize(dtype);
+    stage *s = pool_get(bytes, &reason, err);
+    if (!s) return reason;
+    int cur = -1, switched = 0;
+    if (device >= 0 && rt.getdev(&cur) == cudaSuccess && cur != device) {
+        cudaError_t r = rt.setdev(device);
+        if (r != cudaSuccess) {
+            pool_put(s);
+            *err = (int)r;
+            return R_SET_DEVICE;
+        }
+        switched = 1;
+    }
+    s->entry = e;
+    s->dtype = dtype;
+    s->n = n;
+    entry_pending(e, ENG_HOST, n);
+    cudaError_t r = rt.memcpy_async(s->buf, buf, bytes, cudaMemcpyDeviceToHost, stream);
+    if (r != cudaSuccess) {
+        pool_put(s);
+        *err = (int)r;
+        reason = R_COPY;
+    } else if ((r = rt.hostfn(stream, host_cb, s)) != cudaSuccess) {
+        /* the copy is queued and will write into s: s is never reused */
+        *err = (int)r;
+        reason = R_HOST_FUNC;
+    }
+    if (switched) rt.setdev(cur);
+    if (reason == R_NONE) atomic_fetch_add_explicit(&g_used_host, 1, memory_order_relaxed);
+    return reason;
+}
+
+/* Elements checked of a buffer of elems elements: the cap. */
+static uint64_t capped(const tr_nan_call *c, uint64_t elems)
+{
+    uint64_t most = tr_cfg()->nancheck_max_bytes / tr_nanscan_esize(c->dtype);
+    return elems < most ? elems : most;
+}
+
+/* Runs the check of entry e (created, no status or pending) now. */
+static void check_entry(const tr_nan_call *c, uint64_t e, const void *buf, uint64_t elems)
+{
+    const tr_settings *cfg = tr_cfg();
+    uint64_t n = capped(c, elems);
+    if (c->capturing == 1) { entry_not_checked(e, R_CAPTURING, 0); return; }
+    if (elems == 0) {
+        entry_pending(e, ENG_NONE, 0);
+        tr_nanscan_result none;
+        tr_nanscan_init(&none);
+        entry_result(e, &none);
+        return;
+    }
+    if (!buf) { entry_not_checked(e, R_NULL_BUFFER, 0); return; }
+    if (!thread_up()) { entry_not_checked(e, R_NO_THREAD, 0); return; }
+    /* without a CUDA runtime (NCCL links its own statically) there is no
+     * runtime error state to keep, and only the GPU engine can run */
+    int have_rt = rt_lookup();
+    if (have_rt) {
+        cudaError_t pending = rt.peek();
+        if (pending != cudaSuccess) { entry_not_checked(e, R_ERROR_PENDING, (int)pending); return; }
+    }
+
+    int err = 0;
+    if (cfg->nancheck_engine != TR_NAN_ENGINE_HOST) {
+        entry_pending(e, ENG_GPU, n);
+        int rc = tr_nangpu_enqueue((void *)c->stream, c->dtype, buf, n, e, &err);
+        if (rc == TR_NANGPU_OK) {
+            atomic_fetch_add_explicit(&g_used_gpu, 1, memory_order_relaxed);
+            /* the thread polls while this is not 0 (it may even have read
+             * the result already: the count is only a reason to look) */
+            if (atomic_fetch_add(&g_gpu_pending, 1) == 0) {
+                pthread_mutex_lock(&g_qmu);
+                pthread_cond_signal(&g_qcv);
+                pthread_mutex_unlock(&g_qmu);
+            }
+            return;
+        }
+        if (rc == TR_NANGPU_NO_SLOT) { entry_not_checked(e, R_GPU_BUSY, 0); return; }
+        if (rc == TR_NANGPU_LAUNCH_FAILED) { entry_not_checked(e, R_GPU_LAUNCH, err); return; }
+        note_gpu_why(gpu_rc_text(rc), err);
+        if (cfg->nancheck_engine == TR_NAN_ENGINE_GPU) { entry_not_checked(e, R_GPU_UNAVAILABLE, err); return; }
+        err = 0;
+    }
+    if (!have_rt) { entry_not_checked(e, R_NO_RUNTIME, 0); return; }
+    int reason = host_enqueue(e, c->dtype, buf, n, c->stream, c->device, &err);
+    if (reason == R_NONE) return;
+    /* one of our runtime calls failed: the error it left is ours (there was
+     * none before), so this clears exactly that */
+    if (reason != R_POOL) rt.getlast();
+    entry_not_checked(e, reason, err);
+}
+
+static void check_one(const tr_nan_call *c, int buffer, const void *buf, uint64_t elems)
+{
+    uint64_t e = entry_new(c->rec, buffer, elems);
+    if (e != NO_ENTRY) check_entry(c, e, buf, elems);
+}
+
+/* ---- the collectives ------------------------------------------------------------- */
+
+static void input_check(const tr_nan_call *c)
+{
+    uint64_t elems = c->count;
+    if (c->op == TR_NAN_OP_REDUCESCATTER) {
+        if (c->nranks <= 0) {
+            uint64_t e = entry_new(c->rec, BUF_INPUT, 0);
+            if (e != NO_ENTRY) entry_not_checked(e, R_SIZE_UNKNOWN, 0);
+            return;
+        }
+        elems = (uint64_t)c->count * (uint64_t)c->nranks;
+    }
+    check_one(c, BUF_INPUT, c->sendbuff, elems);
+}
+
+/* 0: this rank has no output to check (a Reduce off the root) */
+static int has_output(const tr_nan_call *c)
+{
+    if (c->op != TR_NAN_OP_REDUCE) return 1;
+    if (c->rank < 0) {
+        uint64_t e = entry_new(c->rec, BUF_OUTPUT, c->count);
+        if (e != NO_ENTRY) entry_not_checked(e, R_RANK_UNKNOWN, 0);
+        return 0;
+    }
+    return c->rank == c->root;
+}
+
+static void output_not_checked(const tr_nan_call *c, int reason, int err)
+{
+    uint64_t e = entry_new(c->rec, BUF_OUTPUT, c->count);
+    if (e != NO_ENTRY) entry_not_checked(e, reason, err);
+}
+
+/* After the collective (or its group) returned rc. */
+static void output_after(const tr_nan_call *c, ncclResult_t rc, int group_rc)
+{
+    if (!has_output(c)) return;
+    if (rc != ncclSuccess && rc != ncclInProgress) { output_not_checked(c, R_CALL_FAILED, (int)rc); return; }
+    if (group_rc != ncclSuccess && group_rc != ncclInProgress)
+        { output_not_checked(c, R_GROUP_FAILED, group_rc); return; }
+    if (rc == ncclSuccess && group_rc == ncclSuccess) { check_one(c, BUF_OUTPUT, c->recvbuff, c->count); return; }
+    /* in progress: enqueued later by the background thread; pending meanwhile */
+    if (!thread_up()) { output_not_checked(c, R_NO_THREAD, 0); return; }
+    uint64_t e = entry_new(c->rec, BUF_OUTPUT, c->count);
+    if (e == NO_ENTRY) return;
+    defer *d = malloc(sizeof *d);
+    if (!d) { entry_not_checked(e, R_NO_THREAD, 0); return; }
+    entry_pending(e, ENG_NONE, capped(c, c->count));
+    d->c = *c;
+    d->entry = e;
+    d->since_ns = tr_now_ns();
+    pthread_mutex_lock(&g_qmu);
+    d->next = g_defer;
+    g_defer = d;
+    pthread_cond_signal(&g_qcv);
+    pthread_mutex_unlock(&g_qmu);
+}
+
+/* This thread's calls inside its current group. */
+typedef struct {
+    tr_nan_call c;
+    ncclResult_t rc;
+} grouped;
+#define GROUP_MAX 65536
+#define TR_TLS __thread __attribute__((tls_model("initial-exec")))
+static TR_TLS grouped *t_group;
+static TR_TLS int t_ngroup;
+static TR_TLS int t_capgroup;
+
+void tr_nan_before(const tr_nan_call *c, int in_group)
+{
+    if (!in_group) {
+        if (tr_cfg()->nancheck == TR_NAN_ALL) input_check(c);
+        return;
+    }
+    if (t_ngroup == t_capgroup) {
+        int cap = t_capgroup ? 2 * t_capgroup : 64;
+        grouped *g = cap <= GROUP_MAX ? realloc(t_group, (size_t)cap * sizeof *g) : NULL;
+        if (!g) {
+            /* the checks of this call say why there are none */
+            if (tr_cfg()->nancheck == TR_NAN_ALL) {
+                uint64_t e = entry_new(c->rec, BUF_INPUT, c->count);
+                if (e != NO_ENTRY) entry_not_checked(e, R_GROUP_TOO_LARGE, 0);
+            }
+            if (c->op != TR_NAN_OP_REDUCE || c->rank == c->root) output_not_checked(c, R_GROUP_TOO_LARGE, 0);
+            return;
+        }
+        t_group = g;
+        t_capgroup = cap;
+    }
+    t_group[t_ngroup].c = *c;
+    t_group[t_ngroup].rc = ncclInProgress + 1000;    /* not returned */
+    t_ngroup++;
+}
+
+void tr_nan_after(const tr_nan_call *c, int in_group, ncclResult_t rc)
+{
+    if (!in_group) { output_after(c, rc, ncclSuccess); return; }
+    for (int i = t_ngroup - 1; i >= 0; i--)
+        if (t_group[i].c.rec == c->rec) {
+            t_group[i].rc = rc;
+            break;
+        }
+}
+
+void tr_nan_group_end_before(void)
+{
+    if (tr_cfg()->nancheck != TR_NAN_ALL) return;
+    for (int i = 0; i < t_ngroup; i++) input_check(&t_group[i].c);
+}
+
+void tr_nan_group_end_after(ncclResult_t rc)
+{
+    for (int i = 0; i < t_ngroup; i++) {
+        grouped *g = &t_group[i];
+        output_after(&g->c, g->rc, (int)rc);
+    }
+    t_ngroup = 0;
+    if (t_capgroup > 1024) {          /* a huge group once: give the memory back */
+        free(t_group);
+        t_group = NULL;
+        t_capgroup = 0;
+    }
+}
+
+/* ---- the trace ------------------------------------------------------------------------ */
+
+typedef struct {
+    uint32_t rec;
+    uint8_t buffer;
+    uint64_t idx;       /* entry index */
+    int64_t pos;        /* index in "calls", -1: not in this trace */
+} snap_item;
+
+struct tr_nan_snap {
+    snap_item *v;
+    size_t n, cursor;
+};
+
+static int cmp_item(const void *a, const void *b)
+{
+    const snap_item *x = a, *y = b;
+    if (x->rec != y->rec) return x->rec < y->rec ? -1 : 1;
+    if (x->buffer != y->buffer) return x->buffer < y->buffer ? -1 : 1;
+    return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+tr_nan_snap *tr_nan_snapshot(void)
+{
+    if (tr_cfg()->nancheck == TR_NAN_OFF) return NULL;
+    tr_nan_snap *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    uint64_t n = atomic_load(&g_nent), limit = 2 * tr_cfg()->max_records;
+    if (n > limit) n = limit;
+    s->v = n ? malloc(n * sizeof *s->v) : NULL;
+    if (n && !s->v) return s;
+    for (uint64_t i = 0; i < n; i++) {
+        entry *e = entry_at(i);
+        if (!e || atomic_load_explicit(&e->status, memory_order_acquire) == ST_NONE) continue;
+        s->v[s->n++] = (snap_item){.rec = e->rec, .buffer = e->buffer, .idx = i, .pos = -1};
+    }
+    qsort(s->v, s->n, sizeof *s->v, cmp_item);
+    return s;
+}
+
+void tr_nan_place(tr_nan_snap *s, uint64_t rec, uint64_t pos)
+{
+    if (!s) return;
+    while (s->cursor < s->n && s->v[s->cursor].rec < rec) s->cursor++;
+    for (size_t k = s->cursor; k < s->n && s->v[k].rec == rec; k++) s->v[k].pos = (int64_t)pos;
+}
+
+static char *put_lit(char *p, const char *s)
+{
+    while (*s) *p++ = *s++;
+    return p;
+}
+
+static char *put_u64(char *p, uint64_t v)
+{
+    char tmp[24];
+    int n = 0;
+    do tmp[n++] = (char)('0' + v % 10); while ((v /= 10));
+    while (n) *p++ = tmp[--n];
+    return p;
+}
+
+static const char *const nc_names[] = {"ncclSuccess", "ncclUnhandledCudaError", "ncclSystemError",
+                                       "ncclInternalError", "ncclInvalidArgument", "ncclInvalidUsage",
+                                       "ncclRemoteError", "ncclInProgress"};
+
+/* "reason" or "reason: error name" into out (no quotes, JSON-safe) */
+static void reason_text(char *out, size_t cap, const entry *e)
+{
+    const char *base = e->reason < R_COUNT ? reason_names[e->reason] : "unknown";
+    const char *name = NULL;
+    char num[32];
+    switch (e->reason < R_COUNT ? reason_err[e->reason] : ERR_NONE) {
+    case ERR_RT: {
+        static f_errname fn;          /* the writer's thread only (under its mutex) */
+        static int looked;
+        if (!looked) {
+            fn = (f_errname)tr_real("cudaGetErrorName", TR_LIB_CUDART);
+            looked = 1;
+        }
+        name = fn ? fn((cudaError_t)e->err) : NULL;
+        break;
+    }
+    case ERR_DRV:
+        name = e->err ? tr_nangpu_error_name(e->err) : NULL;
+        break;
+    case ERR_NC:
+        if (e->err >= 0 && e->err < (int)(sizeof nc_names / sizeof nc_names[0])) name = nc_names[e->err];
+        break;
+    default:
+        snprintf(out, cap, "%s", base);
+        return;
+    }
+    if (!name) {
+        snprintf(num, sizeof num, "error %d", e->err);
+        name = num;
+    }
+    if (e->reason == R_GPU_UNAVAILABLE) {
+        const char *why = atomic_load(&g_gpu_why);
+        snprintf(out, cap, "%s: %s%s%s", base, why ? why : "", why && e->err ? ", " : "", e->err ? name : "");
+        return;
+    }
+    snprintf(out, cap, "%s: %s", base, name);
+    /* names are identifiers; anything else would need escaping */
+    for (char *q = out; *q; q++)
+        if (*q == '"' || *q == '\\' || (unsigned char)*q < 0x20) *q = '?';
+}
+
+static const char *const check_fields[] = {"call", "buffer", "status", "nan", "inf", "first", "first_kind",
+                                           "elems_checked", "elems", "engine", "reason"};
+static const char *const status_names[] = {NULL, "pending", "clean", "nonfinite", "not_checked"};
+static const char *const engine_names[] = {NULL, "host", "gpu"};
+
+void tr_nan_write_json(tr_json *j, tr_nan_snap *s)
+{
+    const tr_settings *cfg = tr_cfg();
+    static const char *const modes[] = {"off", "output", "all"};
+    static const char *const settings[] = {"auto", "host", "gpu"};
+    uint64_t host = atomic_load(&g_used_host), gpu = atomic_load(&g_used_gpu);
+    trj_object_begin(j, "nancheck");
+    trj_str(j, "mode", modes[cfg->nancheck]);
+    trj_str(j, "engine_setting", settings[cfg->nancheck_engine]);
+    trj_str(j, "engine", host && gpu ? "mixed" : gpu ? "gpu" : host ? "host" : NULL);
+    const char *why = atomic_load(&g_gpu_why);
+    if (cfg->nancheck != TR_NAN_OFF && cfg->nancheck_engine == TR_NAN_ENGINE_HOST)
+        why = "TRSHIM_NANCHECK_ENGINE=host";
+    if (why && cfg->nancheck != TR_NAN_OFF) {
+        char buf[256];
+        int err = atomic_load(&g_gpu_why_err);
+        const char *name = err ? tr_nangpu_error_name(err) : NULL;
+        snprintf(buf, sizeof buf, "%s%s%s", why, name ? ": " : "", name ? name : "");
+        trj_str(j, "gpu_unused", buf);
+    } else {
+        trj_null(j, "gpu_unused");
+    }
+    trj_uint(j, "max_bytes", cfg->nancheck_max_bytes);
+    trj_uint(j, "pool_bytes", cfg->nancheck_pool_bytes);
+    trj_uint(j, "dropped", atomic_load(&g_dropped));
+    trj_object_end(j);
+    if (!s) return;
+
+    trj_array_begin(j, "check_fields");
+    for (size_t i = 0; i < sizeof check_fields / sizeof check_fields[0]; i++) trj_str(j, NULL, check_fields[i]);
+    trj_array_end(j);
+    trj_array_begin(j, "checks");
+    int first = 1;
+    char row[512], why_txt[200];
+    for (size_t k = 0; k < s->n; k++) {
+        const snap_item *it = &s->v[k];
+        entry *e = entry_at(it->idx);
+        if (it->pos < 0 || !e) continue;
+        uint32_t st = atomic_load_explicit(&e->status, memory_order_acquire);
+        if (st == ST_NONE || st > ST_NOT_CHECKED) continue;
+        const detail *d = st == ST_NONFINITE && e->detail ? detail_at(e->detail - 1) : NULL;
+        char *p = row;
+        if (!first) *p++ = ',';
+        first = 0;
+        *p++ = '[';
+        p = put_u64(p, (uint64_t)it->pos);
+        p = put_lit(p, e->buffer == BUF_INPUT ? ",\"input\",\"" : ",\"output\",\"");
+        p = put_lit(p, status_names[st]);
+        p = put_lit(p, "\",");
+        p = put_u64(p, d ? d->nan : 0);
+        *p++ = ',';
+        p = put_u64(p, d ? d->inf : 0);
+        *p++ = ',';
+        if (d) {
+            p = put_u64(p, d->first);
+            p = put_lit(p, d->first_kind == 1 ? ",\"nan\"," : ",\"inf\",");
+        } else {
+            p = put_lit(p, "null,null,");
+        }
+        p = put_u64(p, st == ST_NOT_CHECKED ? 0 : e->checked);
+        *p++ = ',';
+        p = put_u64(p, e->elems);
+        *p++ = ',';
+        if (e->engine == ENG_HOST || e->engine == ENG_GPU) {
+            *p++ = '"';
+            p = put_lit(p, engine_names[e->engine]);
+            *p++ = '"';
+        } else {
+            p = put_lit(p, "null");
+        }
+        *p++ = ',';
+        if (st == ST_NOT_CHECKED) {
+            reason_text(why_txt, sizeof why_txt, e);
+            *p++ = '"';
+            p = put_lit(p, why_txt);
+            *p++ = '"';
+        } else {
+            p = put_lit(p, "null");
+        }
+        *p++ = ']';
+        fwrite(row, 1, (size_t)(p - row), j->f);
+    }
+    if (!first) j->has_items[j->depth] = 1;
+    trj_array_end(j);
+    free(s->v);
+    free(s);
+}

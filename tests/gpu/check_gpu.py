@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Checks the traces of tests/gpu/run.sh (stdlib only):
+  check_gpu.py nan DIR ENGINE      nan_gpu check's trace in DIR, checks run by ENGINE (gpu|host)
+  check_gpu.py torch DIR ENGINE PREMUL   torch_nan.py's trace (PREMUL: yes|no, was the
+                                   float16 overflow run)
+Prints each collective with its checks, then "PASS name" or "FAIL name: why"
+per fact; exit status 1 when a fact failed."""
+import glob
+import json
+import sys
+
+CALL_FIELDS = ["op", "comm", "seq", "count", "dtype", "redop", "root", "peer", "sendbuff", "recvbuff",
+               "stream", "capturing", "group", "depth", "enter_ns", "exit_ns", "thread", "rc", "stack"]
+failed = 0
+
+
+def fact(name, ok, why=""):
+    global failed
+    print("%s %s%s" % ("PASS" if ok else "FAIL", name, "" if ok else ": " + why))
+    failed += not ok
+
+
+def load(d):
+    files = sorted(glob.glob(d + "/*.json"))
+    if len(files) != 1:
+        print("FAIL trace: %d trace files in %s" % (len(files), d))
+        sys.exit(1)
+    t = json.load(open(files[0]))
+    calls = [dict(zip(CALL_FIELDS, c)) for c in t["calls"]]
+    checks = {}
+    for row in t.get("checks", []):
+        c = dict(zip(t["check_fields"], row))
+        checks.setdefault(c["call"], {})[c["buffer"]] = c
+    print("nancheck: %s" % json.dumps(t["nancheck"]))
+    for i, c in enumerate(calls):
+        if c["op"].startswith("Group"):
+            continue
+        ck = checks.get(i, {})
+        print("  %-13s %9d %-10s %-14s | %s" % (c["op"], c["count"], c["dtype"], c["redop"], " | ".join(
+            "%s %s nan=%s inf=%s first=%s(%s) %s/%s %s %s" % (b, k["status"], k["nan"], k["inf"], k["first"],
+                                                          k["first_kind"], k["elems_checked"], k["elems"],
+                                                          k["engine"], k["reason"] or "")
+            for b, k in sorted(ck.items()))))
+    return t, calls, checks
+
+
+def find(calls, op, count, dtype):
+    for i, c in enumerate(calls):
+        if c["op"] == op and c["count"] == count and c["dtype"] == dtype:
+            return i
+    return None
+
+
+def want(checks, i, buf, status, engine, nan=0, inf=0, first=None, kind=None, name=""):
+    c = checks.get(i, {}).get(buf) if i is not None else None
+    if c is None:
+        fact(name, False, "no %s check" % buf)
+        return
+    got = (c["status"], c["nan"], c["inf"], c["first"], c["first_kind"], c["engine"])
+    exp = (status, nan, inf, first, kind, engine if status in ("clean", "nonfinite") else None)
+    fact(name, got == exp, "got %r, expected %r (reason %r)" % (got, exp, c["reason"]))
+
+
+def main():
+    what, d, engine = sys.argv[1], sys.argv[2], sys.argv[3]
+    t, calls, checks = load(d)
+    fact("engine", t["nancheck"]["engine"] == engine, "nancheck.engine %r (gpu_unused: %r)" % (
+        t["nancheck"]["engine"], t["nancheck"].get("gpu_unused")))
+    NF, C = "nonfinite", "clean"
+    if what == "nan":
+        i = find(calls, "AllReduce", 1 << 20, "float32")
+        want(checks, i, "input", NF, engine, 1, 0, 123, "nan", "float32 NaN born on the rank: input")
+        want(checks, i, "output", NF, engine, 1, 0, 123, "nan", "float32 NaN born on the rank: output")
+        i = find(calls, "AllReduce", 4096, "float16")
+        want(checks, i, "input", C, engine, name="fp16 overflow: inputs finite")
+        want(checks, i, "output", NF, engine, 0, 10, 100, "inf", "fp16 overflow: output Inf at 100..109")
+        i = find(calls, "AllReduce", 1000, "bfloat16")
+        want(checks, i, "input", NF, engine, 1, 0, 7, "nan", "bfloat16 in place, in a group: input")
+        want(checks, i, "output", NF, engine, 1, 0, 7, "nan", "bfloat16 in place, in a group: output after GroupEnd")
+        i = find(calls, "AllReduce", 16 << 20, "float32")
+        want(checks, i, "input", C, engine, name="64 MiB clean: input")
+        want(checks, i, "output", C, engine, name="64 MiB clean: output")
+        c = checks.get(i, {}).get("output") if i is not None else None
+        fact("64 MiB: every element checked (cap 64 MiB)", c is not None and c["elems_checked"] == 16 << 20,
+             repr(c))
+        i = find(calls, "AllReduce", 16, "float32")
+        c = checks.get(i, {}).get("input") if i is not None else None
+        fact("CUDA error pending: not checked", c is not None and c["status"] == "not_checked" and
+             (c["reason"] or "").startswith("cuda_error_pending"), repr(c))
+    elif what == "torch":
+        premul = sys.argv[4] == "yes"
+        if not any(c["op"] == "AllReduce" for c in calls):
+            fact("PyTorch's NCCL calls recorded", False,
+                 "no AllReduce in the trace: NCCL linked statically into this PyTorch?")
+        i = find(calls, "AllReduce", 1 << 20, "float32")
+        want(checks, i, "input", NF, engine, 1, 0, 123, "nan", "torch float32 NaN: input")
+        want(checks, i, "output", NF, engine, 1, 0, 123, "nan", "torch float32 NaN: output")
+        i = find(calls, "AllReduce", 1000, "bfloat16")
+        want(checks, i, "input", NF, engine, 1, 0, 7, "nan", "torch bfloat16 NaN: input")
+        want(checks, i, "output", NF, engine, 1, 0, 7, "nan", "torch bfloat16 NaN: output")
+        if premul:
+            i = find(calls, "AllReduce", 4096, "float16")
+            want(checks, i, "input", C, engine, name="torch fp16 overflow: input finite")
+            want(checks, i, "output", NF, engine, 0, 10, 100, "inf", "torch fp16 overflow: output Inf")
+    else:
+        print("usage: check_gpu.py nan|torch DIR ENGINE [PREMUL]")
+        return 2
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
