@@ -6,6 +6,10 @@
  *   tr_memtable.c the live-allocation table of tr_memory.c
  *   tr_nccl.c    NCCL wrappers, communicator table, call records
  *   tr_memory.c  allocation wrappers and per-device accounting
+ *   tr_memjson.c the "memory" member of a trace
+ *   tr_nancheck.c NaN/Inf checks: staging pool, checker thread, hooks
+ *   tr_nanresults.c check results and their JSON; tr_nanscan.c scanners;
+ *   tr_nangpu.c  the CUDA kernel engine (driver API)
  *   tr_writer.c  trace files: background writer, signals, exit
  *   tr_nancheck.c NaN/Inf checks of reduced buffers (tr_nancheck.h), with
  *                tr_nanscan.c (host scanners) and tr_nangpu.c (GPU kernel)
@@ -164,7 +168,7 @@ uint64_t tr_nccl_dropped(void);
 uint64_t tr_nccl_first_comm_id(void);
 int tr_nccl_version(void);         /* ncclGetVersion, 0 if unknown */
 
-/* ---- memory (tr_memory.c) ---------------------------------------------------- */
+/* ---- memory (tr_memory.c, tr_memjson.c) ---------------------------------------------------- */
 
 /* Writes the "memory" member for device (-1: every device). */
 void tr_memory_write_json(tr_json *j, int device);

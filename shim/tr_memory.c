@@ -26,7 +26,10 @@
  * Cost: the live allocations are kept in tr_memtable.c (a sharded hash
  * table with a small per-thread ring in front of it, see there). Counters
  * are per-device atomics. Stacks, times and the last collective are taken
- * only when an allocation raises its device's peak. */
+ * only when an allocation raises its device's peak.
+ *
+ * The trace's "memory" member is written from the counters and failures kept
+ * here (tr_memory_int.h) by tr_memjson.c. */
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -39,32 +42,15 @@
 #include <nccl.h>
 
 #include "tr_core.h"
+#include "tr_memory_int.h"
 #include "tr_memtable.h"
-
-#define MT_MAX_DEVICES 64          /* devices 0..63 are accounted */
-#define MT_FAIL_HEAD 500           /* failures kept: the first ones ... */
-#define MT_FAIL_TAIL 500           /* ... and the most recent ones */
 
 /* ---- counters -------------------------------------------------------------- */
 
-typedef struct {
-    _Atomic uint64_t live, peak, allocs, frees;
-} mt_counters;
-
-typedef struct {
-    mt_counters c;
-    _Atomic uint64_t failures;         /* failed allocations recorded on this device */
-    /* The peak's circumstances, consistent with each other (plock). */
-    atomic_int plock;
-    uint64_t p_bytes, p_ns, p_comm, p_seq;
-    int32_t p_stack;
-    int p_has_coll;
-} __attribute__((aligned(64))) mt_device;
-
-static mt_device devs[MT_MAX_DEVICES];
-static mt_counters pinned_all __attribute__((aligned(64)));
-static mt_counters pinned_dev[MT_MAX_DEVICES];   /* by the device current at the allocation */
-static _Atomic uint64_t failures_nodev;          /* failures whose device is unknown */
+mt_device mt_devs[MT_MAX_DEVICES];
+mt_counters mt_pinned_all __attribute__((aligned(64)));
+mt_counters mt_pinned_dev[MT_MAX_DEVICES];   /* by the device current at the allocation */
+_Atomic uint64_t mt_failures_nodev;          /* failures whose device is unknown */
 
 static atomic_int mt_activated;
 
@@ -92,18 +78,6 @@ static inline int mt_raise(mt_counters *c, uint64_t live)
  * tr_stack_capture() must be called by the wrapper itself (it takes its
  * caller's frame for the wrapper's), so the helpers below leave what needs a
  * stack here and the wrapper ends with MT_FINISH. */
-
-typedef struct {
-    const char *api;
-    int device;                /* -1 unknown */
-    uint64_t bytes, live;
-    int has_info;
-    uint64_t free_bytes, total_bytes;
-    char error[64];
-    int code;
-    uint64_t t_ns;
-    int32_t stack;
-} mt_failure;
 
 enum { MT_NOTHING = 0, MT_PEAK, MT_FAILURE };
 
@@ -143,7 +117,7 @@ static void mt_fail_store(const mt_failure *f);
 static __attribute__((noinline)) void mt_finish(mt_pending *pd, int32_t stack)
 {
     if (pd->what == MT_PEAK) {
-        mt_device *d = &devs[pd->device];
+        mt_device *d = &mt_devs[pd->device];
         mt_lock(&d->plock);
         if (d->p_bytes == pd->live)    /* still this peak */
             d->p_stack = stack;
@@ -161,21 +135,16 @@ static __attribute__((noinline)) void mt_finish(mt_pending *pd, int32_t stack)
             mt_finish(&(pd), tr_stack_capture());                              \
     } while (0)
 
-static inline int mt_device_ok(int device)
-{
-    return device >= 0 && device < MT_MAX_DEVICES;
-}
-
 /* Subtracts an entry that left the table (freed, or replaced as stale). */
 void mt_uncount(const mt_slot *e, int is_free)
 {
     mt_counters *c[2] = {NULL, NULL};
     if (e->kind == MT_PINNED) {
-        c[0] = &pinned_all;
+        c[0] = &mt_pinned_all;
         if (mt_device_ok(e->device))
-            c[1] = &pinned_dev[e->device];
+            c[1] = &mt_pinned_dev[e->device];
     } else {
-        c[0] = &devs[e->device].c;       /* device entries always have a valid device */
+        c[0] = &mt_devs[e->device].c;       /* device entries always have a valid device */
     }
     for (int k = 0; k < 2; k++) {
         if (!c[k])
@@ -206,7 +175,7 @@ static inline void mt_count_alloc(mt_table *t, uintptr_t key, uint64_t size, int
     if (!mt_insert(t, &v))
         return;
     if (kind == MT_PINNED) {
-        mt_counters *c[2] = {&pinned_all, mt_device_ok(device) ? &pinned_dev[device] : NULL};
+        mt_counters *c[2] = {&mt_pinned_all, mt_device_ok(device) ? &mt_pinned_dev[device] : NULL};
         for (int k = 0; k < 2; k++) {
             if (!c[k])
                 continue;
@@ -216,7 +185,7 @@ static inline void mt_count_alloc(mt_table *t, uintptr_t key, uint64_t size, int
         }
         return;
     }
-    mt_device *d = &devs[device];
+    mt_device *d = &mt_devs[device];
     uint64_t live = atomic_fetch_add_explicit(&d->c.live, size, memory_order_relaxed) + size;
     if (live > atomic_load_explicit(&d->c.peak, memory_order_relaxed) && mt_raise(&d->c, live))
         mt_peak_grew(d, device, live, pd);
@@ -237,24 +206,18 @@ static void mt_free_end(mt_table *t, const mt_slot *e, int ok)
 
 /* ---- failures -------------------------------------------------------------- */
 
-typedef struct {
-    atomic_int lock;
-    uint64_t number;           /* 1 + the failure's index; 0: empty */
-    mt_failure f;
-} mt_fail_slot;
-
-static mt_fail_slot fail_slots[MT_FAIL_HEAD + MT_FAIL_TAIL];
-static _Atomic uint64_t fail_count;
+mt_fail_slot mt_fail_slots[MT_FAIL_HEAD + MT_FAIL_TAIL];
+_Atomic uint64_t mt_fail_count;
 
 static void mt_fail_store(const mt_failure *f)
 {
-    uint64_t n = atomic_fetch_add_explicit(&fail_count, 1, memory_order_relaxed);
+    uint64_t n = atomic_fetch_add_explicit(&mt_fail_count, 1, memory_order_relaxed);
     if (mt_device_ok(f->device))
-        atomic_fetch_add_explicit(&devs[f->device].failures, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&mt_devs[f->device].failures, 1, memory_order_relaxed);
     else
-        atomic_fetch_add_explicit(&failures_nodev, 1, memory_order_relaxed);
-    mt_fail_slot *s = n < MT_FAIL_HEAD ? &fail_slots[n]
-                                       : &fail_slots[MT_FAIL_HEAD + (n - MT_FAIL_HEAD) % MT_FAIL_TAIL];
+        atomic_fetch_add_explicit(&mt_failures_nodev, 1, memory_order_relaxed);
+    mt_fail_slot *s = n < MT_FAIL_HEAD ? &mt_fail_slots[n]
+                                       : &mt_fail_slots[MT_FAIL_HEAD + (n - MT_FAIL_HEAD) % MT_FAIL_TAIL];
     mt_lock(&s->lock);
     if (s->number < n + 1) {   /* a later failure may already have taken a tail slot */
         s->number = n + 1;
@@ -363,9 +326,9 @@ static __attribute__((noinline)) void mt_fail(const char *api, mt_api_family fam
     f.bytes = bytes;
     f.code = code;
     if (pinned)
-        f.live = atomic_load_explicit(&pinned_all.live, memory_order_relaxed);
+        f.live = atomic_load_explicit(&mt_pinned_all.live, memory_order_relaxed);
     else if (mt_device_ok(device))
-        f.live = atomic_load_explicit(&devs[device].c.live, memory_order_relaxed);
+        f.live = atomic_load_explicit(&mt_devs[device].c.live, memory_order_relaxed);
     if (!pinned && device >= 0 && device == current) {
         MT_REAL_OPT(info, fn_cuMemGetInfo, "cuMemGetInfo_v2", TR_LIB_CUDA);
         size_t fr = 0, tot = 0;
@@ -722,126 +685,4 @@ TR_API CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
     if (!real)
         MT_MISSING_DRV("cuMemRelease");
     MT_FREE_BODY(&mt_live_handles, (uintptr_t)handle, real(handle), r == CUDA_SUCCESS)
-}
-
-/* ---- trace output ---------------------------------------------------------- */
-
-static void mt_write_counters(tr_json *j, const char *key, mt_counters *c)
-{
-    uint64_t live = atomic_load_explicit(&c->live, memory_order_relaxed);
-    uint64_t peak = atomic_load_explicit(&c->peak, memory_order_relaxed);
-    trj_object_begin(j, key);
-    trj_uint(j, "live_bytes", live);
-    trj_uint(j, "peak_bytes", peak > live ? peak : live);
-    trj_uint(j, "allocs", atomic_load_explicit(&c->allocs, memory_order_relaxed));
-    trj_uint(j, "frees", atomic_load_explicit(&c->frees, memory_order_relaxed));
-    trj_object_end(j);
-}
-
-static void mt_write_failure(tr_json *j, const mt_failure *f)
-{
-    trj_object_begin(j, NULL);
-    trj_str(j, "api", f->api);
-    if (f->device >= 0)
-        trj_int(j, "device", f->device);
-    else
-        trj_null(j, "device");
-    trj_uint(j, "bytes", f->bytes);
-    trj_uint(j, "live_bytes", f->live);
-    if (f->has_info) {
-        trj_uint(j, "free_bytes", f->free_bytes);
-        trj_uint(j, "total_bytes", f->total_bytes);
-    } else {
-        trj_null(j, "free_bytes");
-        trj_null(j, "total_bytes");
-    }
-    trj_str(j, "error", f->error);
-    trj_int(j, "error_code", f->code);
-    trj_uint(j, "t_ns", f->t_ns);
-    trj_int(j, "stack", f->stack);
-    trj_object_end(j);
-}
-
-/* Copies the failure numbered n (0-based) if its slot still holds it. */
-static int mt_fail_get(uint64_t n, mt_failure *out)
-{
-    mt_fail_slot *s = n < MT_FAIL_HEAD ? &fail_slots[n]
-                                       : &fail_slots[MT_FAIL_HEAD + (n - MT_FAIL_HEAD) % MT_FAIL_TAIL];
-    int locked = mt_lock_bounded(&s->lock);
-    int ok = s->number == n + 1;
-    if (ok)
-        *out = s->f;
-    if (locked)
-        mt_unlock(&s->lock);
-    out->error[sizeof out->error - 1] = '\0';   /* read without the lock: maybe torn */
-    return ok;
-}
-
-void tr_memory_write_json(tr_json *j, int device)
-{
-    trj_object_begin(j, "memory");
-
-    trj_array_begin(j, "devices");
-    for (int d = 0; d < MT_MAX_DEVICES; d++) {
-        mt_device *md = &devs[d];
-        if ((device >= 0 && d != device) || !atomic_load_explicit(&md->c.allocs, memory_order_acquire))
-            continue;
-        uint64_t live = atomic_load_explicit(&md->c.live, memory_order_relaxed);
-        int locked = mt_lock_bounded(&md->plock);
-        uint64_t p_bytes = md->p_bytes, p_ns = md->p_ns, p_comm = md->p_comm, p_seq = md->p_seq;
-        int32_t p_stack = md->p_stack;
-        int p_has_coll = md->p_has_coll;
-        if (locked)
-            mt_unlock(&md->plock);
-        /* p_bytes lags the peak counter only while a new peak is being
-         * noted: then live may be ahead of it */
-        uint64_t peak = p_bytes > live ? p_bytes : live;
-        trj_object_begin(j, NULL);
-        trj_int(j, "device", d);
-        trj_uint(j, "live_bytes", live);
-        trj_uint(j, "peak_bytes", peak);
-        trj_uint(j, "allocs", atomic_load_explicit(&md->c.allocs, memory_order_relaxed));
-        trj_uint(j, "frees", atomic_load_explicit(&md->c.frees, memory_order_relaxed));
-        trj_uint(j, "peak_ns", p_ns);
-        trj_int(j, "peak_stack", p_stack);   /* -1 also while the stack is being taken */
-        if (p_has_coll) {
-            trj_object_begin(j, "peak_after");
-            trj_hex(j, "comm", p_comm);
-            trj_uint(j, "seq", p_seq);
-            trj_object_end(j);
-        } else {
-            trj_null(j, "peak_after");
-        }
-        trj_object_end(j);
-    }
-    trj_array_end(j);
-
-    mt_write_counters(j, "pinned", device >= 0 && device < MT_MAX_DEVICES ? &pinned_dev[device]
-                                                                            : &pinned_all);
-
-    /* The first MT_FAIL_HEAD failures and the last MT_FAIL_TAIL, in order;
-     * with a device, that device's and those of unknown device. */
-    uint64_t total = atomic_load_explicit(&fail_count, memory_order_acquire);
-    uint64_t of_view = device < 0 ? total
-                       : atomic_load_explicit(&failures_nodev, memory_order_relaxed) +
-                             (device < MT_MAX_DEVICES
-                                  ? atomic_load_explicit(&devs[device].failures, memory_order_relaxed)
-                                  : 0);
-    uint64_t listed = 0;
-    trj_array_begin(j, "failures");
-    uint64_t head_end = total < MT_FAIL_HEAD ? total : MT_FAIL_HEAD;
-    uint64_t tail_start = total > MT_FAIL_HEAD + MT_FAIL_TAIL ? total - MT_FAIL_TAIL : head_end;
-    for (uint64_t n = 0; n < total; n = n + 1 == head_end ? tail_start : n + 1) {
-        mt_failure f;
-        if (!mt_fail_get(n, &f))
-            continue;
-        if (device >= 0 && mt_device_ok(f.device) && f.device != device)
-            continue;
-        mt_write_failure(j, &f);
-        listed++;
-    }
-    trj_array_end(j);
-    trj_uint(j, "failures_dropped", of_view > listed ? of_view - listed : 0);
-
-    trj_object_end(j);
 }

@@ -1,6 +1,7 @@
 /* The live-allocation table of the memory accounting, and the spin locks it
- * shares with it. Shared by tr_memory.c (wrappers, counters) and
- * tr_memtable.c (the table); not used elsewhere. */
+ * shares with it. Shared by tr_memory.c (wrappers, counters), tr_memjson.c
+ * (the locks, for the trace) and tr_memtable.c (the table); not used
+ * elsewhere. */
 #ifndef TR_MEMTABLE_H
 #define TR_MEMTABLE_H
 

@@ -36,8 +36,9 @@
  * that is capturing a CUDA graph is never given our work.
  *
  * Results are kept per check in an append-only table (record index of the
- * call, which buffer, status, counts); the writer places them in the trace
- * next to the calls (tr_nan_snapshot, tr_nan_place, tr_nan_write_json). */
+ * call, which buffer, status, counts: tr_nanresults.c); the writer places
+ * them in the trace next to the calls (tr_nan_snapshot, tr_nan_place,
+ * tr_nan_write_json). */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -49,169 +50,9 @@
 
 #include "tr_nancheck.h"
 #include "tr_nangpu.h"
+#include "tr_nanresults.h"
 #include "tr_nanscan.h"
 #include "tr_nccl_int.h"
-
-/* ---- the table of checks ------------------------------------------------- */
-
-enum { ST_NONE, ST_PENDING, ST_CLEAN, ST_NONFINITE, ST_NOT_CHECKED };
-enum { ENG_NONE, ENG_HOST, ENG_GPU };
-enum { BUF_INPUT, BUF_OUTPUT };
-
-/* Why a check did not run; with some, err holds a CUDA runtime (RT),
- * driver (DRV) or NCCL (NC) code. */
-enum {
-    R_NONE,
-    R_ERROR_PENDING,      /* RT: the application had an error pending */
-    R_CAPTURING,
-    R_POOL,
-    R_PINNED_ALLOC,       /* RT */
-    R_COPY,               /* RT */
-    R_HOST_FUNC,          /* RT */
-    R_SET_DEVICE,         /* RT */
-    R_NO_RUNTIME,
-    R_GPU_UNAVAILABLE,    /* DRV (TRSHIM_NANCHECK_ENGINE=gpu) */
-    R_GPU_BUSY,
-    R_GPU_LAUNCH,         /* DRV */
-    R_CALL_FAILED,        /* NC */
-    R_GROUP_FAILED,       /* NC */
-    R_COMM_ERROR,         /* NC */
-    R_COMM_ENDED,
-    R_ENQUEUE_TIMEOUT,
-    R_SIZE_UNKNOWN,
-    R_RANK_UNKNOWN,
-    R_NULL_BUFFER,
-    R_GROUP_TOO_LARGE,
-    R_NO_THREAD,
-    R_EXIT,
-    R_COUNT
-};
-static const char *const reason_names[R_COUNT] = {
-    NULL, "cuda_error_pending", "stream_capturing", "pool_exhausted", "pinned_alloc_failed", "copy_failed",
-    "host_func_failed", "set_device_failed", "no_cuda_runtime", "gpu_unavailable", "gpu_busy",
-    "gpu_launch_failed", "call_failed", "group_failed", "comm_error", "comm_ended", "enqueue_timeout",
-    "comm_size_unknown", "comm_rank_unknown", "null_buffer", "group_too_large", "no_thread", "exit"};
-enum { ERR_NONE, ERR_RT, ERR_DRV, ERR_NC };
-static const unsigned char reason_err[R_COUNT] = {
-    [R_ERROR_PENDING] = ERR_RT, [R_PINNED_ALLOC] = ERR_RT, [R_COPY] = ERR_RT, [R_HOST_FUNC] = ERR_RT,
-    [R_SET_DEVICE] = ERR_RT, [R_GPU_UNAVAILABLE] = ERR_DRV, [R_GPU_LAUNCH] = ERR_DRV,
-    [R_CALL_FAILED] = ERR_NC, [R_GROUP_FAILED] = ERR_NC, [R_COMM_ERROR] = ERR_NC};
-
-typedef struct {
-    uint32_t rec;                 /* record index of the call */
-    _Atomic uint32_t status;      /* ST_*, stored last (release) */
-    uint8_t buffer, engine, reason, pad;
-    int32_t err;
-    uint32_t detail;              /* ST_NONFINITE: index + 1 into the details */
-    uint32_t pad2;
-    uint64_t checked, elems;      /* elements checked (or to be), in the buffer */
-} entry;
-
-typedef struct {
-    uint64_t nan, inf, first;
-    int first_kind;               /* 1 NaN, 2 infinity */
-} detail;
-
-/* Chunked, append-only, lock-free to read: like the call records. */
-#define CHUNK_BITS 12
-#define CHUNK (1u << CHUNK_BITS)
-#define MAX_CHUNKS (1u << 17)     /* 2^29 checks: two per record at most */
-static _Atomic(entry *) g_ent[MAX_CHUNKS];
-static _Atomic(detail *) g_det[MAX_CHUNKS];
-static _Atomic uint64_t g_nent, g_ndet, g_dropped;
-static _Atomic uint64_t g_used_host, g_used_gpu;
-
-static void *chunk_slot(void *_Atomic *chunks, uint64_t i, size_t esize)
-{
-    void *_Atomic *slot = &chunks[i >> CHUNK_BITS];
-    char *c = atomic_load_explicit(slot, memory_order_acquire);
-    if (!c) {
-        char *fresh = calloc(CHUNK, esize);
-        if (!fresh) return NULL;
-        void *expect = NULL;
-        if (atomic_compare_exchange_strong(slot, &expect, fresh)) c = fresh;
-        else {
-            free(fresh);
-            c = expect;
-        }
-    }
-    return c + (i & (CHUNK - 1)) * esize;
-}
-
-static entry *entry_at(uint64_t i)
-{
-    if (i >> CHUNK_BITS >= MAX_CHUNKS) return NULL;
-    entry *c = atomic_load_explicit((_Atomic(entry *) *)&g_ent[i >> CHUNK_BITS], memory_order_acquire);
-    return c ? &c[i & (CHUNK - 1)] : NULL;
-}
-
-static detail *detail_at(uint64_t i)
-{
-    if (i >> CHUNK_BITS >= MAX_CHUNKS) return NULL;
-    detail *c = atomic_load_explicit((_Atomic(detail *) *)&g_det[i >> CHUNK_BITS], memory_order_acquire);
-    return c ? &c[i & (CHUNK - 1)] : NULL;
-}
-
-#define NO_ENTRY UINT64_MAX
-
-static uint64_t entry_new(uint64_t rec, int buffer, uint64_t elems)
-{
-    uint64_t limit = 2 * tr_cfg()->max_records;
-    uint64_t i = atomic_fetch_add(&g_nent, 1);
-    entry *e = i < limit && i >> CHUNK_BITS < MAX_CHUNKS ? chunk_slot((void *_Atomic *)g_ent, i, sizeof(entry))
-                                                          : NULL;
-    if (!e) {
-        atomic_fetch_add_explicit(&g_dropped, 1, memory_order_relaxed);
-        return NO_ENTRY;
-    }
-    e->rec = (uint32_t)rec;
-    e->buffer = (uint8_t)buffer;
-    e->elems = elems;
-    return i;
-}
-
-static void entry_not_checked(uint64_t i, int reason, int err)
-{
-    entry *e = entry_at(i);
-    if (!e) return;
-    e->engine = ENG_NONE;
-    e->reason = (uint8_t)reason;
-    e->err = err;
-    e->checked = 0;
-    atomic_store_explicit(&e->status, ST_NOT_CHECKED, memory_order_release);
-}
-
-static void entry_pending(uint64_t i, int engine, uint64_t checked)
-{
-    entry *e = entry_at(i);
-    if (!e) return;
-    e->engine = (uint8_t)engine;
-    e->reason = R_NONE;
-    e->checked = checked;
-    atomic_store_explicit(&e->status, ST_PENDING, memory_order_release);
-}
-
-static void entry_result(uint64_t i, const tr_nanscan_result *r)
-{
-    entry *e = entry_at(i);
-    if (!e) return;
-    if (r->nan || r->inf) {
-        uint64_t d = atomic_fetch_add(&g_ndet, 1);
-        detail *dt = d < 2 * tr_cfg()->max_records && d >> CHUNK_BITS < MAX_CHUNKS
-                         ? chunk_slot((void *_Atomic *)g_det, d, sizeof(detail))
-                         : NULL;
-        if (dt) {
-            dt->nan = r->nan;
-            dt->inf = r->inf;
-            dt->first = r->first_nan < r->first_inf ? r->first_nan : r->first_inf;
-            dt->first_kind = r->first_nan < r->first_inf ? 1 : 2;
-            e->detail = (uint32_t)(d + 1);
-        }
-        atomic_store_explicit(&e->status, ST_NONFINITE, memory_order_release);
-    } else {
-        atomic_store_explicit(&e->status, ST_CLEAN, memory_order_release);
-    }
-}
 
 /* ---- the CUDA runtime, found at run time --------------------------------- */
 
@@ -222,7 +63,6 @@ typedef cudaError_t (*f_hostalloc)(void **, size_t, unsigned int);
 typedef cudaError_t (*f_getdev)(int *);
 typedef cudaError_t (*f_setdev)(int);
 typedef cudaError_t (*f_capmode)(enum cudaStreamCaptureMode *);
-typedef const char *(*f_errname)(cudaError_t);
 typedef ncclResult_t (*f_asyncerr)(ncclComm_t, ncclResult_t *);
 
 static struct {
@@ -386,7 +226,7 @@ static void CUDART_CB host_cb(void *arg)
 static void gpu_done(uint64_t tag, const tr_nanscan_result *r, void *arg)
 {
     (void)arg;
-    entry_result(tag, r);
+    tr_nan_entry_result(tag, r);
     atomic_fetch_sub(&g_gpu_pending, 1);
 }
 
@@ -422,7 +262,7 @@ static int defer_step(defer *d, int stopping)
         }
     }
     if (reason != R_NONE) {
-        entry_not_checked(d->entry, reason, err);
+        tr_nan_entry_not_checked(d->entry, reason, err);
         return 1;
     }
     /* this thread's current device is its own: the stream's device for the
@@ -470,7 +310,7 @@ static void *nan_main(void *arg)
             tr_nanscan_result r;
             tr_nanscan_init(&r);
             tr_nanscan(s->dtype, s->buf, s->n, 0, &r);
-            entry_result(s->entry, &r);
+            tr_nan_entry_result(s->entry, &r);
             pool_put(s);
         }
         tr_nangpu_poll(gpu_done, NULL);
@@ -558,16 +398,6 @@ static int thread_up(void)
 
 /* ---- one check ------------------------------------------------------------------ */
 
-static _Atomic(const char *) g_gpu_why;     /* why the GPU engine was not used, first seen */
-static _Atomic int g_gpu_why_err;
-
-static void note_gpu_why(const char *why, int err)
-{
-    const char *expect = NULL;
-    atomic_store(&g_gpu_why_err, err);
-    atomic_compare_exchange_strong(&g_gpu_why, &expect, why);
-}
-
 static const char *gpu_rc_text(int rc)
 {
     switch (rc) {
@@ -602,7 +432,7 @@ static int host_enqueue(uint64_t e, int dtype, const void *buf, uint64_t n, cuda
     s->entry = e;
     s->dtype = dtype;
     s->n = n;
-    entry_pending(e, ENG_HOST, n);
+    tr_nan_entry_pending(e, ENG_HOST, n);
     cudaError_t r = rt.memcpy_async(s->buf, buf, bytes, cudaMemcpyDeviceToHost, stream);
     if (r != cudaSuccess) {
         pool_put(s);
@@ -614,7 +444,7 @@ static int host_enqueue(uint64_t e, int dtype, const void *buf, uint64_t n, cuda
         reason = R_HOST_FUNC;
     }
     if (switched) rt.setdev(cur);
-    if (reason == R_NONE) atomic_fetch_add_explicit(&g_used_host, 1, memory_order_relaxed);
+    if (reason == R_NONE) atomic_fetch_add_explicit(&tr_nan_used_host, 1, memory_order_relaxed);
     return reason;
 }
 
@@ -630,30 +460,30 @@ static void check_entry(const tr_nan_call *c, uint64_t e, const void *buf, uint6
 {
     const tr_settings *cfg = tr_cfg();
     uint64_t n = capped(c, elems);
-    if (c->capturing == 1) { entry_not_checked(e, R_CAPTURING, 0); return; }
+    if (c->capturing == 1) { tr_nan_entry_not_checked(e, R_CAPTURING, 0); return; }
     if (elems == 0) {
-        entry_pending(e, ENG_NONE, 0);
+        tr_nan_entry_pending(e, ENG_NONE, 0);
         tr_nanscan_result none;
         tr_nanscan_init(&none);
-        entry_result(e, &none);
+        tr_nan_entry_result(e, &none);
         return;
     }
-    if (!buf) { entry_not_checked(e, R_NULL_BUFFER, 0); return; }
-    if (!thread_up()) { entry_not_checked(e, R_NO_THREAD, 0); return; }
+    if (!buf) { tr_nan_entry_not_checked(e, R_NULL_BUFFER, 0); return; }
+    if (!thread_up()) { tr_nan_entry_not_checked(e, R_NO_THREAD, 0); return; }
     /* without a CUDA runtime (NCCL links its own statically) there is no
      * runtime error state to keep, and only the GPU engine can run */
     int have_rt = rt_lookup();
     if (have_rt) {
         cudaError_t pending = rt.peek();
-        if (pending != cudaSuccess) { entry_not_checked(e, R_ERROR_PENDING, (int)pending); return; }
+        if (pending != cudaSuccess) { tr_nan_entry_not_checked(e, R_ERROR_PENDING, (int)pending); return; }
     }
 
     int err = 0;
     if (cfg->nancheck_engine != TR_NAN_ENGINE_HOST) {
-        entry_pending(e, ENG_GPU, n);
+        tr_nan_entry_pending(e, ENG_GPU, n);
         int rc = tr_nangpu_enqueue((void *)c->stream, c->dtype, buf, n, e, &err);
         if (rc == TR_NANGPU_OK) {
-            atomic_fetch_add_explicit(&g_used_gpu, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&tr_nan_used_gpu, 1, memory_order_relaxed);
             /* the thread polls while this is not 0 (it may even have read
              * the result already: the count is only a reason to look) */
             if (atomic_fetch_add(&g_gpu_pending, 1) == 0) {
@@ -663,24 +493,27 @@ static void check_entry(const tr_nan_call *c, uint64_t e, const void *buf, uint6
             }
             return;
         }
-        if (rc == TR_NANGPU_NO_SLOT) { entry_not_checked(e, R_GPU_BUSY, 0); return; }
-        if (rc == TR_NANGPU_LAUNCH_FAILED) { entry_not_checked(e, R_GPU_LAUNCH, err); return; }
-        note_gpu_why(gpu_rc_text(rc), err);
-        if (cfg->nancheck_engine == TR_NAN_ENGINE_GPU) { entry_not_checked(e, R_GPU_UNAVAILABLE, err); return; }
+        if (rc == TR_NANGPU_NO_SLOT) { tr_nan_entry_not_checked(e, R_GPU_BUSY, 0); return; }
+        if (rc == TR_NANGPU_LAUNCH_FAILED) { tr_nan_entry_not_checked(e, R_GPU_LAUNCH, err); return; }
+        tr_nan_note_gpu_why(gpu_rc_text(rc), err);
+        if (cfg->nancheck_engine == TR_NAN_ENGINE_GPU) {
+            tr_nan_entry_not_checked(e, R_GPU_UNAVAILABLE, err);
+            return;
+        }
         err = 0;
     }
-    if (!have_rt) { entry_not_checked(e, R_NO_RUNTIME, 0); return; }
+    if (!have_rt) { tr_nan_entry_not_checked(e, R_NO_RUNTIME, 0); return; }
     int reason = host_enqueue(e, c->dtype, buf, n, c->stream, c->device, &err);
     if (reason == R_NONE) return;
     /* one of our runtime calls failed: the error it left is ours (there was
      * none before), so this clears exactly that */
     if (reason != R_POOL) rt.getlast();
-    entry_not_checked(e, reason, err);
+    tr_nan_entry_not_checked(e, reason, err);
 }
 
 static void check_one(const tr_nan_call *c, int buffer, const void *buf, uint64_t elems)
 {
-    uint64_t e = entry_new(c->rec, buffer, elems);
+    uint64_t e = tr_nan_entry_new(c->rec, buffer, elems);
     if (e != NO_ENTRY) check_entry(c, e, buf, elems);
 }
 
@@ -691,8 +524,8 @@ static void input_check(const tr_nan_call *c)
     uint64_t elems = c->count;
     if (c->op == TR_NAN_OP_REDUCESCATTER) {
         if (c->nranks <= 0) {
-            uint64_t e = entry_new(c->rec, BUF_INPUT, 0);
-            if (e != NO_ENTRY) entry_not_checked(e, R_SIZE_UNKNOWN, 0);
+            uint64_t e = tr_nan_entry_new(c->rec, BUF_INPUT, 0);
+            if (e != NO_ENTRY) tr_nan_entry_not_checked(e, R_SIZE_UNKNOWN, 0);
             return;
         }
         elems = (uint64_t)c->count * (uint64_t)c->nranks;
@@ -705,8 +538,8 @@ static int has_output(const tr_nan_call *c)
 {
     if (c->op != TR_NAN_OP_REDUCE) return 1;
     if (c->rank < 0) {
-        uint64_t e = entry_new(c->rec, BUF_OUTPUT, c->count);
-        if (e != NO_ENTRY) entry_not_checked(e, R_RANK_UNKNOWN, 0);
+        uint64_t e = tr_nan_entry_new(c->rec, BUF_OUTPUT, c->count);
+        if (e != NO_ENTRY) tr_nan_entry_not_checked(e, R_RANK_UNKNOWN, 0);
         return 0;
     }
     return c->rank == c->root;
@@ -714,8 +547,8 @@ static int has_output(const tr_nan_call *c)
 
 static void output_not_checked(const tr_nan_call *c, int reason, int err)
 {
-    uint64_t e = entry_new(c->rec, BUF_OUTPUT, c->count);
-    if (e != NO_ENTRY) entry_not_checked(e, reason, err);
+    uint64_t e = tr_nan_entry_new(c->rec, BUF_OUTPUT, c->count);
+    if (e != NO_ENTRY) tr_nan_entry_not_checked(e, reason, err);
 }
 
 /* After the collective (or its group) returned rc. */
@@ -728,11 +561,11 @@ static void output_after(const tr_nan_call *c, ncclResult_t rc, int group_rc)
     if (rc == ncclSuccess && group_rc == ncclSuccess) { check_one(c, BUF_OUTPUT, c->recvbuff, c->count); return; }
     /* in progress: enqueued later by the background thread; pending meanwhile */
     if (!thread_up()) { output_not_checked(c, R_NO_THREAD, 0); return; }
-    uint64_t e = entry_new(c->rec, BUF_OUTPUT, c->count);
+    uint64_t e = tr_nan_entry_new(c->rec, BUF_OUTPUT, c->count);
     if (e == NO_ENTRY) return;
     defer *d = malloc(sizeof *d);
-    if (!d) { entry_not_checked(e, R_NO_THREAD, 0); return; }
-    entry_pending(e, ENG_NONE, capped(c, c->count));
+    if (!d) { tr_nan_entry_not_checked(e, R_NO_THREAD, 0); return; }
+    tr_nan_entry_pending(e, ENG_NONE, capped(c, c->count));
     d->c = *c;
     d->entry = e;
     d->since_ns = tr_now_ns();
@@ -766,8 +599,8 @@ void tr_nan_before(const tr_nan_call *c, int in_group)
         if (!g) {
             /* the checks of this call say why there are none */
             if (tr_cfg()->nancheck == TR_NAN_ALL) {
-                uint64_t e = entry_new(c->rec, BUF_INPUT, c->count);
-                if (e != NO_ENTRY) entry_not_checked(e, R_GROUP_TOO_LARGE, 0);
+                uint64_t e = tr_nan_entry_new(c->rec, BUF_INPUT, c->count);
+                if (e != NO_ENTRY) tr_nan_entry_not_checked(e, R_GROUP_TOO_LARGE, 0);
             }
             if (c->op != TR_NAN_OP_REDUCE || c->rank == c->root) output_not_checked(c, R_GROUP_TOO_LARGE, 0);
             return;
@@ -808,205 +641,4 @@ void tr_nan_group_end_after(ncclResult_t rc)
         t_group = NULL;
         t_capgroup = 0;
     }
-}
-
-/* ---- the trace ------------------------------------------------------------------------ */
-
-typedef struct {
-    uint32_t rec;
-    uint8_t buffer;
-    uint64_t idx;       /* entry index */
-    int64_t pos;        /* index in "calls", -1: not in this trace */
-} snap_item;
-
-struct tr_nan_snap {
-    snap_item *v;
-    size_t n, cursor;
-};
-
-static int cmp_item(const void *a, const void *b)
-{
-    const snap_item *x = a, *y = b;
-    if (x->rec != y->rec) return x->rec < y->rec ? -1 : 1;
-    if (x->buffer != y->buffer) return x->buffer < y->buffer ? -1 : 1;
-    return (x->idx > y->idx) - (x->idx < y->idx);
-}
-
-tr_nan_snap *tr_nan_snapshot(void)
-{
-    if (tr_cfg()->nancheck == TR_NAN_OFF) return NULL;
-    tr_nan_snap *s = calloc(1, sizeof *s);
-    if (!s) return NULL;
-    uint64_t n = atomic_load(&g_nent), limit = 2 * tr_cfg()->max_records;
-    if (n > limit) n = limit;
-    s->v = n ? malloc(n * sizeof *s->v) : NULL;
-    if (n && !s->v) return s;
-    for (uint64_t i = 0; i < n; i++) {
-        entry *e = entry_at(i);
-        if (!e || atomic_load_explicit(&e->status, memory_order_acquire) == ST_NONE) continue;
-        s->v[s->n++] = (snap_item){.rec = e->rec, .buffer = e->buffer, .idx = i, .pos = -1};
-    }
-    qsort(s->v, s->n, sizeof *s->v, cmp_item);
-    return s;
-}
-
-void tr_nan_place(tr_nan_snap *s, uint64_t rec, uint64_t pos)
-{
-    if (!s) return;
-    while (s->cursor < s->n && s->v[s->cursor].rec < rec) s->cursor++;
-    for (size_t k = s->cursor; k < s->n && s->v[k].rec == rec; k++) s->v[k].pos = (int64_t)pos;
-}
-
-static char *put_lit(char *p, const char *s)
-{
-    while (*s) *p++ = *s++;
-    return p;
-}
-
-static char *put_u64(char *p, uint64_t v)
-{
-    char tmp[24];
-    int n = 0;
-    do tmp[n++] = (char)('0' + v % 10); while ((v /= 10));
-    while (n) *p++ = tmp[--n];
-    return p;
-}
-
-static const char *const nc_names[] = {"ncclSuccess", "ncclUnhandledCudaError", "ncclSystemError",
-                                       "ncclInternalError", "ncclInvalidArgument", "ncclInvalidUsage",
-                                       "ncclRemoteError", "ncclInProgress"};
-
-/* "reason" or "reason: error name" into out (no quotes, JSON-safe) */
-static void reason_text(char *out, size_t cap, const entry *e)
-{
-    const char *base = e->reason < R_COUNT ? reason_names[e->reason] : "unknown";
-    const char *name = NULL;
-    char num[32];
-    switch (e->reason < R_COUNT ? reason_err[e->reason] : ERR_NONE) {
-    case ERR_RT: {
-        static f_errname fn;          /* the writer's thread only (under its mutex) */
-        static int looked;
-        if (!looked) {
-            fn = (f_errname)tr_real("cudaGetErrorName", TR_LIB_CUDART);
-            looked = 1;
-        }
-        name = fn ? fn((cudaError_t)e->err) : NULL;
-        break;
-    }
-    case ERR_DRV:
-        name = e->err ? tr_nangpu_error_name(e->err) : NULL;
-        break;
-    case ERR_NC:
-        if (e->err >= 0 && e->err < (int)(sizeof nc_names / sizeof nc_names[0])) name = nc_names[e->err];
-        break;
-    default:
-        snprintf(out, cap, "%s", base);
-        return;
-    }
-    if (!name) {
-        snprintf(num, sizeof num, "error %d", e->err);
-        name = num;
-    }
-    if (e->reason == R_GPU_UNAVAILABLE) {
-        const char *why = atomic_load(&g_gpu_why);
-        snprintf(out, cap, "%s: %s%s%s", base, why ? why : "", why && e->err ? ", " : "", e->err ? name : "");
-        return;
-    }
-    snprintf(out, cap, "%s: %s", base, name);
-    /* names are identifiers; anything else would need escaping */
-    for (char *q = out; *q; q++)
-        if (*q == '"' || *q == '\\' || (unsigned char)*q < 0x20) *q = '?';
-}
-
-static const char *const check_fields[] = {"call", "buffer", "status", "nan", "inf", "first", "first_kind",
-                                           "elems_checked", "elems", "engine", "reason"};
-static const char *const status_names[] = {NULL, "pending", "clean", "nonfinite", "not_checked"};
-static const char *const engine_names[] = {NULL, "host", "gpu"};
-
-void tr_nan_write_json(tr_json *j, tr_nan_snap *s)
-{
-    const tr_settings *cfg = tr_cfg();
-    static const char *const modes[] = {"off", "output", "all"};
-    static const char *const settings[] = {"auto", "host", "gpu"};
-    uint64_t host = atomic_load(&g_used_host), gpu = atomic_load(&g_used_gpu);
-    trj_object_begin(j, "nancheck");
-    trj_str(j, "mode", modes[cfg->nancheck]);
-    trj_str(j, "engine_setting", settings[cfg->nancheck_engine]);
-    trj_str(j, "engine", host && gpu ? "mixed" : gpu ? "gpu" : host ? "host" : NULL);
-    const char *why = atomic_load(&g_gpu_why);
-    if (cfg->nancheck != TR_NAN_OFF && cfg->nancheck_engine == TR_NAN_ENGINE_HOST)
-        why = "TRSHIM_NANCHECK_ENGINE=host";
-    if (why && cfg->nancheck != TR_NAN_OFF) {
-        char buf[256];
-        int err = atomic_load(&g_gpu_why_err);
-        const char *name = err ? tr_nangpu_error_name(err) : NULL;
-        snprintf(buf, sizeof buf, "%s%s%s", why, name ? ": " : "", name ? name : "");
-        trj_str(j, "gpu_unused", buf);
-    } else {
-        trj_null(j, "gpu_unused");
-    }
-    trj_uint(j, "max_bytes", cfg->nancheck_max_bytes);
-    trj_uint(j, "pool_bytes", cfg->nancheck_pool_bytes);
-    trj_uint(j, "dropped", atomic_load(&g_dropped));
-    trj_object_end(j);
-    if (!s) return;
-
-    trj_array_begin(j, "check_fields");
-    for (size_t i = 0; i < sizeof check_fields / sizeof check_fields[0]; i++) trj_str(j, NULL, check_fields[i]);
-    trj_array_end(j);
-    trj_array_begin(j, "checks");
-    int first = 1;
-    char row[512], why_txt[200];
-    for (size_t k = 0; k < s->n; k++) {
-        const snap_item *it = &s->v[k];
-        entry *e = entry_at(it->idx);
-        if (it->pos < 0 || !e) continue;
-        uint32_t st = atomic_load_explicit(&e->status, memory_order_acquire);
-        if (st == ST_NONE || st > ST_NOT_CHECKED) continue;
-        const detail *d = st == ST_NONFINITE && e->detail ? detail_at(e->detail - 1) : NULL;
-        char *p = row;
-        if (!first) *p++ = ',';
-        first = 0;
-        *p++ = '[';
-        p = put_u64(p, (uint64_t)it->pos);
-        p = put_lit(p, e->buffer == BUF_INPUT ? ",\"input\",\"" : ",\"output\",\"");
-        p = put_lit(p, status_names[st]);
-        p = put_lit(p, "\",");
-        p = put_u64(p, d ? d->nan : 0);
-        *p++ = ',';
-        p = put_u64(p, d ? d->inf : 0);
-        *p++ = ',';
-        if (d) {
-            p = put_u64(p, d->first);
-            p = put_lit(p, d->first_kind == 1 ? ",\"nan\"," : ",\"inf\",");
-        } else {
-            p = put_lit(p, "null,null,");
-        }
-        p = put_u64(p, st == ST_NOT_CHECKED ? 0 : e->checked);
-        *p++ = ',';
-        p = put_u64(p, e->elems);
-        *p++ = ',';
-        if (e->engine == ENG_HOST || e->engine == ENG_GPU) {
-            *p++ = '"';
-            p = put_lit(p, engine_names[e->engine]);
-            *p++ = '"';
-        } else {
-            p = put_lit(p, "null");
-        }
-        *p++ = ',';
-        if (st == ST_NOT_CHECKED) {
-            reason_text(why_txt, sizeof why_txt, e);
-            *p++ = '"';
-            p = put_lit(p, why_txt);
-            *p++ = '"';
-        } else {
-            p = put_lit(p, "null");
-        }
-        *p++ = ']';
-        fwrite(row, 1, (size_t)(p - row), j->f);
-    }
-    if (!first) j->has_items[j->depth] = 1;
-    trj_array_end(j);
-    free(s->v);
-    free(s);
 }

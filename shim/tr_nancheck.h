@@ -1,4 +1,4 @@
-/* NaN/Inf checks of reduced buffers (tr_nancheck.c): used by tr_nccl.c's
+/* NaN/Inf checks of reduced buffers (tr_nancheck.c; results and JSON in tr_nanresults.c): used by tr_nccl.c's
  * AllReduce, ReduceScatter and Reduce wrappers and its GroupEnd wrapper,
  * and by tr_writer.c for the trace's "nancheck" and "checks" members
  * (docs/trace-format.md). */

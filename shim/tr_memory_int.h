@@ -1,0 +1,68 @@
+/* The accounting state of the memory wrappers: per-device counters and
+ * peaks, pinned host memory, the failures kept. Shared by tr_memory.c (the
+ * wrappers, which count) and tr_memjson.c (the trace's "memory" member,
+ * which reads it); not used elsewhere. The live-allocation table and the
+ * spin locks are tr_memtable.h's. */
+#ifndef TR_MEMORY_INT_H
+#define TR_MEMORY_INT_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define MT_MAX_DEVICES 64          /* devices 0..63 are accounted */
+#define MT_FAIL_HEAD 500           /* failures kept: the first ones ... */
+#define MT_FAIL_TAIL 500           /* ... and the most recent ones */
+
+/* ---- counters -------------------------------------------------------------- */
+
+typedef struct {
+    _Atomic uint64_t live, peak, allocs, frees;
+} mt_counters;
+
+typedef struct {
+    mt_counters c;
+    _Atomic uint64_t failures;         /* failed allocations recorded on this device */
+    /* The peak's circumstances, consistent with each other (plock). */
+    atomic_int plock;
+    uint64_t p_bytes, p_ns, p_comm, p_seq;
+    int32_t p_stack;
+    int p_has_coll;
+} __attribute__((aligned(64))) mt_device;
+
+extern mt_device mt_devs[MT_MAX_DEVICES];
+extern mt_counters mt_pinned_all;
+extern mt_counters mt_pinned_dev[MT_MAX_DEVICES];   /* by the device current at the allocation */
+extern _Atomic uint64_t mt_failures_nodev;          /* failures whose device is unknown */
+
+static inline int mt_device_ok(int device)
+{
+    return device >= 0 && device < MT_MAX_DEVICES;
+}
+
+/* ---- failures -------------------------------------------------------------- */
+
+/* A failed allocation, as the trace lists it. */
+typedef struct {
+    const char *api;
+    int device;                /* -1 unknown */
+    uint64_t bytes, live;
+    int has_info;
+    uint64_t free_bytes, total_bytes;
+    char error[64];
+    int code;
+    uint64_t t_ns;
+    int32_t stack;
+} mt_failure;
+
+typedef struct {
+    atomic_int lock;
+    uint64_t number;           /* 1 + the failure's index; 0: empty */
+    mt_failure f;
+} mt_fail_slot;
+
+/* Failure n (0-based) is kept in slot n while n < MT_FAIL_HEAD, then in a
+ * ring of MT_FAIL_TAIL slots (the most recent ones). */
+extern mt_fail_slot mt_fail_slots[MT_FAIL_HEAD + MT_FAIL_TAIL];
+extern _Atomic uint64_t mt_fail_count;              /* failures recorded */
+
+#endif
