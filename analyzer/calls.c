@@ -79,30 +79,45 @@ static size_t skip_value(const char *b, size_t n, size_t i)
     return i;
 }
 
-int ta_find_member(const char *b, size_t n, const char *name, size_t *vs, size_t *ve)
+int ta_find_members(const char *b, size_t n, const char *const *names, int k, size_t *vs, size_t *ve, int *found)
 {
-    size_t nl = strlen(name);
+    int left = k;
+    for (int j = 0; j < k; j++) found[j] = 0;
     size_t i = ws(b, n, 0);
     if (i >= n || b[i] != '{') return -1;
     i = ws(b, n, i + 1);
-    if (i < n && b[i] == '}') return -1;
+    if (i < n && b[i] == '}') return 0;
     for (;;) {
         if (i >= n || b[i] != '"') return -1;
         size_t ke = str_end(b, n, i);
         if (ke == (size_t)-1) return -1;
-        int match = ke - i - 2 == nl && !memcmp(b + i + 1, name, nl);
+        int match = -1;
+        for (int j = 0; j < k; j++)
+            if (!found[j] && ke - i - 2 == strlen(names[j]) && !memcmp(b + i + 1, names[j], ke - i - 2)) match = j;
         i = ws(b, n, ke);
         if (i >= n || b[i] != ':') return -1;
         i = ws(b, n, i + 1);
         size_t e = skip_value(b, n, i);
         if (e == (size_t)-1 || e > n) return -1;
-        if (match) { *vs = i; *ve = e; return 0; }
+        if (match >= 0) {
+            vs[match] = i;
+            ve[match] = e;
+            found[match] = 1;
+            if (!--left) return 0;
+        }
         i = ws(b, n, e);
         if (i >= n) return -1;
-        if (b[i] == '}') return -1;
+        if (b[i] == '}') return 0;
         if (b[i] != ',') return -1;
         i = ws(b, n, i + 1);
     }
+}
+
+int ta_find_member(const char *b, size_t n, const char *name, size_t *vs, size_t *ve)
+{
+    int found;
+    if (ta_find_members(b, n, &name, 1, vs, ve, &found) < 0 || !found) return -1;
+    return 0;
 }
 
 /* one scalar at b[i]; returns the end, (size_t)-1 on a syntax error */
@@ -293,17 +308,19 @@ static const char *conv(const jv *vals, int nv, const int8_t *role, ta_trace *t,
     return NULL;
 }
 
-int ta_parse_calls(const char *b, size_t n, const int8_t *role, int npos, ta_trace *t, size_t *err_at,
-                   const char **first_why, int *first_i)
+/* ---- arrays of arrays (calls, checks): one row at a time ---- */
+typedef const char *(*row_fn)(void *ctx, const jv *vals, int k, int idx);
+
+/* Iterates the array of arrays b[0..n); each row's scalars (up to npos)
+ * go to fn, which returns NULL (kept) or why the row is skipped; a row that
+ * is not an array or is longer than npos is skipped here. 0, -1 syntax
+ * error at *err_at, -2 not an array. */
+static int parse_rows(const char *b, size_t n, int npos, row_fn fn, void *ctx, size_t *err_at,
+                      const char **first_why, int *first_i, int64_t *skipped)
 {
     size_t i = ws(b, n, 0);
     if (i >= n || b[i] != '[') { *err_at = i; return -2; }   /* not an array */
-    /* capacity: a call is at least 2 + 19 * 2 characters */
-    size_t cap = n / 24 + 16, used = 0;
-    t->calls = xmalloc(sizeof(ta_call) * cap);
     jv *vals = xmalloc(sizeof(jv) * (size_t)(npos + 1));
-    uint64_t streams[256];
-    int nstreams = 0;
     i = ws(b, n, i + 1);
     int idx = 0;
     if (i < n && b[i] == ']') goto done;
@@ -342,18 +359,12 @@ int ta_parse_calls(const char *b, size_t n, const int8_t *role, int npos, ta_tra
                     goto syntax;
                 }
             }
-            if (k > npos) {
-                why = "has more positions than call_fields";
-            } else {
-                if (used >= cap) { cap *= 2; t->calls = xrealloc(t->calls, sizeof(ta_call) * cap); }
-                why = conv(vals, k, role, t, &t->calls[used], streams, &nstreams);
-            }
+            if (k > npos) why = "has more positions than its fields list";
+            else why = fn(ctx, vals, k, idx);
         }
         if (why) {
             if (!*first_why) { *first_why = why; *first_i = idx; }
-            t->skipped_records++;
-        } else {
-            used++;
+            (*skipped)++;
         }
         i = ws(b, n, i);
         if (i < n && b[i] == ',') { i = ws(b, n, i + 1); continue; }
@@ -362,14 +373,230 @@ int ta_parse_calls(const char *b, size_t n, const int8_t *role, int npos, ta_tra
         goto syntax;
     }
 done:
-    t->ncalls = (int64_t)used;
-    t->nstreams = nstreams + 1;
     free(vals);
     return 0;
 syntax:
     free(vals);
-    free(t->calls);
-    t->calls = NULL;
-    t->ncalls = 0;
     return -1;
+}
+
+typedef struct {
+    ta_trace *t;
+    const int8_t *role;
+    size_t cap, used;
+    uint64_t streams[256];
+    int nstreams;
+} calls_ctx;
+
+static const char *call_row(void *ctx, const jv *vals, int k, int idx)
+{
+    calls_ctx *x = ctx;
+    ta_trace *t = x->t;
+    if (x->used >= x->cap) {
+        x->cap *= 2;
+        t->calls = xrealloc(t->calls, sizeof(ta_call) * x->cap);
+        if (t->call_raw) t->call_raw = xrealloc(t->call_raw, sizeof(int64_t) * x->cap);
+    }
+    const char *why = conv(vals, k, x->role, t, &t->calls[x->used], x->streams, &x->nstreams);
+    if (why) {
+        if (!t->call_raw) {      /* indices shift from here on: keep the file's */
+            t->call_raw = xmalloc(sizeof(int64_t) * x->cap);
+            for (size_t j = 0; j < x->used; j++) t->call_raw[j] = (int64_t)j;
+        }
+        return why;
+    }
+    if (t->call_raw) t->call_raw[x->used] = idx;
+    x->used++;
+    return NULL;
+}
+
+int ta_parse_calls(const char *b, size_t n, const int8_t *role, int npos, ta_trace *t, size_t *err_at,
+                   const char **first_why, int *first_i)
+{
+    /* capacity: a call is at least 2 + 19 * 2 characters */
+    calls_ctx x = {t, role, n / 24 + 16, 0, {0}, 0};
+    t->calls = xmalloc(sizeof(ta_call) * x.cap);
+    int r = parse_rows(b, n, npos, call_row, &x, err_at, first_why, first_i, &t->skipped_records);
+    if (r < 0) {
+        free(t->calls);
+        free(t->call_raw);
+        t->calls = NULL;
+        t->call_raw = NULL;
+        t->ncalls = 0;
+        return r;
+    }
+    t->ncalls = (int64_t)x.used;
+    t->nstreams = x.nstreams + 1;
+    return 0;
+}
+
+/* ---- checks ---- */
+typedef struct {
+    ta_trace *t;
+    const int8_t *role;
+    size_t cap, dcap;
+    int64_t nraw;          /* calls in the file (kept + skipped) */
+} checks_ctx;
+
+static int64_t kept_call(const ta_trace *t, int64_t raw)
+{
+    if (!t->call_raw) return raw < t->ncalls ? raw : -1;
+    int64_t lo = 0, hi = t->ncalls - 1;
+    while (lo <= hi) {
+        int64_t mid = (lo + hi) / 2;
+        if (t->call_raw[mid] == raw) return mid;
+        if (t->call_raw[mid] < raw) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return -1;
+}
+
+static int is_count(const jv *v, int64_t *out) { return num_ok(v, out) && *out >= 0; }
+
+static const char *check_row(void *ctx, const jv *vals, int k, int idx)
+{
+    (void)idx;
+    checks_ctx *x = ctx;
+    ta_trace *t = x->t;
+    ta_check c;
+    memset(&c, 0, sizeof c);
+    c.first = TA_NULL64;
+    int seen = 0;
+    for (int p = 0; p < k; p++) {
+        int r = x->role[p];
+        if (r < 0) continue;
+        const jv *v = &vals[p];
+        int64_t n = 0;
+        seen |= 1 << r;
+        switch (r) {
+        case CF_CALL:
+            if (!num_ok(v, &n) || n < 0 || n >= x->nraw) return "call is not an index into calls";
+            c.call = kept_call(t, n);
+            if (c.call < 0) return "call refers to a call record that was skipped";
+            break;
+        case CF_BUFFER:
+            if (v->type != JV_STR) return "buffer is not a string";
+            if (!strcmp(v->s, "input")) c.buffer = BUF_INPUT;
+            else if (!strcmp(v->s, "output")) c.buffer = BUF_OUTPUT;
+            else return "buffer is not \"input\" or \"output\"";
+            break;
+        case CF_STATUS: {
+            if (v->type != JV_STR) return "status is not a string";
+            int s;
+            for (s = 0; s < 4; s++) if (!strcmp(v->s, ta_ck_status_names[s])) break;
+            if (s == 4) return "status is not clean, nonfinite, not_checked or pending";
+            c.status = (uint8_t)s;
+            break;
+        }
+        case CF_NAN: if (!is_count(v, &c.nan)) return "nan is not a count"; break;
+        case CF_INF: if (!is_count(v, &c.inf)) return "inf is not a count"; break;
+        case CF_FIRST:
+            if (v->type == JV_NULL) break;
+            if (!is_count(v, &c.first)) return "first is not an index or null";
+            break;
+        case CF_FIRST_KIND:
+            if (v->type == JV_NULL) break;
+            if (v->type != JV_STR || (strcmp(v->s, "nan") && strcmp(v->s, "inf"))) return "first_kind is not \"nan\", \"inf\" or null";
+            c.first_kind = v->s[0] == 'n' ? 1 : 2;
+            break;
+        case CF_CHECKED: if (!is_count(v, &c.checked)) return "elems_checked is not a count"; break;
+        case CF_ELEMS: if (!is_count(v, &c.elems)) return "elems is not a count"; break;
+        case CF_REASON:
+            if (v->type == JV_NULL) break;
+            if (v->type != JV_STR) return "reason is not a string or null";
+            c.reason = ta_intern(v->s);
+            break;
+        }
+    }
+    for (int r = 0; r < CF_NREQ; r++)
+        if (!(seen & (1 << r))) return "is shorter than check_fields";
+    const ta_call *cl = &t->calls[c.call];
+    if (!ta_op_is_coll(cl->op)) return "call is not a collective";
+    if (c.status == CK_NONFINITE && c.nan + c.inf == 0 && c.first == TA_NULL64)
+        return "is nonfinite without a NaN or an infinity";
+    if (c.call > (int64_t)UINT32_MAX - 1) return "call is out of range";
+    if ((size_t)t->nchecks >= x->cap) {
+        x->cap *= 2;
+        t->checks = xrealloc(t->checks, sizeof(ta_ckc) * x->cap);
+    }
+    ta_ckc *o = &t->checks[t->nchecks++];
+    o->call = (uint32_t)c.call;
+    o->buffer = c.buffer;
+    o->status = c.status;
+    o->first_kind = c.first_kind;
+    o->pad = 0;
+    if (c.status == CK_CLEAN && c.checked == c.elems && c.elems <= (int64_t)UINT32_MAX && !c.reason && !c.nan &&
+        !c.inf && c.first == TA_NULL64) {
+        o->det = TA_CK_NODET;
+        o->elems = (uint32_t)c.elems;
+    } else {
+        if ((size_t)t->nckdet >= x->dcap) {
+            x->dcap = x->dcap ? x->dcap * 2 : 64;
+            t->ckdet = xrealloc(t->ckdet, sizeof(ta_ckdet) * x->dcap);
+        }
+        t->ckdet[t->nckdet] = (ta_ckdet){c.nan, c.inf, c.first, c.checked, c.elems, c.reason};
+        o->det = (uint32_t)t->nckdet++;
+        o->elems = 0;
+    }
+    return NULL;
+}
+
+static int cmp_check(const void *p, const void *q)
+{
+    const ta_ckc *a = p, *b = q;
+    if (a->call != b->call) return a->call < b->call ? -1 : 1;
+    if (a->buffer != b->buffer) return a->buffer < b->buffer ? -1 : 1;
+    return 0;
+}
+
+static __thread const ta_ckc *sort_base;
+static int cmp_ix(const void *p, const void *q)
+{
+    int64_t i = *(const int64_t *)p, j = *(const int64_t *)q;
+    int c = cmp_check(&sort_base[i], &sort_base[j]);
+    return c ? c : (i > j) - (i < j);
+}
+
+int ta_parse_checks(const char *b, size_t n, const int8_t *role, int npos, int64_t nraw, ta_trace *t,
+                    size_t *err_at, const char **first_why, int *first_i)
+{
+    checks_ctx x = {t, role, n / 40 + 16, 0, nraw};
+    t->checks = xmalloc(sizeof(ta_ckc) * x.cap);
+    t->nchecks = 0;
+    int r = parse_rows(b, n, npos, check_row, &x, err_at, first_why, first_i, &t->skipped_checks);
+    if (r < 0) {
+        free(t->checks);
+        free(t->ckdet);
+        t->checks = NULL;
+        t->ckdet = NULL;
+        t->nchecks = t->nckdet = 0;
+        return r;
+    }
+    /* sorted by call, input first (as written); a second check of the same
+     * buffer of a call is dropped */
+    int sorted = 1;
+    for (int64_t i = 1; i < t->nchecks && sorted; i++) sorted = cmp_check(&t->checks[i - 1], &t->checks[i]) < 0;
+    if (!sorted) {
+        /* stable: of equal ones the first written stays, the others go */
+        int64_t *ix = xmalloc(sizeof(int64_t) * (size_t)(t->nchecks + 1));
+        for (int64_t i = 0; i < t->nchecks; i++) ix[i] = i;
+        sort_base = t->checks;
+        qsort(ix, (size_t)t->nchecks, sizeof *ix, cmp_ix);
+        ta_ckc *v = xmalloc(sizeof(ta_ckc) * (size_t)(t->nchecks + 1));
+        for (int64_t i = 0; i < t->nchecks; i++) v[i] = t->checks[ix[i]];
+        free(ix);
+        free(t->checks);
+        t->checks = v;
+        int64_t w = 0;
+        for (int64_t i = 0; i < t->nchecks; i++) {
+            if (w && !cmp_check(&v[w - 1], &v[i])) {
+                if (!*first_why) { *first_why = "repeats a check of the same buffer of the same call"; *first_i = -1; }
+                t->skipped_checks++;
+                continue;
+            }
+            v[w++] = v[i];
+        }
+        t->nchecks = w;
+    }
+    return 0;
 }

@@ -4,7 +4,7 @@ tests and benchmark, Python 3 standard library only.
 
     gen_traces.py SCENARIO OUTDIR          one scenario (writes OUTDIR/expected.json too)
     gen_traces.py --list                   the scenarios
-    gen_traces.py bench OUTDIR --ranks N --records M [--comms world|split]
+    gen_traces.py bench OUTDIR --ranks N --records M [--checks] [--nan-step S]
 
 Each scenario plants one failure from shared/failure-catalog.md (or none) and
 writes, besides the traces, expected.json: what tranalyze must answer
@@ -23,6 +23,19 @@ MODULE = "/opt/trjob/bin/train"
 BUILD_ID = "5f3c2a9e0b7d41c68e2f9a1b3c4d5e6f70819203"
 ROOTED = {"Broadcast", "Bcast", "Reduce", "Gather", "Scatter"}
 REDUCING = {"AllReduce", "Reduce", "ReduceScatter"}
+CHECK_FIELDS = ["call", "buffer", "status", "nan", "inf", "first", "first_kind",
+                "elems_checked", "elems", "engine", "reason"]
+FLOATS = {"float16", "float32", "float64", "bfloat16", "float8e4m3", "float8e5m2"}
+
+
+def nonfinite(first, nan=1, inf=0, kind=None):
+    """a check result: NaN/Inf counts and the first bad element"""
+    return {"status": "nonfinite", "nan": nan, "inf": inf, "first": first,
+            "first_kind": kind or ("nan" if nan else "inf")}
+
+
+def not_checked(reason):
+    return {"status": "not_checked", "reason": reason}
 
 
 def cid(*parts):
@@ -52,6 +65,10 @@ class Rank:
         self.peak_ns = None
         self.peak_after = None
         self.stream = "0x55d0c0a01000"
+        self.nan_mode = "all"      # nancheck.mode; None: no nancheck (an older shim)
+        self.checks = []
+        self.nan_dropped = 0
+        self.clock_real = 1767000000.0
 
     def tick(self, ns=20_000):
         self.t += ns + random.randint(0, 500)
@@ -89,22 +106,42 @@ class Rank:
                          parent["id"], color, site=site)
 
     # ---- calls ----
-    def _call(self, op, comm, seq, count, dtype, redop, root, peer, site, returned=True, caller="main"):
+    def _call(self, op, comm, seq, count, dtype, redop, root, peer, site, returned=True, caller="main",
+              inp=None, out=None, cap=None):
         enter = self.tick()
         ex = self.tick(5_000) if returned else None
         self.calls.append([op, comm, seq, count, dtype, redop, root, peer,
                            "0x7f0000100000", "0x7f0000100000", self.stream, False,
                            self.group, self.depth, enter, ex, self.pid, 0 if returned else None,
                            self.stack(site, caller)])
+        if op in REDUCING and dtype in FLOATS and seq > 0 and self.nan_mode in ("all", "output"):
+            size = self.comms[comm]["size"] or 1
+            n_in = count * size if op == "ReduceScatter" else count
+            ix = len(self.calls) - 1
+            if self.nan_mode == "all":
+                self.check(ix, "input", n_in, inp, cap)
+            if op != "Reduce" or root == self.comms[comm]["rank"]:
+                self.check(ix, "output", count, out if returned or out else {"status": "pending"}, cap)
+
+    def check(self, call, buffer, elems, res=None, cap=None):
+        """one check: clean unless res says otherwise; cap: elements checked at most"""
+        r = {"status": "clean", "nan": 0, "inf": 0, "first": None, "first_kind": None, "reason": None}
+        r.update(res or {})
+        checked = min(elems, cap) if cap is not None else elems
+        if r["status"] == "not_checked":
+            checked = 0
+        self.checks.append([call, buffer, r["status"], r["nan"], r["inf"], r["first"], r["first_kind"],
+                            checked, elems, None if r["status"] == "not_checked" else "host", r["reason"]])
 
     def coll(self, comm, op="AllReduce", count=1024, dtype="float32", redop="sum", root=None,
-             site="train_step", returned=True, caller="main"):
+             site="train_step", returned=True, caller="main", inp=None, out=None, cap=None):
+        """inp, out: check results of the input and output (default clean), cap: elements checked"""
         self.colls[comm] += 1
         self.comms[comm]["colls"] = self.colls[comm]
         if op in ROOTED and root is None:
             root = 0
         self._call(op, comm, self.colls[comm], count, dtype, redop if op in REDUCING else None,
-                   root if op in ROOTED else None, None, site, returned, caller)
+                   root if op in ROOTED else None, None, site, returned, caller, inp, out, cap)
         return self.colls[comm]
 
     def sendrecv(self, comm, op, peer, count=4096, dtype="float32", site="pipeline_step"):
@@ -158,7 +195,7 @@ class Rank:
             mem_devs.append({"device": self.rank % 8, "live_bytes": self.live, "peak_bytes": self.peak,
                              "allocs": 3, "frees": 0, "peak_ns": self.peak_ns, "peak_stack": self.peak_stack,
                              "peak_after": self.peak_after})
-        return {
+        d = {
             "format": "trshim-trace", "version": 1,
             "job": {"id": self.job, "source": "TRSHIM_JOB_ID"},
             "rank": self.rank, "rank_source": "RANK", "world_size": self.world,
@@ -169,7 +206,7 @@ class Rank:
             "versions": {"trshim": "0.1.0", "cuda_runtime": 13000, "cuda_driver": 13000, "nccl": 22809},
             "env": {"NCCL_DEBUG": "WARN", "TRSHIM_DIR": "traces", "NCCL_IB_KEY": "<redacted>"},
             "settings": {"dir": "traces", "stack_depth": 64},
-            "clock": {"realtime": 1767000000.0, "monotonic_ns": 1_000_000_000_000},
+            "clock": {"realtime": self.clock_real, "monotonic_ns": 1_000_000_000_000},
             "comms": self.comms, "call_fields": CALL_FIELDS, "calls": self.calls,
             "memory": {"devices": mem_devs,
                        "pinned": {"live_bytes": 0, "peak_bytes": 0, "allocs": 0, "frees": 0},
@@ -177,6 +214,15 @@ class Rank:
             "modules": [{"path": MODULE, "build_id": BUILD_ID, "base": "0x555555554000"}],
             "stacks": self.stacks, "dropped": 0,
         }
+        if self.nan_mode is not None:
+            d["nancheck"] = {"mode": self.nan_mode, "engine_setting": "auto",
+                             "engine": "host" if self.nan_mode != "off" else None,
+                             "gpu_unused": "no CUDA driver API (cuModuleLoadData & co.)" if self.nan_mode != "off" else None,
+                             "max_bytes": 64 << 20, "pool_bytes": 256 << 20, "dropped": self.nan_dropped}
+            if self.nan_mode != "off":
+                d["check_fields"] = CHECK_FIELDS
+                d["checks"] = self.checks
+        return d
 
     def filename(self):
         return "trshim.%s.r%d.%s.%d.json" % (self.job, self.rank, self.host, self.pid)
@@ -650,6 +696,36 @@ def sc_reordered_fields(out):
             json.dump(d, fh)
 
 
+def sc_nan_reordered_fields(out):
+    """check_fields (and call_fields) in another order, with fields this
+    reader does not know: positions are read by name, the answer is the
+    same as nan_input_fp32"""
+    sc_nan_input_fp32(out)
+    rnd = random.Random(9)
+    corder = CALL_FIELDS + ["future_field"]
+    korder = CHECK_FIELDS + ["future_check_field"]
+    rnd.shuffle(corder)
+    rnd.shuffle(korder)
+    for f in os.listdir(out):
+        if not f.startswith("trshim."):
+            continue
+        path = os.path.join(out, f)
+        with open(path) as fh:
+            d = json.load(fh)
+        calls = []
+        for c in d["calls"]:
+            named = dict(zip(CALL_FIELDS, c), future_field=[1])
+            calls.append([named[k] for k in corder])
+        checks = []
+        for c in d["checks"]:
+            named = dict(zip(CHECK_FIELDS, c), future_check_field={"x": None})
+            checks.append([named[k] for k in korder])
+        d["call_fields"], d["calls"] = corder, calls
+        d["check_fields"], d["checks"] = korder, checks
+        with open(path, "w") as fh:
+            json.dump(d, fh)
+
+
 def sc_order_inversion(out):
     """rank 1 issues its pair all-reduce before the world all-reduce in step 2,
     rank 0 the reverse: each waits for the other (a deadlock, no rank idle)"""
@@ -671,6 +747,391 @@ def sc_order_inversion(out):
     expect(out, 1, [F("divergence", wid, 3, [1], "pair_sync", others=[0, 2, 3], subkind="order")])
 
 
+# ---------------------------------------------------------------- NaN / Inf
+def nan_coll(members, comm_of, poisoned, marked, born=None, overflow=None, out=None, **kw):
+    """One collective of members (Rank objects, comm_of(r): its comm index).
+    A rank in poisoned feeds an all-NaN input; born = {rank: check} a NaN born
+    in that rank's input now; overflow = the output check of a sum of finite
+    inputs that overflowed. When any input is bad (or it overflowed) every
+    output is non-finite and every member ends poisoned; marked gets
+    (comm id, seq). out: the output check of a bad collective (default: NaN
+    at the first bad input element). Returns the seq."""
+    born = born or {}
+    count = kw.get("count", 1024)
+    n_in = count * len(members) if kw.get("op") == "ReduceScatter" else count
+    ins = {}
+    for r in members:
+        if r.rank in born:
+            ins[r.rank] = born[r.rank]
+        elif r.rank in poisoned:
+            ins[r.rank] = nonfinite(0, nan=n_in)
+        else:
+            ins[r.rank] = None
+    bad = [v for v in ins.values() if v]
+    if overflow:
+        o = overflow
+    elif bad:
+        o = out or nonfinite(min(v["first"] for v in bad), nan=max(v["nan"] + v["inf"] for v in bad), inf=0)
+    else:
+        o = None
+    seq = None
+    for r in members:
+        seq = r.coll(comm_of(r), inp=ins[r.rank], out=o, **kw)
+    if o:
+        poisoned.update(r.rank for r in members)
+        marked.add((members[0].comms[comm_of(members[0])]["id"], seq))
+    return seq
+
+
+def sc_nan_input_fp32(out):
+    """rank 2's gradient turns NaN at step 3 (float32): rank 2 is the source"""
+    ranks, wid = world_job("naninput", 4)
+    poisoned, marked = set(), set()
+    seq_born = None
+    for step in range(6):
+        born = {2: nonfinite(123)} if step == 3 else None
+        s = nan_coll(ranks, lambda r: 0, poisoned, marked, born=born, count=4096, site="allreduce_grads")
+        if step == 3:
+            seq_born = s
+        born = {2: nonfinite(0)} if step == 3 else None      # its loss too
+        nan_coll(ranks, lambda r: 0, poisoned, marked, born=born, count=1, site="reduce_loss")
+    for r in ranks:
+        r.finish()
+    write(ranks, out)
+    expect(out, 1, [F("nan", wid, seq_born, [2], "allreduce_grads", others=[0, 1, 3], cause="input",
+                      op="AllReduce", dtype="float32", root_cause=True, later_count=len(marked) - 1,
+                      inputs={"2": {"first": 123, "nan": 1, "inf": 0, "first_kind": "nan"}},
+                      message_contains=["rank 2's input to AllReduce #7", "element 123",
+                                        "bad data or a bug in that rank's forward/backward"])],
+           count=1)
+
+
+def sc_nan_input_bf16(out):
+    """8 ranks, TP groups of 4 and DP pairs, bfloat16: rank 5's gradient is
+    NaN in its DP all-reduce of step 2; it spreads over every group after"""
+    ranks, wid, tp, dp = dp_tp("nanbf16", None)
+    poisoned, marked = set(), set()
+    seq_born = None
+    for step in range(5):
+        for g in tp:
+            nan_coll([ranks[x] for x in g], lambda r: r.tp, poisoned, marked, count=2048, dtype="bfloat16",
+                     site="tp_forward")
+        for g in dp:
+            born = {5: nonfinite(77)} if step == 2 and 5 in g else None
+            s = nan_coll([ranks[x] for x in g], lambda r: r.dp, poisoned, marked, born=born, count=1 << 16,
+                         dtype="bfloat16", redop="avg", site="dp_allreduce_grads")
+            if born:
+                seq_born = s
+    for r in ranks:
+        r.finish()
+    write(ranks, out)
+    dp15 = ranks[5].comms[ranks[5].dp]["id"]
+    expect(out, 1, [F("nan", dp15, seq_born, [5], "dp_allreduce_grads", others=[1], cause="input",
+                      dtype="bfloat16", comm_ranks=[1, 5], later_count=len(marked) - 1,
+                      inputs={"5": {"first": 77, "nan": 1}})], count=1)
+
+
+def sc_fp16_overflow(out):
+    """every rank's fp16 gradient is finite, their sum overflows (step 2)"""
+    ranks, wid = world_job("fp16ovf", 4)
+    poisoned, marked = set(), set()
+    seq_ovf = None
+    for step in range(5):
+        ovf = nonfinite(500, nan=0, inf=10) if step == 2 else None
+        s = nan_coll(ranks, lambda r: 0, poisoned, marked, overflow=ovf, count=1000, dtype="float16",
+                     site="allreduce_fp16_grads")
+        if step == 2:
+            seq_ovf = s
+    for r in ranks:
+        r.finish()
+    write(ranks, out)
+    expect(out, 1, [F("nan", wid, seq_ovf, [0, 1, 2, 3], "allreduce_fp16_grads", others=[], cause="overflow",
+                      dtype="float16", limit=65504, later_count=len(marked) - 1, unchecked_inputs=[],
+                      message_contains=["65504", "bfloat16", "loss scale", "Inf at element 500"])], count=1)
+
+
+def sc_fp8_input(out):
+    """float8 e4m3: rank 1's input holds the e4m3 NaN at element 5"""
+    ranks, wid = world_job("fp8input", 4)
+    poisoned, marked = set(), set()
+    for step in range(4):
+        born = {1: nonfinite(5)} if step == 1 else None
+        nan_coll(ranks, lambda r: 0, poisoned, marked, born=born, count=64, dtype="float8e4m3",
+                 site="allreduce_fp8")
+    for r in ranks:
+        r.finish()
+    write(ranks, out)
+    expect(out, 1, [F("nan", wid, 2, [1], "allreduce_fp8", others=[0, 2, 3], cause="input", dtype="float8e4m3",
+                      later_count=2, inputs={"1": {"first": 5}})], count=1)
+
+
+def sc_fp8_overflow(out):
+    """float8 e5m2: finite inputs, an infinite sum"""
+    ranks, wid = world_job("fp8ovf", 2)
+    poisoned, marked = set(), set()
+    for step in range(3):
+        ovf = nonfinite(20, nan=0, inf=3) if step == 1 else None
+        nan_coll(ranks, lambda r: 0, poisoned, marked, overflow=ovf, count=64, dtype="float8e5m2",
+                 site="allreduce_fp8")
+    for r in ranks:
+        r.finish()
+    write(ranks, out)
+    expect(out, 1, [F("nan", wid, 2, [0, 1], "allreduce_fp8", others=[], cause="overflow", dtype="float8e5m2",
+                      limit=57344, message_contains=["57344"])], count=1)
+
+
+def sc_nan_not_checked(out):
+    """fp16: the output goes Inf at step 2 with ranks 0-2's inputs finite, but
+    rank 3's input was not checked: overflow is not proven, rank 3 is named"""
+    ranks, wid = world_job("nannotchecked", 4)
+    seq = None
+    for step in range(4):
+        for r in ranks:
+            inp = not_checked("pool_exhausted") if step == 2 and r.rank == 3 else None
+            o = nonfinite(500, nan=0, inf=10) if step == 2 else None
+            s = r.coll(0, count=1000, dtype="float16", site="allreduce_fp16_grads", inp=inp, out=o)
+            if step == 2:
+                seq = s
+    for r in ranks:
+        r.finish()
+    write(ranks, out)
+    expect(out, 1, [F("nan", wid, seq, [3], "allreduce_fp16_grads", others=[0, 1, 2], cause="unknown",
+                      unchecked_inputs=[3], reason_contains=["rank 3", "pool_exhausted"],
+                      message_contains=["65504"])], count=1)
+
+
+def sc_nan_output_only(out):
+    """TRSHIM_NANCHECK=output: outputs only; the first non-finite output's
+    cause cannot be told"""
+    ranks, wid = world_job("nanoutput", 4)
+    for r in ranks:
+        r.nan_mode = "output"
+    poisoned, marked = set(), set()
+    for step in range(4):
+        born = {2: nonfinite(9)} if step == 2 else None
+        nan_coll(ranks, lambda r: 0, poisoned, marked, born=born, count=256, site="allreduce_grads")
+    for r in ranks:
+        r.finish()
+    write(ranks, out)
+    expect(out, 1, [F("nan", wid, 3, [0, 1, 2, 3], "allreduce_grads", others=[], cause="unknown",
+                      unchecked_inputs=[0, 1, 2, 3], reason_contains=["TRSHIM_NANCHECK=output"])], count=1)
+
+
+def sc_nan_capped(out):
+    """inputs checked only up to element 1000 of 4096 (TRSHIM_NANCHECK_MAX_MB);
+    the output's first NaN is at 2000: inside no input check"""
+    ranks, wid = world_job("nancapped", 2)
+    for step in range(3):
+        for r in ranks:
+            o = nonfinite(2000, nan=0, inf=1) if step == 1 else None
+            r.coll(0, count=4096, dtype="float16", site="allreduce_grads", out=o, cap=1000)
+    for r in ranks:
+        r.finish()
+    write(ranks, out)
+    expect(out, 1, [F("nan", wid, 2, [0, 1], "allreduce_grads", cause="unknown", unchecked_inputs=[0, 1],
+                      reason_contains=["up to element 1000"])], count=1)
+
+
+def sc_clean_checks(out):
+    """every checked datatype and kind of reduction, all finite; an integer
+    all-reduce (never checked); a few checks that could not run: no finding"""
+    ranks, wid = world_job("cleanchecks", 4)
+    for step in range(3):
+        for r in ranks:
+            for dt in ("float16", "bfloat16", "float32", "float64", "float8e4m3", "float8e5m2"):
+                r.coll(0, count=256, dtype=dt, site="allreduce_" + dt)
+            r.coll(0, op="ReduceScatter", count=64, site="reduce_scatter_grads")
+            r.coll(0, op="Reduce", count=16, root=1, redop="max", site="reduce_metrics")
+            r.coll(0, count=8, dtype="int32", site="allreduce_counts")
+            r.coll(0, count=32, site="allreduce_loss",
+                   inp=not_checked("cuda_error_pending: cudaErrorInvalidValue") if step == 1 and r.rank == 2 else None,
+                   out=not_checked("cuda_error_pending: cudaErrorInvalidValue") if step == 1 and r.rank == 2 else None)
+    for r in ranks:
+        r.finish()
+    write(ranks, out)
+    expect(out, 0, [])
+
+
+def sc_checks_off(out):
+    """TRSHIM_NANCHECK=off everywhere: no NaN analysis, and a note says so"""
+    ranks, wid = world_job("checksoff", 4)
+    for r in ranks:
+        r.nan_mode = "off"
+    for step in range(3):
+        for r in ranks:
+            r.coll(0, count=1000, dtype="float16", site="allreduce_fp16_grads")
+    for r in ranks:
+        r.finish()
+    write(ranks, out)
+    expect(out, 0, [], note_contains="NaN/Inf checks were off")
+
+
+def sc_nan_consequences(out):
+    """8 ranks (TP 4, DP pairs, a world broadcast): rank 6's input to its TP
+    all-reduce is NaN at step 2; the NaN then reaches every communicator,
+    including inputs of ranks that never had a non-finite output before (they
+    got it through the broadcast, which is not checked): one finding"""
+    ranks, wid, tp, dp = dp_tp("nanconseq", None)
+    poisoned, marked = set(), set()
+    seq_born = None
+    for step in range(5):
+        for g in tp:
+            born = {6: nonfinite(31, nan=2)} if step == 2 and 6 in g else None
+            s = nan_coll([ranks[x] for x in g], lambda r: r.tp, poisoned, marked, born=born, count=2048,
+                         site="tp_forward")
+            if born:
+                seq_born = s
+        # rank 4 broadcasts its (possibly NaN) weights: not checked, but
+        # every rank has them after it
+        for r in ranks:
+            r.coll(0, op="Broadcast", count=4, root=4, site="sync_weights")
+        if 4 in poisoned:
+            poisoned.update(range(8))
+        for g in dp:
+            nan_coll([ranks[x] for x in g], lambda r: r.dp, poisoned, marked, count=1 << 16,
+                     site="dp_allreduce_grads")
+    for r in ranks:
+        r.finish()
+    write(ranks, out)
+    tp1 = ranks[6].comms[ranks[6].tp]["id"]
+    expect(out, 1, [F("nan", tp1, seq_born, [6], "tp_forward", others=[4, 5, 7], cause="input",
+                      later_count=len(marked) - 1, independent=[])], count=1)
+
+
+def sc_nan_clock_skew(out):
+    """two hosts whose clocks disagree by 100 s: the NaN is born on node1
+    (rank 3's input, TP pair {2, 3}), its consequences on node0 look earlier
+    by the clock; the causal order names rank 3"""
+    ranks = [Rank("nanskew", r, 4, host="node%d" % (r // 2)) for r in range(4)]
+    wid = cid("world", "nanskew")
+    for r in ranks:
+        r.init(wid, 4, r.rank)
+        r.alloc(64 << 20)
+        if r.rank >= 2:
+            r.clock_real += 100.0       # node1's wall clock is 100 s ahead
+    for r in ranks:
+        r.tp = r.split(0, 1, r.rank // 2, [0, 1] if r.rank < 2 else [2, 3])
+        r.dp = r.split(0, 2, r.rank % 2, [0, 2] if r.rank % 2 == 0 else [1, 3])
+    poisoned, marked = set(), set()
+    seq_born = None
+    for step in range(4):
+        for g in ([0, 1], [2, 3]):
+            born = {3: nonfinite(4)} if step == 2 and 3 in g else None
+            s = nan_coll([ranks[x] for x in g], lambda r: r.tp, poisoned, marked, born=born, count=512,
+                         site="tp_forward")
+            if born:
+                seq_born = s
+        for g in ([0, 2], [1, 3]):
+            nan_coll([ranks[x] for x in g], lambda r: r.dp, poisoned, marked, count=4096, site="dp_allreduce_grads")
+    for r in ranks:
+        r.finish()
+    write(ranks, out)
+    tp1 = ranks[3].comms[ranks[3].tp]["id"]
+    expect(out, 1, [F("nan", tp1, seq_born, [3], "tp_forward", others=[2], cause="input",
+                      later_count=len(marked) - 1, independent=[])], count=1)
+
+
+def sc_nan_independent(out):
+    """two DP pairs that share no collective: {0, 2} overflows in fp16 at
+    step 2, and rank 3's input is NaN at step 3 in {1, 3}: the first is the
+    earlier one, the other is named as independent"""
+    ranks, wid = world_job("nanindep", 4)
+    for r in ranks:
+        r.dp = r.split(0, 1, r.rank % 2, [0, 2] if r.rank % 2 == 0 else [1, 3])
+    poisoned, marked = set(), set()
+    for step in range(5):
+        for g in ([0, 2], [1, 3]):
+            ovf = nonfinite(7, nan=0, inf=1) if step == 2 and g == [0, 2] else None
+            born = {3: nonfinite(11)} if step == 3 and g == [1, 3] else None
+            nan_coll([ranks[x] for x in g], lambda r: r.dp, poisoned, marked, born=born, overflow=ovf, count=2048,
+                     dtype="float16", site="dp_allreduce_grads")
+    for r in ranks:
+        r.finish()
+    write(ranks, out)
+    dp0 = ranks[0].comms[ranks[0].dp]["id"]
+    dp1 = ranks[1].comms[ranks[1].dp]["id"]
+    expect(out, 1, [F("nan", dp0, 3, [0, 2], "dp_allreduce_grads", others=[], cause="overflow",
+                      later_count=2, independent=[{"comm": dp1, "seq": 4, "cause": "input", "ranks": [3]}])],
+           count=1)
+
+
+def sc_rs_overflow(out):
+    """fp16 ReduceScatter (1000 per rank, inputs of 4000 checked only up to
+    element 2500): rank 1's block goes Inf at element 100, i.e. input element
+    1100 of every rank, inside what was checked: an overflow, proven"""
+    ranks, wid = world_job("rsovf", 4)
+    for step in range(3):
+        for r in ranks:
+            o = nonfinite(100, nan=0, inf=1) if step == 1 and r.rank == 1 else None
+            r.coll(0, op="ReduceScatter", count=1000, dtype="float16", site="reduce_scatter_grads", out=o, cap=2500)
+    for r in ranks:
+        r.finish()
+    write(ranks, out)
+    expect(out, 1, [F("nan", wid, 2, [0, 1, 2, 3], "reduce_scatter_grads", cause="overflow", op="ReduceScatter",
+                      unchecked_inputs=[])], count=1)
+
+
+def sc_nan_unchecked_before(out):
+    """rank 0's checks of step 1 could not run (the stream was capturing);
+    rank 1's input is NaN at step 2: rank 1 is the source, with a caveat
+    that an earlier reduction was not seen"""
+    ranks, wid = world_job("nanbefore", 2)
+    poisoned, marked = set(), set()
+    for step in range(4):
+        if step == 1:
+            for r in ranks:
+                nc = not_checked("stream_capturing") if r.rank == 0 else None
+                r.coll(0, count=512, site="allreduce_grads", inp=nc, out=nc)
+            continue
+        born = {1: nonfinite(8, nan=3)} if step == 2 else None
+        nan_coll(ranks, lambda r: 0, poisoned, marked, born=born, count=512, site="allreduce_grads")
+    for r in ranks:
+        r.finish()
+    write(ranks, out)
+    expect(out, 1, [F("nan", wid, 3, [1], "allreduce_grads", cause="input", unchecked_before=1,
+                      inputs={"1": {"first": 8, "nan": 3}}, message_contains=["may be older"])], count=1)
+
+
+def sc_nan_old_trace(out):
+    """rank 3's trace comes from a shim without NaN checks; the output of
+    step 1 is Inf with ranks 0-2's inputs finite: rank 3's input is the
+    unknown one"""
+    ranks, wid = world_job("nanold", 4)
+    ranks[3].nan_mode = None
+    for step in range(3):
+        for r in ranks:
+            o = nonfinite(0, nan=0, inf=2) if step >= 1 else None
+            i = nonfinite(0, nan=0, inf=2) if step == 2 and r.rank < 3 else None
+            r.coll(0, count=256, dtype="float16", site="allreduce_grads", out=o, inp=i)
+    for r in ranks:
+        r.finish()
+    write(ranks, out)
+    expect(out, 1, [F("nan", wid, 2, [3], "allreduce_grads", others=[0, 1, 2], cause="unknown",
+                      unchecked_inputs=[3], reason_contains=["older trshim"])], count=1,
+           note_contains="no NaN/Inf checks")
+
+
+def sc_nan_and_hang(out):
+    """rank 1's gradient is NaN at step 1; rank 3 exits after step 3 and the
+    others hang in step 4: the hang is the root cause, the NaN a finding"""
+    ranks, wid = world_job("nanhang", 4)
+    poisoned, marked = set(), set()
+    for step in range(4):
+        born = {1: nonfinite(3)} if step == 1 else None
+        nan_coll(ranks, lambda r: 0, poisoned, marked, born=born, count=1 << 14, site="train_step")
+    for r in ranks[:3]:
+        r.coll(0, count=1 << 14, site="train_step", returned=False, inp=nonfinite(0, nan=1 << 14))
+    for r in ranks:
+        if r.rank == 3:
+            r.finish("exit")
+        else:
+            r.finish("signal", 15)
+    write(ranks, out)
+    expect(out, 1, [F("missing", wid, 5, [3], root_cause=True),
+                    F("nan", wid, 2, [1], "train_step", others=[0, 2, 3], cause="input", root_cause=False,
+                      later_count=3)], count=2)
+
+
 SCENARIOS = {
     "clean": sc_clean, "extra_collective": sc_extra_collective, "extra_same_signature": sc_extra_same_signature,
     "uneven_microbatches": sc_uneven_microbatches, "skip_barrier": sc_skip_barrier,
@@ -680,14 +1141,25 @@ SCENARIOS = {
     "missing_trace": sc_missing_trace, "p2p_size": sc_p2p_size, "damaged": sc_damaged,
     "all_damaged": sc_all_damaged, "two_jobs": sc_two_jobs, "p2p_dtype": sc_p2p_dtype,
     "reordered_fields": sc_reordered_fields, "order_inversion": sc_order_inversion,
+    "nan_input_fp32": sc_nan_input_fp32, "nan_input_bf16": sc_nan_input_bf16, "fp16_overflow": sc_fp16_overflow,
+    "fp8_input": sc_fp8_input, "fp8_overflow": sc_fp8_overflow, "nan_not_checked": sc_nan_not_checked,
+    "nan_output_only": sc_nan_output_only, "nan_capped": sc_nan_capped, "clean_checks": sc_clean_checks,
+    "checks_off": sc_checks_off, "nan_consequences": sc_nan_consequences, "nan_clock_skew": sc_nan_clock_skew,
+    "nan_independent": sc_nan_independent, "nan_and_hang": sc_nan_and_hang, "rs_overflow": sc_rs_overflow,
+    "nan_unchecked_before": sc_nan_unchecked_before, "nan_old_trace": sc_nan_old_trace,
+    "nan_reordered_fields": sc_nan_reordered_fields,
 }
 
 
 # ---------------------------------------------------------------- benchmark
-def bench(out, nranks, nrec, hang=True):
+def bench(out, nranks, nrec, hang=True, checks=False, nan_step=None):
     """nranks ranks, nrec call records each: world + TP(8) + DP communicators,
     per step 2 TP all-reduces, 1 DP all-reduce, 1 world broadcast; the last
-    rank skips its last TP call (a hang at the end)."""
+    rank skips its last TP call (a hang at the end). checks: the NaN/Inf
+    checks the shim writes by default (input and output of each all-reduce,
+    all clean). nan_step: from that step on the checks are non-finite (every
+    TP group's first all-reduce overflows then: as many independent first
+    points as TP groups, the worst case of the causal ordering)."""
     os.makedirs(out, exist_ok=True)
     tpn = 8 if nranks % 8 == 0 else 1
     job = "bench%d" % nranks
@@ -709,6 +1181,21 @@ def bench(out, nranks, nrec, hang=True):
                                                          "0" if root is not None else "null", t, t + 5000, site))
     body_full = ",".join(lines)
     body_short = ",".join(lines[:-3]) if hang else body_full   # the last rank stops 3 calls early
+    ck_lines = []
+    if checks:
+        for i in range(len(lines)):
+            comm, op, cnt = ops[i % per_step][:3]
+            if op == "AllReduce":
+                for b in ("input", "output"):
+                    bad = nan_step is not None and (i > nan_step * per_step or
+                                                    (i == nan_step * per_step and b == "output"))
+                    if bad:
+                        ck_lines.append('[%d,"%s","nonfinite",0,%d,0,"inf",%d,%d,"gpu",null]' % (i, b, cnt, cnt, cnt))
+                    else:
+                        ck_lines.append('[%d,"%s","clean",0,0,null,null,%d,%d,"gpu",null]' % (i, b, cnt, cnt))
+    nshort = len(lines) - 3 if hang else len(lines)
+    ck_full = ",".join(ck_lines)
+    ck_short = ",".join(c for c in ck_lines if int(c[1:c.index(",")]) < nshort)
     stacks = json.dumps([{"frames": [{"module": 0, "offset": "0x%x" % (0x1000 + 0x40 * i), "symbol": n,
                                       "symbol_offset": 0x10},
                                      {"module": 0, "offset": "0x2000", "symbol": "main", "symbol_offset": 0x20}]}
@@ -736,6 +1223,10 @@ def bench(out, nranks, nrec, hang=True):
                 "env": {}, "settings": {"dir": "traces", "stack_depth": 64},
                 "clock": {"realtime": 1767000000.0, "monotonic_ns": 1_000_000_000_000},
                 "comms": comms, "call_fields": CALL_FIELDS}
+        if checks:
+            head["nancheck"] = {"mode": "all", "engine_setting": "auto", "engine": "gpu", "gpu_unused": None,
+                                "max_bytes": 64 << 20, "pool_bytes": 256 << 20, "dropped": 0}
+            head["check_fields"] = CHECK_FIELDS
         tail = {"memory": {"devices": [{"device": r % 8, "live_bytes": 1 << 30, "peak_bytes": (2 << 30) + r,
                                         "allocs": 10, "frees": 5, "peak_ns": t, "peak_stack": 0,
                                         "peak_after": None}],
@@ -746,7 +1237,9 @@ def bench(out, nranks, nrec, hang=True):
         h = json.dumps(head)[:-1]
         tl = json.dumps(tail)[1:]
         with open(os.path.join(out, "trshim.%s.r%d.node%d.%d.json" % (job, r, r // 8, 10000 + r)), "w") as f:
-            f.write(h + ',"calls":[' + (body_short if short else body_full) + '],"stacks":' + stacks + "," + tl)
+            f.write(h + ',"calls":[' + (body_short if short else body_full) + '],' +
+                    ('"checks":[' + (ck_short if short else ck_full) + '],' if checks else '') +
+                    '"stacks":' + stacks + "," + tl)
 
 
 def main(argv):
@@ -758,7 +1251,8 @@ def main(argv):
         out = argv[2]
         nranks = int(argv[argv.index("--ranks") + 1]) if "--ranks" in argv else 1024
         nrec = int(argv[argv.index("--records") + 1]) if "--records" in argv else 10000
-        bench(out, nranks, nrec)
+        nan_step = int(argv[argv.index("--nan-step") + 1]) if "--nan-step" in argv else None
+        bench(out, nranks, nrec, checks="--checks" in argv or nan_step is not None, nan_step=nan_step)
         return 0
     if len(argv) != 3 or argv[1] not in SCENARIOS:
         print(__doc__, file=sys.stderr)

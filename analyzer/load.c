@@ -311,6 +311,109 @@ static int conv_memory(pctx *x, const cJSON *root, ta_trace *t)
     return 0;
 }
 
+static const char *const cfnames[CF_NREQ] = {"call", "buffer", "status", "nan", "inf", "first", "first_kind",
+    "elems_checked", "elems", "reason"};
+
+/* nancheck, check_fields, checks. 0 (problems noted), -1 fatal (a syntax
+ * error in checks, in x->err). */
+static int conv_nan(pctx *x, const cJSON *root, ta_trace *t, const char *buf, size_t n, int have_checks,
+                    size_t vs, size_t ve)
+{
+    ta_an *a = x->a;
+    const char *path = x->file;
+    const cJSON *nc = cJSON_GetObjectItemCaseSensitive(root, "nancheck");
+    const cJSON *cf = cJSON_GetObjectItemCaseSensitive(root, "check_fields");
+    const cJSON *ck = cJSON_GetObjectItemCaseSensitive(root, "checks");
+    t->nan_mode = NM_ABSENT;
+    if (!nc) {
+        if (cf || ck) ta_note_add(a, path, 0, "checks without a nancheck object; the NaN/Inf checks of this rank are not used");
+        return 0;
+    }
+    if (!cJSON_IsObject(nc)) {
+        ta_note_add(a, path, 0, "field nancheck is not an object; the NaN/Inf checks of this rank are not used");
+        return 0;
+    }
+    const char *mode = NULL;
+    if (get_str(x, nc, "mode", &mode, 0, "nancheck.") < 0) {
+        ta_note_add(a, path, 0, "%s; the NaN/Inf checks of this rank are not used", x->err);
+        return 0;
+    }
+    if (!strcmp(mode, "off")) t->nan_mode = NM_OFF;
+    else if (!strcmp(mode, "output")) t->nan_mode = NM_OUTPUT;
+    else if (!strcmp(mode, "all")) t->nan_mode = NM_ALL;
+    else {
+        t->nan_mode = NM_OTHER;
+        ta_note_add(a, path, 0, "nancheck.mode is \"%.40s\", not all, output or off; its checks are read as given", mode);
+    }
+    const char *s = NULL;
+    if (get_str(x, nc, "engine", &s, 1, "nancheck.") == 0) t->nan_engine = xstrdup(s);
+    s = NULL;
+    if (get_str(x, nc, "gpu_unused", &s, 1, "nancheck.") == 0) t->nan_gpu_unused = xstrdup(s);
+    if (get_i64(x, nc, "dropped", &t->nan_dropped, 0, "nancheck.") < 0 || t->nan_dropped < 0) t->nan_dropped = 0;
+    x->err[0] = 0;
+    if (t->nan_dropped > 0)
+        ta_note_add(a, path, 0, "%lld NaN/Inf check(s) were not recorded (nancheck.dropped): those buffers are unknown",
+                    (long long)t->nan_dropped);
+    if (t->nan_mode == NM_OFF) return 0;
+    if (!cJSON_IsArray(cf)) {
+        ta_note_add(a, path, 0, "field check_fields is %s; the NaN/Inf checks of this rank are not used",
+                    cf ? "not an array" : "missing");
+        return 0;
+    }
+    int npos = cJSON_GetArraySize(cf), have = 0, p = 0;
+    int8_t *role = xmalloc((size_t)npos + 1);
+    for (const cJSON *e = cf->child; e; e = e->next, p++) {
+        role[p] = -1;
+        if (!cJSON_IsString(e)) {
+            free(role);
+            ta_note_add(a, path, 0, "field check_fields[%d] is not a string; the NaN/Inf checks of this rank are not used", p);
+            return 0;
+        }
+        for (int r = 0; r < CF_NREQ; r++)
+            if (!strcmp(e->valuestring, cfnames[r])) { role[p] = (int8_t)r; have |= 1 << r; }
+    }
+    for (int r = 0; r < CF_NREQ; r++)
+        if (!(have & (1 << r))) {
+            free(role);
+            ta_note_add(a, path, 0, "field check_fields lacks \"%s\"; the NaN/Inf checks of this rank are not used", cfnames[r]);
+            return 0;
+        }
+    if (!cJSON_IsArray(ck)) {
+        free(role);
+        ta_note_add(a, path, 0, "field checks is %s; the NaN/Inf checks of this rank are not used",
+                    ck ? "not an array" : "missing");
+        return 0;
+    }
+    const char *first = NULL;
+    int first_i = -1;
+    size_t err_at = 0;
+    int64_t nraw = t->ncalls + t->skipped_records;
+    int r;
+    if (have_checks) {
+        r = ta_parse_checks(buf + vs, ve - vs, role, npos, nraw, t, &err_at, &first, &first_i);
+        err_at += vs;
+    } else {   /* found by cJSON only (an escaped key): print it back */
+        char *txt = cJSON_PrintUnformatted(ck);
+        r = txt ? ta_parse_checks(txt, strlen(txt), role, npos, nraw, t, &err_at, &first, &first_i) : -1;
+    }
+    free(role);
+    (void)n;
+    if (r == -1) { BAD(x, "not valid JSON: syntax error at byte %zu of %zu (in checks)", err_at, n); return -1; }
+    if (r < 0) {
+        ta_note_add(a, path, 0, "field checks is not an array; the NaN/Inf checks of this rank are not used");
+        return 0;
+    }
+    t->nan_usable = 1;
+    if (t->skipped_checks) {
+        if (first_i >= 0)
+            ta_note_add(a, path, 0, "%lld check record(s) skipped (first: checks[%d] %s)", (long long)t->skipped_checks,
+                        first_i, first);
+        else
+            ta_note_add(a, path, 0, "%lld check record(s) skipped (%s)", (long long)t->skipped_checks, first);
+    }
+    return 0;
+}
+
 static char *dup_or(const char *s, const char *d) { return xstrdup(s ? s : d); }
 
 /* The whole file; NULL (with a note) when it is not usable. */
@@ -332,17 +435,39 @@ static ta_trace *parse_file(ta_an *a, const char *path, pthread_mutex_t *lk)
     if (buf == MAP_FAILED) { ta_note_add(a, path, 1, "cannot read: %s", strerror(errno)); return NULL; }
     madvise(buf, n, MADV_SEQUENTIAL);
     arena_reset();
-    /* the calls array is read by calls.c; cJSON gets the rest */
-    size_t cvs = 0, cve = 0;
-    int have_calls = ta_find_member(buf, n, "calls", &cvs, &cve) == 0;
+    /* the calls and checks arrays are read by calls.c; cJSON gets the rest */
+    static const char *const big[2] = {"calls", "checks"};
+    size_t bvs[2] = {0, 0}, bve[2] = {0, 0};
+    int bfound[2] = {0, 0};
+    if (ta_find_members(buf, n, big, 2, bvs, bve, bfound) < 0) bfound[0] = bfound[1] = 0;
+    int have_calls = bfound[0], have_checks = bfound[1];
+    size_t cvs = bvs[0], cve = bve[0];
+    /* cut ranges, in file order */
+    size_t cut_s[2], cut_e[2];
+    int ncut = 0;
+    for (int k = 0; k < 2; k++)
+        if (bfound[k]) { cut_s[ncut] = bvs[k]; cut_e[ncut] = bve[k]; ncut++; }
+    if (ncut == 2 && cut_s[1] < cut_s[0]) {
+        size_t ts = cut_s[0], te = cut_e[0];
+        cut_s[0] = cut_s[1]; cut_e[0] = cut_e[1];
+        cut_s[1] = ts; cut_e[1] = te;
+    }
     char *doc = NULL;
     size_t docn = n;
-    if (have_calls) {
-        docn = cvs + 2 + (n - cve);
+    if (ncut) {
+        size_t total = n;
+        for (int k = 0; k < ncut; k++) total -= cut_e[k] - cut_s[k] - 2;
+        docn = total;
         doc = xmalloc(docn + 1);
-        memcpy(doc, buf, cvs);
-        memcpy(doc + cvs, "[]", 2);
-        memcpy(doc + cvs + 2, buf + cve, n - cve);
+        size_t at = 0, from = 0;
+        for (int k = 0; k < ncut; k++) {
+            memcpy(doc + at, buf + from, cut_s[k] - from);
+            at += cut_s[k] - from;
+            memcpy(doc + at, "[]", 2);
+            at += 2;
+            from = cut_e[k];
+        }
+        memcpy(doc + at, buf + from, n - from);
         doc[docn] = 0;
     }
     const char *end = NULL;
@@ -350,7 +475,12 @@ static ta_trace *parse_file(ta_an *a, const char *path, pthread_mutex_t *lk)
     if (!root) {
         const char *base = doc ? doc : buf;
         size_t pos = end && end >= base && end <= base + docn ? (size_t)(end - base) : 0;
-        if (doc && pos > cvs) pos = pos - 2 + (cve - cvs);
+        if (doc) {    /* back to a position in the file */
+            size_t shift = 0;
+            for (int k = 0; k < ncut; k++)
+                if (pos > cut_s[k] - shift) shift += cut_e[k] - cut_s[k] - 2;
+            pos += shift;
+        }
         if (pos + 16 >= n)
             ta_note_add(a, path, 1, "truncated: the JSON ends after %zu bytes in the middle of the trace (the writer was interrupted)", n);
         else
@@ -486,6 +616,13 @@ static ta_trace *parse_file(ta_an *a, const char *path, pthread_mutex_t *lk)
             ta_note_add(a, path, 0, "%lld call record(s) skipped (first: calls[%d] %s)",
                         (long long)t->skipped_records, first_i, first);
     }
+    /* NaN/Inf checks: a problem there is noted, the trace still used (a
+     * JSON syntax error inside checks makes the file unusable, like any) */
+    {
+        int r = conv_nan(&x, root, t, buf, n, have_checks, bvs[1], bve[1]);
+        if (r == -1) goto bad;
+        x.err[0] = 0;
+    }
     for (int i = 0; i < t->ncomms; i++)
         if (t->comms[i].init_stack >= t->nstacks) t->comms[i].init_stack = -1;
     if (conv_memory(&x, root, t) < 0) {
@@ -503,7 +640,8 @@ bad:
     free(doc);
     munmap(buf, n);
     /* the partly converted trace is dropped */
-    free(t->comms); free(t->calls);
+    free(t->comms); free(t->calls); free(t->call_raw); free(t->checks); free(t->ckdet);
+    free(t->nan_engine); free(t->nan_gpu_unused);
     free(t->job_id); free(t->job_source); free(t->host); free(t->rank_source);
     free((void *)t->file);
     free(t);

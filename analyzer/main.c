@@ -1,5 +1,5 @@
 /* tranalyze DIR|FILES... : reads the traces of every rank, diffs them and
- * names the root cause of a hang or an out-of-memory failure.
+ * names the root cause of a hang, an out-of-memory failure or a NaN/Inf.
  * Exit status: 0 nothing found, 1 findings, 2 could not analyse. */
 #include <getopt.h>
 #include <time.h>
@@ -32,7 +32,7 @@ static void usage(FILE *o)
 {
     fputs("usage: tranalyze [options] DIR|FILE...\n"
           "Reads the trshim traces below DIR (every trshim.*.json, recursively) or the given files,\n"
-          "and names the root cause of a hang, divergence or out-of-memory failure.\n\n"
+          "and names the root cause of a hang, divergence, out-of-memory failure or NaN/Inf.\n\n"
           "  --job ID                   analyse job ID (default: the newest job found)\n"
           "  --json                     machine-readable output (docs/analysis-format.md)\n"
           "  --markdown                 a summary to paste into a bug report\n"
@@ -52,12 +52,13 @@ static int group_of(const ta_an *a, const ta_finding *f)
     }
     if (f->root) return 1;
     switch (f->kind) {
-    case K_OOM: return 2;
-    case K_DIVERGENCE: return 3;
-    case K_P2P: return 4;
-    case K_INIT: return 5;
-    case K_IMBALANCE: return 6;
-    default: return 7;
+    case K_NAN: return 2;        /* first when nothing hung */
+    case K_OOM: return 3;
+    case K_DIVERGENCE: return 4;
+    case K_P2P: return 5;
+    case K_INIT: return 6;
+    case K_IMBALANCE: return 7;
+    default: return 8;
     }
 }
 
@@ -128,11 +129,13 @@ int main(int argc, char **argv)
     ta_findings_divergence_scan(&a, covered);
     ta_findings_p2p_scan(&a);
     free(covered);
+    ta_findings_nan(&a);
+    phase("nan");
 
     /* root cause first */
     ta_finding *sorted = xmalloc(sizeof *sorted * (size_t)(a.nf + 1));
     int n = 0;
-    for (int grp = 0; grp <= 7; grp++)
+    for (int grp = 0; grp <= 8; grp++)
         for (int i = 0; i < a.nf; i++)
             if (group_of(&a, &a.f[i]) == grp) sorted[n++] = a.f[i];
     free(a.f);
@@ -142,7 +145,14 @@ int main(int argc, char **argv)
         if (a.f[i].kind == K_OOM && group_of(&a, &a.f[i]) == 0) a.f[i].root = 1;
         anyroot |= a.f[i].root;
     }
-    if (!anyroot && a.nf) a.f[0].root = 1;
+    if (!anyroot && a.nf) {
+        a.f[0].root = 1;
+        /* a NaN born on some ranks' inputs: those ranks in the table */
+        if (a.f[0].kind == K_NAN && a.f[0].nan->ev.cause == NC_INPUT)
+            for (int k = 0; k < a.f[0].culprit.nranks; k++)
+                for (int t = 0; t < a.ntr; t++)
+                    if (a.tr[t]->rank == a.f[0].culprit.ranks[k]) a.root[t] = 1;
+    }
 
     ta_module_notes(&a);
     if (a.json) ta_out_json(&a, stdout);

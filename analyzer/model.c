@@ -17,7 +17,10 @@ const char *const ta_dtype_names[DT_N] = {
 static const int dtype_sizes[DT_N] = {0, 1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1, 0};
 const char *const ta_redop_names[RO_N] = {"none", "sum", "prod", "max", "min", "avg", "premulsum"};
 const char *const ta_kind_names[K_N] = {
-    "divergence", "missing", "p2p", "init", "oom", "memory_imbalance", "no_trace"};
+    "divergence", "missing", "p2p", "init", "oom", "memory_imbalance", "no_trace", "nan"};
+const char *const ta_ck_status_names[4] = {"clean", "nonfinite", "not_checked", "pending"};
+const char *const ta_nm_names[5] = {NULL, "off", "output", "all", "other"};
+const char *const ta_nan_cause_names[3] = {"input", "overflow", "unknown"};
 const char *const ta_end_names[] = {"exited", "signal", "comm_end", "snapshot", "no_trace", "unknown"};
 
 void *xmalloc(size_t n)

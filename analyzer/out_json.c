@@ -125,6 +125,73 @@ static void call_json(jw *w, ta_an *a, const char *k, const ta_side *s)
     close_(w, '}');
 }
 
+static void kdbl(jw *w, const char *k, double v)
+{
+    key(w, k);
+    if (v > 0) fprintf(w->o, "%.17g", v);
+    else fputs("null", w->o);
+}
+
+static void check_json(jw *w, const char *k, const ta_trace *t, int64_t ci)
+{
+    key(w, k);
+    if (!t || ci < 0) { fputs("null", w->o); return; }
+    const ta_check cv = ta_check_at(t, ci), *c = &cv;
+    open_(w, '{');
+    kstr(w, "status", ta_ck_status_names[c->status]);
+    kint(w, "nan", c->nan);
+    kint(w, "inf", c->inf);
+    kintn(w, "first", c->first, c->first == TA_NULL64);
+    kstr(w, "first_kind", c->first_kind == 1 ? "nan" : c->first_kind == 2 ? "inf" : NULL);
+    kint(w, "elems_checked", c->checked);
+    kint(w, "elems", c->elems);
+    kstr(w, "reason", c->reason);
+    close_(w, '}');
+}
+
+static int has_rank(const int *v, int n, int r)
+{
+    for (int i = 0; i < n; i++) if (v[i] == r) return 1;
+    return 0;
+}
+
+static void nanev_json(jw *w, ta_an *a, const ta_nanev *ev, int full)
+{
+    kstr(w, "cause", ta_nan_cause_names[ev->cause]);
+    kstr(w, "reason", ev->reason);
+    kstr(w, "op", ta_op_names[ev->op]);
+    kstr(w, "dtype", ev->dtype == DT_NONE ? NULL : ta_dtype_names[ev->dtype]);
+    kstr(w, "redop", ev->redop == RO_NONE ? NULL : ta_redop_names[ev->redop]);
+    kdbl(w, "limit", ta_nan_limit(ev->dtype));
+    kints(w, "unchecked_inputs", ev->unchecked, ev->nunchecked);
+    if (!full) return;
+    key(w, "members");
+    open_(w, '[');
+    for (int p = 0; p < ev->nmem; p++) {
+        const ta_nanmember *m = &ev->mem[p];
+        const ta_trace *t = m->trace >= 0 ? a->tr[m->trace] : NULL;
+        sep(w);
+        open_(w, '{');
+        kint(w, "place", m->place);
+        kintn(w, "rank", m->rank, m->rank < 0);
+        kbool(w, "source", m->source);
+        if (t && m->call >= 0 && has_rank(ev->ranks, ev->nranks, m->rank)) {
+            int st = t->calls[m->call].stack;
+            char *site = ta_site_text(a, t, st);
+            kstr(w, "site", site);
+            free(site);
+            kstr(w, "function", ta_site_function(a, t, st));
+        } else {
+            kstr(w, "site", NULL);
+            kstr(w, "function", NULL);
+        }
+        check_json(w, "input", t, m->in);
+        check_json(w, "output", t, m->out);
+        close_(w, '}');
+    }
+    close_(w, ']');
+}
+
 void ta_out_json(ta_an *a, FILE *o)
 {
     jw w = {o, {1}, 0};
@@ -185,6 +252,36 @@ void ta_out_json(ta_an *a, FILE *o)
             close_(&w, '}');
         } else {
             fputs("null", o);
+        }
+        if (f->kind == K_NAN && f->nan) {
+            const ta_nanfinding *nf = f->nan;
+            nanev_json(&w, a, &nf->ev, 1);
+            kint(&w, "later_count", nf->later_count);
+            key(&w, "later");
+            open_(&w, '[');
+            for (int k = 0; k < nf->nlater; k++) {
+                sep(&w);
+                open_(&w, '{');
+                kstr(&w, "comm", ta_comm_name(a, nf->later[k].g));
+                kint(&w, "from_seq", nf->later[k].from_seq);
+                kint(&w, "collectives", nf->later[k].count);
+                close_(&w, '}');
+            }
+            close_(&w, ']');
+            key(&w, "independent");
+            open_(&w, '[');
+            for (int k = 0; k < nf->nindep; k++) {
+                const ta_nanev *e = &nf->indep[k];
+                sep(&w);
+                open_(&w, '{');
+                kstr(&w, "comm", ta_comm_name(a, e->g));
+                kint(&w, "seq", e->seq);
+                kints(&w, "ranks", e->ranks, e->nranks);
+                nanev_json(&w, a, e, 0);
+                close_(&w, '}');
+            }
+            close_(&w, ']');
+            kint(&w, "unchecked_before", nf->unchecked_before);
         }
         if (f->kind == K_OOM || f->kind == K_IMBALANCE) {
             if (f->kind == K_OOM) {
@@ -250,6 +347,23 @@ void ta_out_json(ta_an *a, FILE *o)
         for (int k = 0; k < t->nmdev; k++) if (t->mdev[k].peak > pk) pk = t->mdev[k].peak;
         kintn(&w, "peak_bytes", pk, pk < 0);
         kint(&w, "alloc_failures", t->nmfail);
+        key(&w, "nancheck");
+        if (t->nan_mode == NM_ABSENT) {
+            fputs("null", o);
+        } else {
+            int64_t cnt[4] = {0, 0, 0, 0};
+            for (int64_t k = 0; k < t->nchecks; k++) cnt[t->checks[k].status]++;
+            open_(&w, '{');
+            kstr(&w, "mode", ta_nm_names[t->nan_mode]);
+            kstr(&w, "engine", t->nan_engine);
+            kstr(&w, "gpu_unused", t->nan_gpu_unused);
+            kint(&w, "checks", t->nchecks);
+            kint(&w, "nonfinite", cnt[CK_NONFINITE]);
+            kint(&w, "not_checked", cnt[CK_NOT_CHECKED]);
+            kint(&w, "pending", cnt[CK_PENDING]);
+            kint(&w, "dropped", t->nan_dropped);
+            close_(&w, '}');
+        }
         close_(&w, '}');
     }
     for (int i = 0; i < a->nmissing; i++) {
@@ -264,6 +378,7 @@ void ta_out_json(ta_an *a, FILE *o)
         kstr(&w, "text", "no trace");
         close_(&w, '}');
         key(&w, "peak_bytes"); fputs("null", o);
+        key(&w, "nancheck"); fputs("null", o);
         close_(&w, '}');
     }
     close_(&w, ']');

@@ -75,6 +75,33 @@ static void finding(ta_an *a, FILE *o, const ta_finding *f, int md, int top)
         side_line(a, o, ind, &f->culprit, md, miss ? " (last call)" : "");
         side_line(a, o, ind, &f->other, md, miss ? " (waiting in)" : "");
     }
+    if (f->kind == K_NAN && f->nan) {
+        const ta_nanev *ev = &f->nan->ev;
+        int shown = 0;
+        for (int p = 0; p < ev->nmem; p++) {
+            const ta_nanmember *m = &ev->mem[p];
+            if (m->trace < 0 || m->call < 0) continue;
+            const ta_trace *t = a->tr[m->trace];
+            int show = ev->cause == NC_INPUT ? m->source : p == ev->ref;
+            if (!show) continue;
+            if (shown++ >= 8) { fprintf(o, "%s%s...\n", ind, md ? "- " : ""); break; }
+            const ta_check kv = ta_check_at(t, ev->cause == NC_INPUT ? m->in : m->out), *k = &kv;
+            char *sig = ta_call_sig(t, m->call), *site = ta_site_text(a, t, t->calls[m->call].stack);
+            char at[64] = "";
+            if (k->first != TA_NULL64)
+                snprintf(at, sizeof at, "first %s at element %lld, ", k->first_kind == 2 ? "Inf" : "NaN", (long long)k->first);
+            fprintf(o, md ? "%s- rank %d: `%s` at `%s`; %s: %s%lld NaN, %lld Inf in %lld elements checked\n"
+                          : "%srank %d: %s at %s; %s: %s%lld NaN, %lld Inf in %lld elements checked\n",
+                    ind, m->rank, sig, site, ev->cause == NC_INPUT ? "input" : "output", at, (long long)k->nan,
+                    (long long)k->inf, (long long)k->checked);
+            free(sig); free(site);
+        }
+        if (ev->cause != NC_INPUT && ev->nunchecked) {
+            char *r = ta_ranks_text(ev->unchecked, ev->nunchecked);
+            fprintf(o, "%s%sinputs not known: rank%s %s\n", ind, md ? "- " : "", ev->nunchecked > 1 ? "s" : "", r);
+            free(r);
+        }
+    }
     if (f->kind == K_OOM || f->kind == K_IMBALANCE) {
         char *p = human(f->peak);
         char *site = f->culprit.trace >= 0 ? ta_site_text(a, a->tr[f->culprit.trace], f->stack2) : xstrdup("?");

@@ -5,6 +5,7 @@
  *   align.c      communicator table, per-comm per-seq tables, p2p matching,
  *                completion simulation (what could never finish)
  *   findings.c   divergence, missing, p2p, init, oom, memory_imbalance
+ *   nan.c        the first non-finite (communicator, seq) and its cause
  *   rootcause.c  wait-for graph across communicators, earliest divergence,
  *                ordering root cause first
  *   symbolize.c  module + build id + offset -> function (file:line) (libdw)
@@ -99,6 +100,34 @@ typedef struct {
     int64_t peak_after_seq;
 } ta_memdev;
 
+/* one NaN/Inf check of a buffer (trace "checks") */
+enum { CK_CLEAN, CK_NONFINITE, CK_NOT_CHECKED, CK_PENDING };
+enum { BUF_INPUT, BUF_OUTPUT };
+extern const char *const ta_ck_status_names[4];
+typedef struct {
+    int64_t call;            /* index into the trace's calls (as kept) */
+    int64_t nan, inf;
+    int64_t first;           /* TA_NULL64: null */
+    int64_t checked, elems;
+    const char *reason;      /* interned; NULL */
+    uint8_t buffer, status;
+    uint8_t first_kind;      /* 0 null, 1 nan, 2 inf */
+    uint8_t pad;
+} ta_check;                  /* a check, whole (ta_check_at) */
+/* as kept: 16 bytes (a trace has up to two per call, nearly all clean);
+ * the rest of a check that is not clean and whole is in ckdet[det] */
+#define TA_CK_NODET UINT32_MAX
+typedef struct {
+    uint32_t call;
+    uint32_t det;            /* index into ckdet; TA_CK_NODET: clean, elems_checked == elems == .elems */
+    uint32_t elems;
+    uint8_t buffer, status, first_kind, pad;
+} ta_ckc;
+typedef struct { int64_t nan, inf, first, checked, elems; const char *reason; } ta_ckdet;
+/* nancheck.mode of a trace */
+enum { NM_ABSENT, NM_OFF, NM_OUTPUT, NM_ALL, NM_OTHER };
+extern const char *const ta_nm_names[5];
+
 typedef struct {
     char api[32];
     int device;
@@ -136,6 +165,16 @@ typedef struct {
     int64_t pinned_peak;
     ta_memfail *mfail; int nmfail;
     int64_t skipped_records;
+    int64_t *call_raw;    /* kept call i was calls[call_raw[i]] of the file; NULL: the same index */
+    /* NaN/Inf checks */
+    int nan_mode;         /* NM_* */
+    int nan_usable;       /* the checks were read (mode not off, check_fields and checks valid) */
+    char *nan_engine;     /* NULL */
+    char *nan_gpu_unused; /* NULL */
+    int64_t nan_dropped;
+    ta_ckc *checks; int64_t nchecks;     /* sorted by call, input first */
+    ta_ckdet *ckdet; int64_t nckdet;
+    int64_t skipped_checks;
     /* derived */
     int idx;              /* index in the analysed job's rank array */
     int nstreams;
@@ -149,7 +188,7 @@ typedef struct {
 } ta_note;
 
 /* ---- findings ----------------------------------------------------------------- */
-enum { K_DIVERGENCE, K_MISSING, K_P2P, K_INIT, K_OOM, K_IMBALANCE, K_NO_TRACE, K_N };
+enum { K_DIVERGENCE, K_MISSING, K_P2P, K_INIT, K_OOM, K_IMBALANCE, K_NO_TRACE, K_NAN, K_N };
 extern const char *const ta_kind_names[K_N];
 
 typedef struct {             /* one side of a finding: ranks and their call */
@@ -165,6 +204,43 @@ typedef struct {
     int *waiting; int nwaiting;
     int *waitfor; int nwaitfor;
 } ta_conseq;
+
+/* nan: one member of the communicator at the non-finite (comm, seq) */
+typedef struct {
+    int place;               /* place in the communicator */
+    int rank;                /* global rank; -1: no trace */
+    int trace;               /* -1: no trace */
+    int64_t call;            /* -1: the rank never issued it */
+    int64_t in, out;         /* index into the trace's checks, -1 none */
+    int source;              /* its input was non-finite */
+} ta_nanmember;
+
+/* nan: a group of later non-finite collectives of one communicator */
+typedef struct { int g; uint32_t from_seq; int64_t count; } ta_nanlater;
+
+/* nan: a non-finite (comm, seq) analysed (the first one, or an independent one) */
+enum { NC_INPUT, NC_OVERFLOW, NC_UNKNOWN };
+extern const char *const ta_nan_cause_names[3];
+typedef struct ta_nanev {
+    int g; uint32_t seq;
+    int op, dtype, redop;
+    int cause;               /* NC_* */
+    char *reason;            /* NC_UNKNOWN: why; NULL */
+    int *ranks; int nranks;  /* sources (input), all members (overflow), unchecked (unknown) */
+    int *unchecked; int nunchecked;   /* traced members whose input is not known */
+    char *unknown_text;      /* why those inputs are not known; NULL */
+    ta_nanmember *mem; int nmem;
+    int ref;                 /* index into mem: the member whose output is quoted (-1) */
+    double t;
+} ta_nanev;
+
+typedef struct {
+    ta_nanev ev;
+    ta_nanlater *later; int nlater;
+    int64_t later_count;     /* non-finite collectives causally after it */
+    ta_nanev *indep; int nindep;   /* first non-finite points not after it */
+    int64_t unchecked_before;      /* reductions before it on its members without a usable check */
+} ta_nanfinding;
 
 typedef struct {
     int kind;
@@ -182,6 +258,7 @@ typedef struct {
     /* where the job stopped, when the finding moved earlier */
     int stop_g; int64_t stop_seq;
     double t;                /* wall time of the event, for ordering */
+    ta_nanfinding *nan;      /* kind nan */
 } ta_finding;
 
 /* ---- global communicator table ------------------------------------------------ */
@@ -270,6 +347,13 @@ void ta_findings_divergence_scan(ta_an *a, const int *covered_g);
 void ta_findings_p2p_scan(ta_an *a);
 void ta_findings_no_trace(ta_an *a);
 void ta_finding_describe(ta_an *a, ta_finding *f);
+
+/* nan.c */
+void ta_findings_nan(ta_an *a);
+int64_t ta_check_find(const ta_trace *t, int64_t call, int buffer);   /* index into checks, -1 */
+ta_check ta_check_at(const ta_trace *t, int64_t k);                   /* the whole check */
+const char *ta_nan_limit_text(int dtype);                            /* "65504", "~3.39e38" */
+double ta_nan_limit(int dtype);
 
 /* rootcause.c */
 void ta_rootcause(ta_an *a);

@@ -19,4 +19,18 @@ int ta_find_member(const char *b, size_t n, const char *name, size_t *vs, size_t
  * 0, -1 on a JSON syntax error at *err_at, -2 when it is not an array. */
 int ta_parse_calls(const char *b, size_t n, const int8_t *role, int npos, ta_trace *t, size_t *err_at,
                    const char **first_why, int *first_i);
+/* positions of a check, named by check_fields (engine is not used) */
+enum { CF_CALL, CF_BUFFER, CF_STATUS, CF_NAN, CF_INF, CF_FIRST, CF_FIRST_KIND, CF_CHECKED, CF_ELEMS, CF_REASON,
+       CF_NREQ };
+
+/* Bounds of several top-level members in one pass over the object: for
+ * each name, found[k] = 1 and [vs[k], ve[k]) its value. -1 when the text is
+ * not well-formed before the end of the object. */
+int ta_find_members(const char *b, size_t n, const char *const *names, int k, size_t *vs, size_t *ve, int *found);
+
+/* Reads the checks array into t->checks (t->calls read already; nraw: the
+ * number of records of the file's calls array, kept or skipped). Same
+ * returns as ta_parse_calls; skipped checks in t->skipped_checks. */
+int ta_parse_checks(const char *b, size_t n, const int8_t *role, int npos, int64_t nraw, ta_trace *t,
+                    size_t *err_at, const char **first_why, int *first_i);
 #endif

@@ -20,6 +20,46 @@ def fail(msg):
     sys.exit(1)
 
 
+def check_nan(i, w, g):
+    """the nan finding's details: inputs per rank, texts, independent points"""
+    if g.get("kind") != "nan":
+        return
+    for key in ("cause", "reason", "op", "dtype", "limit", "unchecked_inputs", "members", "later_count", "later",
+                "independent", "unchecked_before"):
+        if key not in g:
+            fail("finding %d (nan) has no %r" % (i, key))
+    members = {m["rank"]: m for m in g["members"] if m["rank"] is not None}
+    for r, want in w.get("inputs", {}).items():
+        m = members.get(int(r))
+        if not m or not m["input"]:
+            fail("finding %d: no input check of rank %s: %s" % (i, r, json.dumps(g["members"])[:2000]))
+        for k, v in want.items():
+            if m["input"].get(k) != v:
+                fail("finding %d: rank %s input %s is %r, expected %r" % (i, r, k, m["input"].get(k), v))
+    if g["cause"] == "input":
+        for r in g["ranks"]:
+            m = members[r]
+            if not m["source"] or m["input"]["status"] != "nonfinite":
+                fail("finding %d: rank %d named as a source without a non-finite input" % (i, r))
+            if "function" in w and m["function"] != w["function"]:
+                fail("finding %d: rank %d's call site function %r, expected %r" % (i, r, m["function"], w["function"]))
+            if not m["site"]:
+                fail("finding %d: rank %d's call site is missing" % (i, r))
+    if g["cause"] == "unknown" and not g["reason"]:
+        fail("finding %d: cause unknown without a reason" % i)
+    text = (g.get("message") or "") + " " + (g.get("hint") or "")
+    for sub in w.get("message_contains", []):
+        if sub not in text:
+            fail("finding %d: %r not in the message/hint: %s" % (i, sub, text))
+    for sub in w.get("reason_contains", []):
+        if sub not in (g.get("reason") or ""):
+            fail("finding %d: %r not in the reason: %r" % (i, sub, g.get("reason")))
+    if "independent" in w:
+        got = [{k: x.get(k) for k in ("comm", "seq", "cause", "ranks")} for x in g["independent"]]
+        if got != w["independent"]:
+            fail("finding %d: independent points %r, expected %r" % (i, got, w["independent"]))
+
+
 def main():
     tranalyze, gen, scenario, work = sys.argv[1:5]
     out = os.path.join(work, scenario)
@@ -48,9 +88,11 @@ def main():
         fail("%d findings, expected at least %d: %s" % (len(got), len(want), json.dumps(got, indent=1)[:3000]))
     for i, w in enumerate(want):
         g = got[i]
-        for key in ("kind", "comm", "seq", "ranks", "others", "subkind", "bytes"):
+        for key in ("kind", "comm", "seq", "ranks", "others", "subkind", "bytes", "cause", "op", "dtype", "limit",
+                    "root_cause", "later_count", "unchecked_inputs", "comm_ranks", "unchecked_before"):
             if key in w and g.get(key) != w[key]:
                 fail("finding %d: %s is %r, expected %r\n%s" % (i, key, g.get(key), w[key], json.dumps(g, indent=1)[:3000]))
+        check_nan(i, w, g)
         if "function" in w:
             fn = (g.get("call") or {}).get("function")
             if fn != w["function"]:
@@ -65,6 +107,11 @@ def main():
     if want:
         if not got[0].get("root_cause"):
             fail("the first finding is not marked root_cause")
+    if "count" in exp and len(got) != exp["count"]:
+        fail("%d findings, expected exactly %d: %s" % (len(got), exp["count"], json.dumps(got, indent=1)[:4000]))
+    if "note_contains" in exp:
+        if not any(exp["note_contains"] in (n.get("problem") or "") for n in res["inputs"]):
+            fail("no input note containing %r: %s" % (exp["note_contains"], json.dumps(res["inputs"])[:2000]))
     if "stopped_at" in exp:
         if got[0].get("stopped_at") != exp["stopped_at"]:
             fail("stopped_at is %r, expected %r" % (got[0].get("stopped_at"), exp["stopped_at"]))

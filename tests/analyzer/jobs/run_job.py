@@ -36,6 +36,15 @@ def main():
     p = subprocess.run([launch, "-n", n, "--timeout", timeout, "--grace", "3", "--", "env", "LD_PRELOAD=" + shim, prog],
                        env=env, capture_output=True, text=True, timeout=int(timeout) + 60)
     log = "$ %s (%d ranks): status %d\n%s%s" % (name, int(n), p.returncode, p.stdout[-3000:], p.stderr[-3000:])
+    if any(f.get("kind") == "nan" for f in exp["findings"]):
+        # the NaN jobs depend on the shim's NaN/Inf checks: say so when absent
+        for f in os.listdir(traces):
+            if f.endswith(".json"):
+                with open(os.path.join(traces, f)) as fh:
+                    d = json.load(fh)
+                if "checks" not in d:
+                    fail("%s has no NaN/Inf checks (trace \"checks\"): the shim's checks are needed "
+                         "(tests/analyzer/jobs/meson.build: analyzer_nan_job_tests)" % f, log)
     if not any(f.endswith(".json") for f in os.listdir(traces)):
         fail("the job left no trace in %s: is libtrshim.so (%s) complete?" % (traces, shim), log)
     q = subprocess.run([tranalyze, "--json", traces], capture_output=True, text=True, timeout=120)
@@ -51,9 +60,28 @@ def main():
         fail("%d findings, expected %d" % (len(got), len(exp["findings"])), log)
     for i, w in enumerate(exp["findings"]):
         g = got[i]
-        for key in ("kind", "seq", "ranks", "others", "subkind", "bytes"):
+        for key in ("kind", "seq", "ranks", "others", "subkind", "bytes", "cause", "op", "dtype", "limit"):
             if key in w and g.get(key) != w[key]:
                 fail("finding %d: %s is %r, expected %r" % (i, key, g.get(key), w[key]), log)
+        if g.get("kind") == "nan":
+            members = {m["rank"]: m for m in g.get("members", []) if m.get("rank") is not None}
+            for r, want in w.get("inputs", {}).items():
+                got_in = (members.get(int(r)) or {}).get("input") or {}
+                for k, v in want.items():
+                    if got_in.get(k) != v:
+                        fail("finding %d: rank %s input %s is %r, expected %r" % (i, r, k, got_in.get(k), v), log)
+            if "output_first" in w:
+                outs = [m["output"]["first"] for m in members.values()
+                        if m.get("output") and m["output"]["status"] == "nonfinite"]
+                if not outs or any(o != w["output_first"] for o in outs):
+                    fail("finding %d: first non-finite output elements %r, expected %r" % (i, outs, w["output_first"]), log)
+            if g.get("later_count", 0) < w.get("min_later", 0):
+                fail("finding %d: %r later non-finite collectives, expected at least %d" %
+                     (i, g.get("later_count"), w["min_later"]), log)
+            for r in g["ranks"]:
+                if "function" in w and (members.get(r) or {}).get("function") != w["function"]:
+                    fail("finding %d: rank %d's call site function %r, expected %r" %
+                         (i, r, (members.get(r) or {}).get("function"), w["function"]), log)
         if "comm_ranks" in w and g.get("comm_ranks") != w["comm_ranks"]:
             fail("finding %d: communicator of ranks %r, expected %r" % (i, g.get("comm_ranks"), w["comm_ranks"]), log)
         for side, key in (("call", "function"), ("others_call", "others_function")):
@@ -63,6 +91,8 @@ def main():
                     fail("finding %d: %s function %r, expected %r" % (i, side, fn, w[key]), log)
         if "site_has_line" in w and ":" not in ((g.get("call") or {}).get("site") or ""):
             fail("finding %d: call site %r without file:line" % (i, (g.get("call") or {}).get("site")), log)
+    if "count" in exp and len(got) != exp["count"]:
+        fail("%d findings, expected exactly %d" % (len(got), exp["count"]), log)
     if exp["findings"] and not got[0]["root_cause"]:
         fail("the top finding is not the root cause", log)
     print(log)
