@@ -18,6 +18,10 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import Failure, check, eq, path_of  # noqa: E402
+
+
 # Assert that the innermost frame of each call's stack is the test function
 # that issued it (needs shim/tr_stack.c). Set to False to skip.
 CHECK_CALL_SITES = True
@@ -25,27 +29,6 @@ CHECK_CALL_SITES = True
 CALL_FIELDS = ["op", "comm", "seq", "count", "dtype", "redop", "root", "peer", "sendbuff", "recvbuff",
                "stream", "capturing", "group", "depth", "enter_ns", "exit_ns", "thread", "rc", "stack"]
 IN_PROGRESS = 7
-
-
-class Failure(Exception):
-    pass
-
-
-def check(cond, msg):
-    if not cond:
-        raise Failure(msg)
-
-
-def eq(got, want, what):
-    if got != want:
-        raise Failure("%s: got %r, expected %r" % (what, got, want))
-
-
-def path_of(name):
-    v = os.environ.get(name)
-    if not v:
-        raise Failure("%s is not set (run through meson test)" % name)
-    return v
 
 
 # ---- running -------------------------------------------------------------------

@@ -21,6 +21,10 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import Failure, check, eq, path_of  # noqa: E402
+
+
 W = 4
 CALL_FIELDS = ["op", "comm", "seq", "count", "dtype", "redop", "root", "peer", "sendbuff", "recvbuff",
                "stream", "capturing", "group", "depth", "enter_ns", "exit_ns", "thread", "rc", "stack"]
@@ -30,27 +34,6 @@ FLOATS = {"float16", "float32", "float64", "bfloat16", "float8e4m3", "float8e5m2
 SCRUB = re.compile(r"^(RANK|WORLD_SIZE|LOCAL_RANK|LOCAL_WORLD_SIZE|GROUP_RANK|OMPI_.*|PMI_.*|PMIX_.*|"
                    r"SLURM_.*|TRSHIM.*|TORCHELASTIC_RUN_ID|TRSIM_LAUNCH_TIMEOUT|TRSIM_TIMEOUT_SEC|"
                    r"LD_PRELOAD|LD_LIBRARY_PATH|NCCL_COMM_BLOCKING)$")
-
-
-class Failure(Exception):
-    pass
-
-
-def check(cond, msg):
-    if not cond:
-        raise Failure(msg)
-
-
-def eq(got, want, what):
-    if got != want:
-        raise Failure("%s: got %r, expected %r" % (what, got, want))
-
-
-def path_of(name):
-    v = os.environ.get(name)
-    if not v:
-        raise Failure("%s is not set (run through meson test)" % name)
-    return v
 
 
 def run_job(tmp, scenario, env_extra, prog="NAN_JOB", nranks=W):

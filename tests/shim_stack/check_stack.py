@@ -19,17 +19,12 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import Failure, check  # noqa: E402
+
+
 CHAIN = ["leaf_d", "stat_c", "level_b", "level_a", "scenario_chain", "main"]
 RECURSIVE = ["rec_bottom"] + ["recurse"] * 30 + ["scenario_recursive", "main"]
-
-
-class Failure(Exception):
-    pass
-
-
-def check(cond, msg):
-    if not cond:
-        raise Failure(msg)
 
 
 def run(prog, **env):
