@@ -18,6 +18,7 @@
 
 #include "ta.h"
 #include "ta_calls.h"
+#include "trshim/trace_format.h"
 
 /* ---- a per-thread arena for cJSON: parsing allocates hundreds of thousands
  * of small nodes per file; they all die together. ---- */
@@ -496,9 +497,12 @@ static ta_trace *parse_file(ta_an *a, const char *path, pthread_mutex_t *lk)
     int64_t v;
     if (!cJSON_IsObject(root)) { BAD(&x, "the top level is not an object"); goto bad; }
     if (get_str(&x, root, "format", &s, 0, "") < 0) { snprintf(x.err, sizeof x.err, "not a trshim trace (no \"format\": \"trshim-trace\")"); goto bad; }
-    if (strcmp(s, "trshim-trace") != 0) { BAD(&x, "not a trshim trace (format \"%.60s\")", s); goto bad; }
+    if (strcmp(s, TRSHIM_TRACE_FORMAT) != 0) { BAD(&x, "not a trshim trace (format \"%.60s\")", s); goto bad; }
     if (get_i64(&x, root, "version", &v, 0, "") < 0) goto bad;
-    if (v != 1) { BAD(&x, "unknown trace format version %lld (this tranalyze reads version 1)", (long long)v); goto bad; }
+    if (v != TRSHIM_TRACE_VERSION) {
+        BAD(&x, "unknown trace format version %lld (this tranalyze reads version %d)", (long long)v, TRSHIM_TRACE_VERSION);
+        goto bad;
+    }
     o = cJSON_GetObjectItemCaseSensitive(root, "job");
     if (!cJSON_IsObject(o)) { BAD(&x, "field job is not an object"); goto bad; }
     if (get_str(&x, o, "id", &s, 0, "job.") < 0) goto bad;
@@ -658,7 +662,7 @@ static void sv_push(strvec *s, char *p)
 static int is_trace_name(const char *n)
 {
     size_t l = strlen(n);
-    return !strncmp(n, "trshim.", 7) && l > 12 && !strcmp(n + l - 5, ".json");
+    return !strncmp(n, TRSHIM_TRACE_PREFIX, strlen(TRSHIM_TRACE_PREFIX)) && l > 12 && !strcmp(n + l - 5, ".json");
 }
 static void walk(ta_an *a, const char *dir, strvec *out, int depth)
 {
@@ -675,7 +679,7 @@ static void walk(ta_an *a, const char *dir, strvec *out, int depth)
             free(p);
         } else if (is_trace_name(e->d_name) && (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))) {
             sv_push(out, p);
-        } else if (!strncmp(e->d_name, "trshim.", 7) && strstr(e->d_name, ".json.tmp.")) {
+        } else if (!strncmp(e->d_name, TRSHIM_TRACE_PREFIX, strlen(TRSHIM_TRACE_PREFIX)) && strstr(e->d_name, ".json.tmp.")) {
             ta_note_add(a, p, 0, "an unfinished write (the process stopped while writing); the last complete trace of that rank is used");
             free(p);
         } else {

@@ -23,6 +23,7 @@
 #include <cuda_runtime_api.h>
 
 #include "tr_core.h"
+#include "trshim/trace_format.h"
 #include "tr_nancheck.h"
 
 static int g_efd = -1;
@@ -199,8 +200,8 @@ static int write_trace(const char *path, const tr_rank_view *view, const write_c
     tr_json j;
     trj_init(&j, f);
     trj_object_begin(&j, NULL);
-    trj_str(&j, "format", "trshim-trace");
-    trj_int(&j, "version", 1);
+    trj_str(&j, "format", TRSHIM_TRACE_FORMAT);
+    trj_int(&j, "version", TRSHIM_TRACE_VERSION);
     trj_object_begin(&j, "job");
     trj_str(&j, "id", w->job_id);
     trj_str(&j, "source", w->job_source);
@@ -353,7 +354,7 @@ static void write_all(tr_write_reason reason, int signo, int from_writer)
         char rank[16], path[2700];
         if (views[v].rank >= 0) snprintf(rank, sizeof rank, "%d", views[v].rank);
         else snprintf(rank, sizeof rank, "x");
-        snprintf(path, sizeof path, "%s/trshim.%s.r%s.%s.%d.json", g_dir, job_clean, rank, host_clean,
+        snprintf(path, sizeof path, "%s/" TRSHIM_TRACE_PREFIX "%s.r%s.%s.%d.json", g_dir, job_clean, rank, host_clean,
                  (int)getpid());
         if (write_trace(path, &views[v], &w) == 0 && (paths[np] = strdup(path))) np++;
     }
