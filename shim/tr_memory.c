@@ -551,6 +551,38 @@ TR_API cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_
                   mt_async_done("cudaMallocFromPoolAsync", r, ptr, size, stream, 0, pd))
 }
 
+/* Per-thread default stream variants: programs built with nvcc
+ * --default-stream per-thread (CUDA_API_PER_THREAD_DEFAULT_STREAM) call
+ * these names instead (cuda_runtime_api.h declares them only in that mode,
+ * hence the prototypes here). Each calls the real _ptsz function and is
+ * accounted exactly like its plain counterpart, under the plain name. A
+ * runtime whose _ptsz function calls its exported plain one through the
+ * shim (the simulator) is still counted once: the inner call is nested
+ * (tr_enter() == 0). */
+TR_API cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream);
+TR_API cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool,
+                                                cudaStream_t stream);
+TR_API cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream);
+
+TR_API cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream)
+{
+    TR_REAL(real, fn_cudaMallocAsync, "cudaMallocAsync_ptsz", TR_LIB_CUDART);
+    if (!real)
+        MT_MISSING_RT("cudaMallocAsync_ptsz");
+    MT_ALLOC_BODY(real(devPtr, size, hStream),
+                  mt_async_done("cudaMallocAsync", r, devPtr, size, hStream, 1, pd))
+}
+
+TR_API cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool,
+                                                cudaStream_t stream)
+{
+    TR_REAL(real, fn_cudaMallocFromPoolAsync, "cudaMallocFromPoolAsync_ptsz", TR_LIB_CUDART);
+    if (!real)
+        MT_MISSING_RT("cudaMallocFromPoolAsync_ptsz");
+    MT_ALLOC_BODY(real(ptr, size, memPool, stream),
+                  mt_async_done("cudaMallocFromPoolAsync", r, ptr, size, stream, 0, pd))
+}
+
 /* The body of a free wrapper: the entry leaves the table before the real
  * call (see mt_free_begin), and is counted freed or put back after it. */
 #define MT_FREE_BODY(table, key, call, ok_expr)                                \
@@ -584,6 +616,14 @@ TR_API cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
     TR_REAL(real, fn_cudaFreeAsync, "cudaFreeAsync", TR_LIB_CUDART);
     if (!real)
         MT_MISSING_RT("cudaFreeAsync");
+    MT_FREE_BODY(&mt_live_ptrs, (uintptr_t)devPtr, real(devPtr, hStream), r == cudaSuccess)
+}
+
+TR_API cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
+{
+    TR_REAL(real, fn_cudaFreeAsync, "cudaFreeAsync_ptsz", TR_LIB_CUDART);
+    if (!real)
+        MT_MISSING_RT("cudaFreeAsync_ptsz");
     MT_FREE_BODY(&mt_live_ptrs, (uintptr_t)devPtr, real(devPtr, hStream), r == cudaSuccess)
 }
 

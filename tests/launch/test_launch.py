@@ -73,6 +73,10 @@ class Job:
 
 # A rank that records SIGTERM in $OUT/term.$RANK and then exits 143.
 TERM_TRAP = 'trap "echo TERM > $OUT/term.$RANK; exit 143" TERM; '
+# Sleeps, having said "up" once the sleep runs; the wait builtin is
+# interrupted by a trapped signal, so a signal landing right after "up"
+# cannot leave sh waiting for a sleep that never saw it.
+UP_THEN_WAIT = 'sleep 120 & echo up > $OUT/up.$RANK; wait'
 # The same but which survives SIGTERM (only SIGKILL ends it).
 TERM_IGNORE = 'trap "echo TERM >> $OUT/term.$RANK" TERM; '
 
@@ -122,7 +126,7 @@ def case_nested_tag(j):
 
 def case_fail_kills_others(j):
     script = ('if [ $RANK = 1 ]; then ' + wait_up(0, 2) + 'exit 3; fi; ' + TERM_TRAP +
-              'echo up > $OUT/up.$RANK; sleep 120; echo done > $OUT/done.$RANK')
+              UP_THEN_WAIT + '; echo done > $OUT/done.$RANK')
     check(j.run(["-n", "3"], script) == 3, "launcher exit status %d, expected 3" % j.rc)
     for r in (0, 2):
         check(j.read("term.%d" % r) is not None, "rank %d did not get SIGTERM" % r)
@@ -182,7 +186,7 @@ def case_sigkill_after_grace(j):
 
 def case_signal_death(j):
     check(j.run(["-n", "2"], 'if [ $RANK = 1 ]; then ' + wait_up(0) + 'kill -KILL $$; fi; ' +
-                 TERM_TRAP + 'echo up > $OUT/up.$RANK; sleep 120') == 137,
+                 TERM_TRAP + UP_THEN_WAIT) == 137,
           "exit status %d, expected 137" % j.rc)
     check(re.search(r"rank 1 \(pid \d+\) killed by signal SIGKILL \(not sent by trsim-launch\)", j.stderr),
           "rank 1 not reported as killed by SIGKILL")
@@ -196,7 +200,7 @@ def case_shm_cleanup(j):
         script = ('echo $TRSIM_SHM_TAG > $OUT/tag; : > /dev/shm/trsim.$TRSIM_SHM_TAG.x$RANK; '
                   'mkdir -p $TRSIM_RDZV/sub && : > $TRSIM_RDZV/sub/f; '
                   'if [ $RANK = 1 ]; then ' + wait_up(0) + 'exit 1; fi; ' +
-                  TERM_TRAP + 'echo up > $OUT/up.$RANK; sleep 120')
+                  TERM_TRAP + UP_THEN_WAIT)
         check(j.run(["-n", "2"], script) == 1, "exit status %d, expected 1" % j.rc)
         tag = j.read("tag").strip()
         left = [n for n in os.listdir(SHM) if n.startswith("trsim.%s." % tag)]
@@ -230,8 +234,7 @@ def case_forward_signal(j):
     for sig in (signal.SIGTERM, signal.SIGINT):
         for f in os.listdir(j.out):
             os.unlink(os.path.join(j.out, f))
-        script = ('trap "echo got > $OUT/sig.$RANK; exit 0" %s; echo up > $OUT/up.$RANK; sleep 120'
-                  % sig.name[3:])
+        script = ('trap "echo got > $OUT/sig.$RANK; exit 0" %s; ' % sig.name[3:]) + UP_THEN_WAIT
         p = j.popen(["-n", "2"], script)
         try:
             j.wait_files(["up.0", "up.1"])

@@ -5,7 +5,8 @@ and reads the trace files it leaves in TRSHIM_DIR.
 
     check_memory.py MODE LIBTRSHIM APP_MEMORY TRSIM_LAUNCH
 
-MODE: sequence | oom | ranks (see app_memory.c). SHIM_MEM_STACKS=0 skips the
+MODE: sequence | oom | ranks (see app_memory.c), or ptsz with APP_PTSZ in
+place of APP_MEMORY (see app_ptsz.c). SHIM_MEM_STACKS=0 skips the
 checks of the recorded stacks' innermost symbols.
 """
 import glob
@@ -174,13 +175,51 @@ def mode_ranks(shim, app, launch, tmp):
     check(len(peaks) == 4 and max(peaks) == peaks[2], f"rank 2 has the highest peak: {peaks}")
 
 
+def mode_ptsz(shim, app, launch, tmp):
+    sim = dict(TRSIM_DEVICE_COUNT=2, TRSIM_DEVICE_MEM="1GiB")
+    names = ("cudaMallocAsync_ptsz", "cudaMallocFromPoolAsync_ptsz", "cudaFreeAsync_ptsz")
+    plain = run([app], base_env(tmp, **sim))
+    shimmed = run([app], base_env(tmp, LD_PRELOAD=shim, **sim))
+    for n in names:
+        check(f"{n} from libtrsim.so" in plain.stdout, f"without the shim: {n}: {plain.stdout}")
+        check(f"{n} from {os.path.basename(shim)}" in shimmed.stdout,
+              f"the shim does not define {n}: {shimmed.stdout}")
+    rest = lambda out: [l for l in out.splitlines() if " from " not in l]
+    check(rest(plain.stdout) == rest(shimmed.stdout),
+          f"the application sees something else under the shim:\n{plain.stdout}---\n{shimmed.stdout}")
+    check("oom -> cudaErrorMemoryAllocation, pointer untouched" in shimmed.stdout,
+          f"output: {shimmed.stdout}")
+    ts = traces(tmp)
+    check(len(ts) == 1, f"{len(ts)} trace files, expected 1")
+    t = ts[0]
+    check_entry_shapes(t)
+    m = t["memory"]
+    d = devices(t)
+    check(sorted(d) == [0, 1], f"devices {sorted(d)}")
+    # each allocation counted once, on the pool's device, under the plain name
+    expect_counts("device 0", d.get(0, {}), 6144, 15048, 5, 3)
+    expect_counts("device 1", d.get(1, {}), 500, 500, 1, 0)
+    expect_counts("pinned", m["pinned"], 0, 0, 0, 0)
+    if 0 in d:
+        expect_stack(t, "device 0 peak", d[0]["peak_stack"], "ptsz_peak")
+    fs = m["failures"]
+    check(len(fs) == 1 and m["failures_dropped"] == 0, f"{len(fs)} failures, expected 1")
+    if fs:
+        want = {"api": "cudaMallocAsync", "device": 1, "bytes": 2 << 30, "live_bytes": 500,
+                "error": "cudaErrorMemoryAllocation", "error_code": 2}
+        have = {k: fs[0].get(k) for k in want}
+        check(have == want, f"failure {have}, expected {want}")
+        expect_stack(t, "cudaMallocAsync_ptsz failure", fs[0]["stack"], "ptsz_oom_here")
+
+
 def main():
     if len(sys.argv) != 5:
         raise SystemExit(__doc__)
     mode, shim, app, launch = sys.argv[1:]
     tmp = tempfile.mkdtemp(prefix="shim_mem.")
     try:
-        {"sequence": mode_sequence, "oom": mode_oom, "ranks": mode_ranks}[mode](shim, app, launch, tmp)
+        {"sequence": mode_sequence, "oom": mode_oom, "ranks": mode_ranks,
+         "ptsz": mode_ptsz}[mode](shim, app, launch, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if failures:
