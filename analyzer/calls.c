@@ -194,9 +194,9 @@ static int num_ok(const jv *v, int64_t *out)
     if (v->type == JV_DBL && v->d == floor(v->d) && fabs(v->d) < 9.2e18) { *out = (int64_t)v->d; return 1; }
     return 0;
 }
-static int parse_hex(const char *s, uint64_t *out)
+int ta_parse_hex(const char *s, uint64_t *out)
 {
-    if (s[0] != '0' || (s[1] != 'x' && s[1] != 'X') || !s[2]) return -1;
+    if (!s || s[0] != '0' || (s[1] != 'x' && s[1] != 'X') || !s[2]) return -1;
     char *end;
     errno = 0;
     unsigned long long v = strtoull(s + 2, &end, 16);
@@ -261,7 +261,7 @@ static const char *conv(const jv *vals, int nv, const int8_t *role, ta_trace *t,
             break;
         case F_STREAM: {
             uint64_t s = ~0ull;
-            if (v->type != JV_NULL && (v->type != JV_STR || parse_hex(v->s, &s))) return "stream is not a \"0x...\" string";
+            if (v->type != JV_NULL && (v->type != JV_STR || ta_parse_hex(v->s, &s))) return "stream is not a \"0x...\" string";
             int k;
             for (k = 0; k < *nstreams; k++) if (streams[k] == s) break;
             if (k == *nstreams) {
@@ -426,7 +426,6 @@ int ta_parse_calls(const char *b, size_t n, const int8_t *role, int npos, ta_tra
         return r;
     }
     t->ncalls = (int64_t)x.used;
-    t->nstreams = x.nstreams + 1;
     return 0;
 }
 

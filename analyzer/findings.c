@@ -231,6 +231,19 @@ void ta_findings_divergence_scan(ta_an *a, const int *covered_g)
     }
 }
 
+/* "AllReduce(...) #5 on comm 0x... at fn (file:line)" of a side's call, NULL
+ * when it has none; the side's stack becomes that call's */
+static char *side_call_text(ta_an *a, ta_side *sd)
+{
+    if (sd->trace < 0 || sd->call < 0) return NULL;
+    ta_trace *t = a->tr[sd->trace];
+    sd->stack = t->calls[sd->call].stack;
+    char *c = ta_call_text(a, t, sd->call), *s = ta_site_text(a, t, sd->stack);
+    char *r = xasprintf("%s at %s", c, s);
+    free(c); free(s);
+    return r;
+}
+
 /* Message and hint from the sides (divergence, missing, p2p). */
 void ta_finding_describe(ta_an *a, ta_finding *f)
 {
@@ -238,23 +251,7 @@ void ta_finding_describe(ta_an *a, ta_finding *f)
     char *orr = ta_ranks_text(f->other.ranks, f->other.nranks);
     const char *cs = f->culprit.nranks > 1 ? "ranks" : "rank";
     const char *os = f->other.nranks > 1 ? "ranks" : "rank";
-    char *ccall = NULL, *ocall = NULL;
-    if (f->culprit.trace >= 0 && f->culprit.call >= 0) {
-        ta_trace *t = a->tr[f->culprit.trace];
-        char *c = ta_call_text(a, t, f->culprit.call);
-        char *s = ta_site_text(a, t, t->calls[f->culprit.call].stack);
-        ccall = xasprintf("%s at %s", c, s);
-        free(c); free(s);
-        f->culprit.stack = t->calls[f->culprit.call].stack;
-    }
-    if (f->other.trace >= 0 && f->other.call >= 0) {
-        ta_trace *t = a->tr[f->other.trace];
-        char *c = ta_call_text(a, t, f->other.call);
-        char *s = ta_site_text(a, t, t->calls[f->other.call].stack);
-        ocall = xasprintf("%s at %s", c, s);
-        free(c); free(s);
-        f->other.stack = t->calls[f->other.call].stack;
-    }
+    char *ccall = side_call_text(a, &f->culprit), *ocall = side_call_text(a, &f->other);
     free(f->message); free(f->hint);
     const char *sk = f->subkind;
     if (f->kind == K_DIVERGENCE && !strcmp(sk, "extra_call")) {
@@ -347,15 +344,6 @@ void ta_findings_p2p_scan(ta_an *a)
     }
 }
 
-static int64_t coll_at(ta_an *a, int t, int g, uint32_t seq)
-{
-    int lc = ta_comm_local(a->tr[t], g);
-    if (lc < 0) return -1;
-    const ta_comm *k = &a->tr[t]->comms[lc];
-    if (seq == 0 || seq > k->nseq) return -1;
-    return k->byseq[seq - 1];
-}
-
 /* Ranks below the world size without a trace: a root cause when the others
  * were stopped by a signal (they may be waiting for them). */
 void ta_findings_no_trace(ta_an *a)
@@ -388,7 +376,7 @@ void ta_findings_no_trace(ta_an *a)
             int64_t ci = -1;
             int rt = -1;
             for (int p = 0; p < a->gc[bestg].npos && ci < 0; p++)
-                if (a->gc[bestg].member[p] >= 0) { rt = a->gc[bestg].member[p]; ci = coll_at(a, rt, bestg, bests); }
+                if (a->gc[bestg].member[p] >= 0) { rt = a->gc[bestg].member[p]; ci = ta_call_at(a, rt, bestg, bests); }
             f->other.trace = rt;
             f->other.call = ci;
             char *c = ci >= 0 ? ta_call_text(a, a->tr[rt], ci) : xstrdup("their last collective");

@@ -673,6 +673,19 @@ def sc_p2p_dtype(out):
                       others_function="recv_tensor")])
 
 
+def rewrite_traces(out, edit):
+    """edit(d) on the parsed JSON of every trace file in out, written back"""
+    for f in os.listdir(out):
+        if not f.startswith("trshim."):
+            continue
+        path = os.path.join(out, f)
+        with open(path) as fh:
+            d = json.load(fh)
+        edit(d)
+        with open(path, "w") as fh:
+            json.dump(d, fh)
+
+
 def sc_reordered_fields(out):
     """call_fields in another order, with a field this reader does not know:
     positions are read by name, the answer is the same as extra_collective"""
@@ -680,20 +693,14 @@ def sc_reordered_fields(out):
     rnd = random.Random(5)
     order = CALL_FIELDS + ["future_field"]
     rnd.shuffle(order)
-    for f in os.listdir(out):
-        if not f.startswith("trshim."):
-            continue
-        path = os.path.join(out, f)
-        with open(path) as fh:
-            d = json.load(fh)
+    def reorder(d):
         calls = []
         for c in d["calls"]:
             named = dict(zip(CALL_FIELDS, c))
             named["future_field"] = {"nested": [1, 2]}
             calls.append([named[k] for k in order])
         d["call_fields"], d["calls"] = order, calls
-        with open(path, "w") as fh:
-            json.dump(d, fh)
+    rewrite_traces(out, reorder)
 
 
 def sc_nan_reordered_fields(out):
@@ -706,12 +713,7 @@ def sc_nan_reordered_fields(out):
     korder = CHECK_FIELDS + ["future_check_field"]
     rnd.shuffle(corder)
     rnd.shuffle(korder)
-    for f in os.listdir(out):
-        if not f.startswith("trshim."):
-            continue
-        path = os.path.join(out, f)
-        with open(path) as fh:
-            d = json.load(fh)
+    def reorder(d):
         calls = []
         for c in d["calls"]:
             named = dict(zip(CALL_FIELDS, c), future_field=[1])
@@ -722,8 +724,7 @@ def sc_nan_reordered_fields(out):
             checks.append([named[k] for k in korder])
         d["call_fields"], d["calls"] = corder, calls
         d["check_fields"], d["checks"] = korder, checks
-        with open(path, "w") as fh:
-            json.dump(d, fh)
+    rewrite_traces(out, reorder)
 
 
 def sc_order_inversion(out):

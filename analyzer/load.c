@@ -123,22 +123,12 @@ static int get_bool(pctx *x, const cJSON *o, const char *name, int *out, const c
     *out = cJSON_IsTrue(v);
     return 0;
 }
-static int parse_hex(const char *s, uint64_t *out)
-{
-    if (!s || s[0] != '0' || (s[1] != 'x' && s[1] != 'X') || !s[2]) return -1;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s + 2, &end, 16);
-    if (*end || errno) return -1;
-    *out = v;
-    return 0;
-}
 static int get_hex(pctx *x, const cJSON *o, const char *name, uint64_t *out, int nullable, const char *where)
 {
     const char *s;
     int r = get_str(x, o, name, &s, nullable, where);
     if (r) return r;
-    if (parse_hex(s, out)) return BAD(x, "field %s%s is not a \"0x...\" hexadecimal string", where, name);
+    if (ta_parse_hex(s, out)) return BAD(x, "field %s%s is not a \"0x...\" hexadecimal string", where, name);
     return 0;
 }
 
@@ -235,10 +225,6 @@ static int conv_stacks(pctx *x, const cJSON *root, ta_trace *t, ta_an *a, pthrea
             o->module = mi < 0 ? -1 : gid[mi];
             o->symbol = sym ? ta_intern(sym) : NULL;
         }
-        if (st->nframes) {
-            const ta_frame *f0 = &st->frames[0];
-            st->site = ta_hash64(ta_hash64(17, (uint64_t)(f0->module + 2)), f0->offset);
-        }
     }
     free(gid);
     return 0;
@@ -274,7 +260,7 @@ static int conv_memory(pctx *x, const cJSON *root, ta_trace *t)
             const cJSON *cm = cJSON_GetObjectItemCaseSensitive(pa, "comm");
             uint64_t id = 0;
             if (cJSON_IsString(cm)) {
-                if (parse_hex(cm->valuestring, &id)) return BAD(x, "field %scomm is not a \"0x...\" string", w2);
+                if (ta_parse_hex(cm->valuestring, &id)) return BAD(x, "field %scomm is not a \"0x...\" string", w2);
             } else if (cJSON_IsNumber(cm) && cm->valuedouble >= 0 && cm->valuedouble < t->ncomms) {
                 id = t->comms[(int)cm->valuedouble].id;   /* an index into comms */
             } else {

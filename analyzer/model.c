@@ -48,16 +48,22 @@ char *xstrdup(const char *s)
     memcpy(d, s ? s : "", n);
     return d;
 }
+static char *xvasprintf(const char *fmt, va_list ap)
+{
+    va_list aq;
+    va_copy(aq, ap);
+    char one[1];
+    int n = vsnprintf(one, sizeof one, fmt, aq);
+    va_end(aq);
+    char *s = xmalloc((size_t)n + 1);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    return s;
+}
 char *xasprintf(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    char one[1];
-    int n = vsnprintf(one, sizeof one, fmt, ap);
-    va_end(ap);
-    char *s = xmalloc((size_t)n + 1);
-    va_start(ap, fmt);
-    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    char *s = xvasprintf(fmt, ap);
     va_end(ap);
     return s;
 }
@@ -68,12 +74,7 @@ void ta_note_add(ta_an *a, const char *file, int fatal, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    char one[1];
-    int n = vsnprintf(one, sizeof one, fmt, ap);
-    va_end(ap);
-    char *s = xmalloc((size_t)n + 1);
-    va_start(ap, fmt);
-    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    char *s = xvasprintf(fmt, ap);
     va_end(ap);
     pthread_mutex_lock(&note_lock);
     a->notes = xrealloc(a->notes, sizeof *a->notes * (size_t)(a->nnotes + 1));
@@ -215,6 +216,15 @@ int ta_comm_local(const ta_trace *t, int g)
     for (int i = 0; i < t->ncomms; i++)
         if (t->comms[i].g == g) return i;
     return -1;
+}
+
+int64_t ta_call_at(const ta_an *a, int t, int g, uint32_t seq)
+{
+    int lc = ta_comm_local(a->tr[t], g);
+    if (lc < 0) return -1;
+    const ta_comm *k = &a->tr[t]->comms[lc];
+    if (seq == 0 || seq > k->nseq) return -1;
+    return k->byseq[seq - 1];
 }
 
 const char *ta_comm_name(const ta_an *a, int g)

@@ -115,15 +115,6 @@ static int known(const ta_trace *t, int64_t k)
     return k >= 0 && (t->checks[k].status == CK_CLEAN || t->checks[k].status == CK_NONFINITE);
 }
 
-static int64_t call_at(const ta_an *a, int t, int g, uint32_t seq)
-{
-    int lc = ta_comm_local(a->tr[t], g);
-    if (lc < 0) return -1;
-    const ta_comm *k = &a->tr[t]->comms[lc];
-    if (seq == 0 || seq > k->nseq) return -1;
-    return k->byseq[seq - 1];
-}
-
 /* ---- causal order ----------------------------------------------------------
  * reach[g]: the least seq of communicator g that comes after the start
  * point (every later seq of g does too); pos[t]: the first call of trace t
@@ -300,7 +291,7 @@ static void analyse_event(ta_an *a, int g, uint32_t seq, ta_nanev *ev)
         m->call = m->in = m->out = -1;
         if (m->trace < 0) continue;
         const ta_trace *t = a->tr[m->trace];
-        m->call = call_at(a, m->trace, g, seq);
+        m->call = ta_call_at(a, m->trace, g, seq);
         if (m->call < 0) continue;
         const ta_call *c = &t->calls[m->call];
         if (ev->op < 0) { ev->op = c->op; ev->dtype = c->dtype; ev->redop = c->redop; }
@@ -641,7 +632,7 @@ void ta_findings_nan(ta_an *a)
         const ta_gcomm *n = &a->gc[cand[k].g];
         for (int p = 0; p < n->npos; p++) {
             if (n->member[p] < 0) continue;
-            int64_t ci = call_at(a, n->member[p], cand[k].g, cand[k].seq);
+            int64_t ci = ta_call_at(a, n->member[p], cand[k].g, cand[k].seq);
             if (ci < 0) continue;
             double w = ta_wall(a->tr[n->member[p]], a->tr[n->member[p]]->calls[ci].enter_ns);
             if (!have || w < best) { best = w; have = 1; }

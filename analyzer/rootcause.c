@@ -209,15 +209,6 @@ static int site_used(ta_an *a, int t0, int64_t ci, int t)
     return 0;
 }
 
-static int64_t call_at(ta_an *a, int t, int g, uint32_t seq)
-{
-    int lc = ta_comm_local(a->tr[t], g);
-    if (lc < 0) return -1;
-    const ta_comm *k = &a->tr[t]->comms[lc];
-    if (seq == 0 || seq > k->nseq) return -1;
-    return k->byseq[seq - 1];
-}
-
 static void ranks_of(ta_an *a, const int *tv, int n, int **out)
 {
     *out = xmalloc(sizeof(int) * (size_t)(n ? n : 1));
@@ -330,7 +321,7 @@ static int partition_mismatch(ta_an *a, spoint *sp, int *cul, int *rep_ref_t, in
     for (int p = 0; p < np; p++) {
         grp[p] = -1;
         if (n->member[p] < 0) continue;
-        int64_t ci = call_at(a, n->member[p], sp->g, sp->seq);
+        int64_t ci = ta_call_at(a, n->member[p], sp->g, sp->seq);
         if (ci < 0) continue;
         int j;
         for (j = 0; j < ng; j++)
@@ -375,7 +366,7 @@ static ta_finding *root_finding(ta_an *a, spoint *sp, const int *stuck)
         f->g = sp->g;
         f->seq = sp->seq;
         ranks_of(a, cul, nc, &cr);
-        ta_side_set(&f->culprit, cr, nc, cul[0], call_at(a, cul[0], sp->g, sp->seq));
+        ta_side_set(&f->culprit, cr, nc, cul[0], ta_call_at(a, cul[0], sp->g, sp->seq));
         free(cr);
         others_of(a, f, sp->g, cul, nc, rt, rc);
         f->t = sp->t;
@@ -398,7 +389,7 @@ static ta_finding *root_finding(ta_an *a, spoint *sp, const int *stuck)
         /* one-sided: the waiting ranks' call comes from a line the others never use */
         int foreign = sp->nwt <= nn;
         for (int k = 0; k < sp->nwt && k < 8 && foreign; k++) {   /* representatives of each side */
-            int64_t ci = call_at(a, sp->wt[k], sp->g, sp->seq);
+            int64_t ci = ta_call_at(a, sp->wt[k], sp->g, sp->seq);
             for (int j = 0; j < nn && j < 8 && foreign; j++)
                 if (ci < 0 || site_used(a, sp->wt[k], ci, N[j])) foreign = 0;
         }
@@ -616,7 +607,7 @@ void ta_rootcause(ta_an *a)
                 int m = n->member[p];
                 if (m < 0 || ihas(sp->wt, sp->nwt, m)) continue;
                 iadd(&sp->wf, &sp->nwf, m);
-                if (call_at(a, m, sp->g, sp->seq) < 0) iadd(&sp->never, &sp->nnever, m);
+                if (ta_call_at(a, m, sp->g, sp->seq) < 0) iadd(&sp->never, &sp->nnever, m);
             }
             if (!sp->nwf && n->sigbad[sp->seq - 1]) sp->mismatch = 1;
         } else if (sp->type == SP_P2P) {

@@ -88,7 +88,6 @@ typedef struct {
 typedef struct {
     int nframes;
     ta_frame *frames;
-    uint64_t site;        /* identity of the innermost frame (0: unknown) */
 } ta_stack;
 
 typedef struct {
@@ -177,7 +176,6 @@ typedef struct {
     int64_t skipped_checks;
     /* derived */
     int idx;              /* index in the analysed job's rank array */
-    int nstreams;
 } ta_trace;
 
 /* ---- messages about the input ---------------------------------------------- */
@@ -327,6 +325,7 @@ void ta_ints_sort(int *v, int n);
 int ta_last_call(const ta_trace *t, int64_t *out);                   /* last NCCL call (not group) */
 double ta_wall(const ta_trace *t, int64_t ns);
 int ta_comm_local(const ta_trace *t, int g);                         /* local comm index of g, -1 */
+int64_t ta_call_at(const ta_an *a, int t, int g, uint32_t seq);      /* trace t's collective seq of g, -1 */
 const char *ta_comm_name(const ta_an *a, int g);                     /* "0x..." */
 
 /* load.c */

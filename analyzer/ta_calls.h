@@ -9,6 +9,9 @@
 enum { F_OP, F_COMM, F_SEQ, F_COUNT, F_DTYPE, F_REDOP, F_ROOT, F_PEER, F_STREAM, F_GROUP,
        F_ENTER, F_EXIT, F_RC, F_STACK, F_NREQ };
 
+/* "0x..." (hexadecimal, nothing after it) into *out: 0, -1 when it is not */
+int ta_parse_hex(const char *s, uint64_t *out);
+
 /* Bounds [*vs, *ve) of the value of the top-level member name of the JSON
  * object in b; -1 when not found or the text is not well-formed there. */
 int ta_find_member(const char *b, size_t n, const char *name, size_t *vs, size_t *ve);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tr_hash.h"
 #include "tr_nccl_int.h"
 
 static _Atomic(tr_comm *) g_comms[TR_MAX_COMMS];
@@ -35,24 +36,6 @@ static __thread int t_npending __attribute__((tls_model("initial-exec")));
 static const char *const kind_names[] = {"InitRank", "InitRankConfig", "InitRankScalable", "InitAll",
                                          "Split", "Shrink"};
 static const char *const end_names[] = {NULL, "Finalize", "Destroy", "Abort", "Revoke"};
-
-/* ---- hashing ---------------------------------------------------------------- */
-
-uint64_t tr_mix64(uint64_t h, uint64_t v)
-{
-    uint64_t z = h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-uint64_t tr_hash_bytes(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    uint64_t f = 0xcbf29ce484222325ull;    /* FNV-1a */
-    for (size_t i = 0; i < n; i++) f = (f ^ b[i]) * 0x100000001b3ull;
-    return tr_mix64(h, f);
-}
 
 /* ---- table and handle map ------------------------------------------------------ */
 
@@ -238,12 +221,6 @@ static int config_blocking(const ncclConfig_t *config, int inherited)
 }
 
 /* ---- lifecycle wrappers ------------------------------------------------------- */
-
-#define NO_REAL(name)                                                                \
-    do {                                                                             \
-        tr_warn(name ": the real NCCL function was not found");                      \
-        return ncclSystemError;                                                      \
-    } while (0)
 
 static int32_t add_uid_comm(int kind, uint64_t id, int nranks, int rank, int blocking, uint64_t enter,
                             int32_t stack)

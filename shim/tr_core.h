@@ -11,9 +11,7 @@
  *   tr_nanresults.c check results and their JSON; tr_nanscan.c scanners;
  *   tr_nangpu.c  the CUDA kernel engine (driver API)
  *   tr_writer.c  trace files: background writer, signals, exit
- *   tr_nancheck.c NaN/Inf checks of reduced buffers (tr_nancheck.h), with
- *                tr_nanscan.c (host scanners) and tr_nangpu.c (GPU kernel)
- *   tr_json.c    streaming JSON
+ *   tr_json.c    streaming JSON; tr_hash.h the shared hash/mix functions
  * Everything is hidden; only the wrapped API functions are exported
  * (shim/trshim.map). Internal names start with tr_. */
 #ifndef TR_CORE_H
@@ -101,6 +99,19 @@ void *tr_real(const char *name, tr_lib lib);
     if (!var) {                                                                \
         var = (type)tr_real(name, lib);                                        \
         atomic_store_explicit(&var##_cache, var, memory_order_release);        \
+    }
+
+/* Like TR_REAL, for optional helpers the shim calls besides the wrapped
+ * function, which may be missing (the CUDA runtime may not be loaded, an
+ * older runtime): a miss is looked up again only every 1024th time, so it
+ * costs nothing per call. */
+#define TR_REAL_OPT(var, type, name, lib)                                              \
+    static _Atomic(type) var##_cache;                                                  \
+    static atomic_uint var##_miss;                                                     \
+    type var = atomic_load_explicit(&var##_cache, memory_order_acquire);               \
+    if (!var && (atomic_fetch_add_explicit(&var##_miss, 1, memory_order_relaxed) & 1023) == 0) { \
+        var = (type)tr_real(name, lib);                                                \
+        if (var) atomic_store_explicit(&var##_cache, var, memory_order_release);       \
     }
 
 /* ---- stacks (tr_stack.c) --------------------------------------------------- */

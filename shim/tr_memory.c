@@ -226,19 +226,6 @@ static void mt_fail_store(const mt_failure *f)
     mt_unlock(&s->lock);
 }
 
-/* TR_REAL for the helper functions the shim calls besides the wrapped one,
- * which may be missing (no runtime in a driver-only process, an older
- * runtime): a miss is looked up again only every 1024th time. */
-#define MT_REAL_OPT(var, type, name, lib)                                      \
-    static _Atomic(type) var##_cache;                                          \
-    static atomic_uint var##_miss;                                             \
-    type var = atomic_load_explicit(&var##_cache, memory_order_acquire);       \
-    if (!var && (atomic_fetch_add_explicit(&var##_miss, 1, memory_order_relaxed) & 1023) == 0) { \
-        var = (type)tr_real(name, lib);                                        \
-        if (var)                                                               \
-            atomic_store_explicit(&var##_cache, var, memory_order_release);    \
-    }
-
 typedef const char *(*fn_cudaGetErrorName)(cudaError_t);
 typedef CUresult (*fn_cuGetErrorName)(CUresult, const char **);
 typedef CUresult (*fn_cuMemGetInfo)(size_t *, size_t *);
@@ -253,7 +240,7 @@ static void mt_error_name(char *out, size_t n, mt_api_family fam, int code)
 {
     const char *name = NULL;
     if (fam == MT_API_RT) {
-        MT_REAL_OPT(real, fn_cudaGetErrorName, "cudaGetErrorName", TR_LIB_CUDART);
+        TR_REAL_OPT(real, fn_cudaGetErrorName, "cudaGetErrorName", TR_LIB_CUDART);
         if (real)
             name = real((cudaError_t)code);
         if (name && strncmp(name, "cuda", 4) != 0)   /* "unrecognized error code" */
@@ -263,7 +250,7 @@ static void mt_error_name(char *out, size_t n, mt_api_family fam, int code)
             return;
         }
     } else if (fam == MT_API_DRV) {
-        MT_REAL_OPT(real, fn_cuGetErrorName, "cuGetErrorName", TR_LIB_CUDA);
+        TR_REAL_OPT(real, fn_cuGetErrorName, "cuGetErrorName", TR_LIB_CUDA);
         if (!real || real((CUresult)code, &name) != CUDA_SUCCESS || !name) {
             snprintf(out, n, "CUresult(%d)", code);
             return;
@@ -286,7 +273,7 @@ static void mt_error_name(char *out, size_t n, mt_api_family fam, int code)
  * when it succeeds. */
 static inline int mt_current_device(void)
 {
-    MT_REAL_OPT(real, fn_cudaGetDevice, "cudaGetDevice", TR_LIB_CUDART);
+    TR_REAL_OPT(real, fn_cudaGetDevice, "cudaGetDevice", TR_LIB_CUDART);
     int d = -1;
     if (!real || real(&d) != cudaSuccess)
         return -1;
@@ -297,11 +284,11 @@ static inline int mt_current_device(void)
  * the runtime is loaded (it is the current context's), else the driver's. */
 static int mt_driver_device(void)
 {
-    MT_REAL_OPT(rt, fn_cudaGetDevice, "cudaGetDevice", TR_LIB_CUDART);
+    TR_REAL_OPT(rt, fn_cudaGetDevice, "cudaGetDevice", TR_LIB_CUDART);
     int d = -1;
     if (rt)
         return rt(&d) == cudaSuccess ? d : -1;
-    MT_REAL_OPT(drv, fn_cuCtxGetDevice, "cuCtxGetDevice", TR_LIB_CUDA);
+    TR_REAL_OPT(drv, fn_cuCtxGetDevice, "cuCtxGetDevice", TR_LIB_CUDA);
     CUdevice cd;
     if (drv && drv(&cd) == CUDA_SUCCESS)
         return (int)cd;
@@ -330,7 +317,7 @@ static __attribute__((noinline)) void mt_fail(const char *api, mt_api_family fam
     else if (mt_device_ok(device))
         f.live = atomic_load_explicit(&mt_devs[device].c.live, memory_order_relaxed);
     if (!pinned && device >= 0 && device == current) {
-        MT_REAL_OPT(info, fn_cuMemGetInfo, "cuMemGetInfo_v2", TR_LIB_CUDA);
+        TR_REAL_OPT(info, fn_cuMemGetInfo, "cuMemGetInfo_v2", TR_LIB_CUDA);
         size_t fr = 0, tot = 0;
         if (info && info(&fr, &tot) == CUDA_SUCCESS) {
             f.has_info = 1;
@@ -487,12 +474,12 @@ static int mt_async_device(void *p, cudaStream_t stream, int use_stream, unsigne
 {
     *kind = MT_DEVICE;
     if (use_stream) {
-        MT_REAL_OPT(sgd, fn_cudaStreamGetDevice, "cudaStreamGetDevice", TR_LIB_CUDART);
+        TR_REAL_OPT(sgd, fn_cudaStreamGetDevice, "cudaStreamGetDevice", TR_LIB_CUDART);
         int d;
         if (sgd && sgd(stream, &d) == cudaSuccess)
             return d;
     }
-    MT_REAL_OPT(pga, fn_cudaPointerGetAttributes, "cudaPointerGetAttributes", TR_LIB_CUDART);
+    TR_REAL_OPT(pga, fn_cudaPointerGetAttributes, "cudaPointerGetAttributes", TR_LIB_CUDART);
     struct cudaPointerAttributes a;
     if (pga && pga(&a, p) == cudaSuccess) {
         if (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged)
@@ -524,7 +511,7 @@ mt_async_done(const char *api, cudaError_t r, void *const *p, size_t size, cudaS
     if (r == cudaErrorMemoryAllocation) {
         cur = dev = mt_current_device();
         /* out of memory: the stream was valid, so asking for its device cannot fail */
-        MT_REAL_OPT(sgd, fn_cudaStreamGetDevice, "cudaStreamGetDevice", TR_LIB_CUDART);
+        TR_REAL_OPT(sgd, fn_cudaStreamGetDevice, "cudaStreamGetDevice", TR_LIB_CUDART);
         int sd;
         if (use_stream && sgd && sgd(stream, &sd) == cudaSuccess)
             dev = sd;

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 
 #include "tr_core.h"
+#include "tr_hash.h"
 #include "tr_memtable.h"
 
 /* ---- spin locks (tr_memtable.h) --------------------------------------------- */
@@ -68,16 +69,6 @@ int mt_lock_bounded(atomic_int *l)
 mt_table mt_live_ptrs;
 mt_table mt_live_handles;
 
-static inline uint64_t mt_hash(uint64_t k)
-{
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdULL;
-    k ^= k >> 33;
-    k *= 0xc4ceb9fe1a85ec53ULL;
-    k ^= k >> 33;
-    return k;
-}
-
 static inline mt_shard *mt_shard_of(mt_table *t, uint64_t h)
 {
     return &t->shard[h >> (64 - MT_SHARD_BITS)];
@@ -86,7 +77,7 @@ static inline mt_shard *mt_shard_of(mt_table *t, uint64_t h)
 /* Places v into slots (mask), which have room and no entry with its key. */
 static inline void mt_place(mt_slot *slots, uint32_t mask, const mt_slot *v)
 {
-    uint32_t i = (uint32_t)mt_hash(v->key) & mask;
+    uint32_t i = (uint32_t)tr_fmix64(v->key) & mask;
     while (slots[i].key)
         i = (i + 1) & mask;
     slots[i] = *v;
@@ -134,7 +125,7 @@ static int mt_reserve(mt_shard *s)
  * replaced and returned in *old), -1 (no memory: not inserted). */
 int mt_put(mt_table *t, const mt_slot *v, mt_slot *old)
 {
-    uint64_t h = mt_hash(v->key);
+    uint64_t h = tr_fmix64(v->key);
     mt_shard *s = mt_shard_of(t, h);
     mt_lock(&s->lock);
     if (mt_reserve(s) != 0) {
@@ -161,7 +152,7 @@ int mt_put(mt_table *t, const mt_slot *v, mt_slot *old)
 /* Removes key; returns 1 and its entry in *out, or 0 when absent. */
 int mt_take(mt_table *t, uintptr_t key, mt_slot *out)
 {
-    uint64_t h = mt_hash(key);
+    uint64_t h = tr_fmix64(key);
     mt_shard *s = mt_shard_of(t, h);
     mt_lock(&s->lock);
     if (!s->slots) {
@@ -185,7 +176,7 @@ int mt_take(mt_table *t, uintptr_t key, mt_slot *out)
         j = (j + 1) & mask;
         if (!slots[j].key)
             break;
-        uint32_t home = (uint32_t)mt_hash(slots[j].key) & mask;
+        uint32_t home = (uint32_t)tr_fmix64(slots[j].key) & mask;
         int stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
         if (!stays) {
             slots[i] = slots[j];
@@ -294,7 +285,7 @@ static inline mt_ring *mt_my_ring(void)
 /* Prefetches the table slot where key would be looked for. */
 static inline void mt_prefetch(mt_table *t, uintptr_t key)
 {
-    uint64_t h = mt_hash(key);
+    uint64_t h = tr_fmix64(key);
     mt_shard *s = mt_shard_of(t, h);
     mt_slot *slots = __atomic_load_n(&s->slots, __ATOMIC_RELAXED);
     uint32_t mask = __atomic_load_n(&s->mask, __ATOMIC_RELAXED);

@@ -256,12 +256,6 @@ static inline __attribute__((always_inline)) int nan_begin(tr_nan_call *nc, cons
 
 /* ---- wrappers -------------------------------------------------------------------- */
 
-#define NO_REAL(name)                                                                  \
-    do {                                                                               \
-        tr_warn(name ": the real NCCL function was not found");                        \
-        return ncclSystemError;                                                        \
-    } while (0)
-
 /* name, op code, parameters, arguments, then what call_begin records */
 #define CALL_WRAPPER(name, opc, params, args, count, dt, redop, root, sb, rb)           \
     TR_API ncclResult_t name params                                                    \

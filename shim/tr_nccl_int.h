@@ -79,19 +79,12 @@ void tr_comm_group_ended(ncclResult_t r);
  * disturbing its CUDA error state; -1 when it cannot be asked. */
 int tr_cuda_device(void);
 
-/* Like TR_REAL, for optional helpers (the CUDA runtime may not be loaded):
- * a miss is retried only now and then, so it costs nothing per call. */
-#define TR_REAL_OPT(var, type, name, lib)                                              \
-    static _Atomic(type) var##_cache;                                                  \
-    static atomic_uint var##_miss;                                                     \
-    type var = atomic_load_explicit(&var##_cache, memory_order_acquire);               \
-    if (!var && (atomic_fetch_add_explicit(&var##_miss, 1, memory_order_relaxed) & 1023) == 0) { \
-        var = (type)tr_real(name, lib);                                                \
-        if (var) atomic_store_explicit(&var##_cache, var, memory_order_release);       \
-    }
-
-/* 64-bit mixing for ids. */
-uint64_t tr_mix64(uint64_t h, uint64_t v);
-uint64_t tr_hash_bytes(uint64_t h, const void *p, size_t n);
+/* A wrapper whose real NCCL function was not found: one warning, and the
+ * call fails. */
+#define NO_REAL(name)                                                                  \
+    do {                                                                               \
+        tr_warn(name ": the real NCCL function was not found");                        \
+        return ncclSystemError;                                                        \
+    } while (0)
 
 #endif

@@ -60,6 +60,7 @@
 #include <libunwind.h>
 
 #include "tr_core.h"
+#include "tr_hash.h"
 #include "tr_symbols.h"
 
 #define MAX_FRAMES TR_STACK_MAX_DEPTH
@@ -83,20 +84,10 @@ static pthread_key_t g_key;
 static int g_key_ok;
 static int g_cache_on = 1;
 
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return x;
-}
-
 static uint64_t hash_ips(const uintptr_t *ip, uint32_t n)
 {
     uint64_t h = 0x9e3779b97f4a7c15ULL ^ n;
-    for (uint32_t i = 0; i < n; i++) h = mix64(h ^ ip[i]) + i;
+    for (uint32_t i = 0; i < n; i++) h = tr_fmix64(h ^ ip[i]) + i;
     return h;
 }
 
@@ -246,7 +237,7 @@ static tstate *tstate_new(void)
 
 static inline unsigned key_slot(uintptr_t ra, uintptr_t sp)
 {
-    return (unsigned)(mix64(ra ^ (sp << 20) ^ (sp >> 4)) & (CACHE_SIZE - 1));
+    return (unsigned)(tr_fmix64(ra ^ (sp << 20) ^ (sp >> 4)) & (CACHE_SIZE - 1));
 }
 
 /* Unwinds the calling thread with libunwind and keeps, from the frame with

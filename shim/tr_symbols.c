@@ -26,17 +26,8 @@
 #include <unistd.h>
 
 #include "tr_core.h"
+#include "tr_hash.h"
 #include "tr_symbols.h"
-
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return x;
-}
 
 /* ---- modules and symbols (writer side) ------------------------------------------ */
 
@@ -86,28 +77,34 @@ typedef struct {
 static pthread_mutex_t g_sym_mu = PTHREAD_MUTEX_INITIALIZER;
 static symfile *g_symfiles;
 
+/* Scans the notes p[0..left) for the GNU build id; writes it in hex to out
+ * and returns 1 when found. */
+static int note_build_id(const unsigned char *p, size_t left, char *out, size_t outlen)
+{
+    while (left >= sizeof(ElfW(Nhdr))) {
+        const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
+        size_t nsz = (nh->n_namesz + 3) & ~(size_t)3, dsz = (nh->n_descsz + 3) & ~(size_t)3;
+        if (sizeof *nh + nsz + dsz > left) break;
+        if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 && memcmp(p + sizeof *nh, "GNU", 4) == 0 &&
+            nh->n_descsz > 0 && nh->n_descsz * 2 < outlen) {
+            const unsigned char *d = p + sizeof *nh + nsz;
+            for (unsigned k = 0; k < nh->n_descsz; k++) snprintf(out + 2 * k, 3, "%02x", d[k]);
+            return 1;
+        }
+        p += sizeof *nh + nsz + dsz;
+        left -= sizeof *nh + nsz + dsz;
+    }
+    return 0;
+}
+
 static void hex_build_id(const struct dl_phdr_info *info, char *out, size_t outlen)
 {
     out[0] = 0;
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         if (ph->p_type != PT_NOTE) continue;
-        const unsigned char *p = (const unsigned char *)(info->dlpi_addr + ph->p_vaddr);
-        size_t left = ph->p_memsz;
-        while (left >= sizeof(ElfW(Nhdr))) {
-            const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
-            size_t nsz = (nh->n_namesz + 3) & ~(size_t)3, dsz = (nh->n_descsz + 3) & ~(size_t)3;
-            if (sizeof *nh + nsz + dsz > left) break;
-            if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
-                memcmp(p + sizeof *nh, "GNU", 4) == 0 && nh->n_descsz > 0 &&
-                nh->n_descsz * 2 < outlen) {
-                const unsigned char *d = p + sizeof *nh + nsz;
-                for (unsigned k = 0; k < nh->n_descsz; k++) snprintf(out + 2 * k, 3, "%02x", d[k]);
-                return;
-            }
-            p += sizeof *nh + nsz + dsz;
-            left -= sizeof *nh + nsz + dsz;
-        }
+        if (note_build_id((const unsigned char *)(info->dlpi_addr + ph->p_vaddr), ph->p_memsz, out, outlen))
+            return;
     }
 }
 
@@ -191,22 +188,7 @@ static void file_build_id(const unsigned char *f, size_t len, const ElfW(Ehdr) *
     const ElfW(Phdr) *ph = (const ElfW(Phdr) *)(f + eh->e_phoff);
     for (int i = 0; i < eh->e_phnum; i++) {
         if (ph[i].p_type != PT_NOTE || ph[i].p_offset + ph[i].p_filesz > len) continue;
-        const unsigned char *p = f + ph[i].p_offset;
-        size_t left = ph[i].p_filesz;
-        while (left >= sizeof(ElfW(Nhdr))) {
-            const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
-            size_t nsz = (nh->n_namesz + 3) & ~(size_t)3, dsz = (nh->n_descsz + 3) & ~(size_t)3;
-            if (sizeof *nh + nsz + dsz > left) break;
-            if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
-                memcmp(p + sizeof *nh, "GNU", 4) == 0 && nh->n_descsz > 0 &&
-                nh->n_descsz * 2 < outlen) {
-                const unsigned char *d = p + sizeof *nh + nsz;
-                for (unsigned k = 0; k < nh->n_descsz; k++) snprintf(out + 2 * k, 3, "%02x", d[k]);
-                return;
-            }
-            p += sizeof *nh + nsz + dsz;
-            left -= sizeof *nh + nsz + dsz;
-        }
+        if (note_build_id(f + ph[i].p_offset, ph[i].p_filesz, out, outlen)) return;
     }
 }
 
@@ -345,7 +327,7 @@ static ipinfo *ipmap_find(ipmap *m, uintptr_t ip, int *fresh)
         if (!v) return NULL;
         for (size_t i = 0; i < m->cap; i++) {
             if (!m->v[i].ip) continue;
-            size_t p = mix64(m->v[i].ip) & (cap - 1);
+            size_t p = tr_fmix64(m->v[i].ip) & (cap - 1);
             while (v[p].ip) p = (p + 1) & (cap - 1);
             v[p] = m->v[i];
         }
@@ -353,7 +335,7 @@ static ipinfo *ipmap_find(ipmap *m, uintptr_t ip, int *fresh)
         m->v = v;
         m->cap = cap;
     }
-    size_t p = mix64(ip) & (m->cap - 1);
+    size_t p = tr_fmix64(ip) & (m->cap - 1);
     while (m->v[p].ip && m->v[p].ip != ip) p = (p + 1) & (m->cap - 1);
     *fresh = !m->v[p].ip;
     if (*fresh) {

@@ -22,6 +22,18 @@ static inline int trtest_env_int(const char *name, int dflt)
     return v && *v ? atoi(v) : dflt;
 }
 
+static inline void trtest_sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Polls until path exists (another rank created it). */
+static inline void trtest_wait_file(const char *path, int poll_ms)
+{
+    while (access(path, F_OK) != 0) trtest_sleep_ms(poll_ms);
+}
+
 #define FAIL(...) do { \
     fprintf(stderr, "FAIL rank %d %s:%d: ", trtest_rank, __FILE__, __LINE__); \
     fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); exit(1); } while (0)
@@ -60,8 +72,7 @@ static inline void trtest_exchange_id(ncclUniqueId *id, int is_root, const char 
             fclose(f);
             if (n == 1) return;
         }
-        struct timespec ts = {0, 2000000};
-        nanosleep(&ts, NULL);
+        trtest_sleep_ms(2);
     }
 }
 
@@ -79,10 +90,7 @@ static inline void trtest_file_barrier(const char *tag, int rank, int world)
     fclose(f);
     for (int q = 0; q < world; q++) {
         snprintf(path, sizeof path, "%s/%s.barrier.%d", dir, tag, q);
-        while (access(path, F_OK) != 0) {
-            struct timespec ts = {0, 2000000};
-            nanosleep(&ts, NULL);
-        }
+        trtest_wait_file(path, 2);
     }
 }
 

@@ -10,15 +10,9 @@
 
 static int rank, world;
 
-static void pause_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 static void expect_pending(cudaStream_t s, const char *what)
 {
-    pause_ms(300);
+    trtest_sleep_ms(300);
     cudaError_t e = cudaStreamQuery(s);
     EXPECT(e == cudaErrorNotReady, "%s: stream query gave %s", what, cudaGetErrorName(e));
 }
@@ -62,7 +56,7 @@ int main(int argc, char **argv)
         NCCLCHECK(ncclAllReduce(buf, buf, 16, ncclFloat32, ncclSum, comm, s));
         ncclResult_t state = ncclSuccess;
         for (int i = 0; i < 3000 && state == ncclSuccess; i++) {
-            pause_ms(10);
+            trtest_sleep_ms(10);
             NCCLCHECK(ncclCommGetAsyncError(comm, &state));
         }
         EXPECT(state == ncclRemoteError, "dead peer gave %d", state);

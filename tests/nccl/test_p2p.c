@@ -103,18 +103,14 @@ int main(void)
     if (rank == 0) {
         put(a, 10, 9);
         NCCLCHECK(ncclSend(a, 10, ncclInt32, 1, comm, stream));
-        struct timespec ts = {0, 100 * 1000 * 1000};
-        nanosleep(&ts, NULL);
+        trtest_sleep_ms(100);
         EXPECT(cudaStreamQuery(stream) == cudaErrorNotReady, "send completed without a receiver");
         FILE *f = fopen(flag, "w");
         if (!f) FAIL("cannot create %s", flag);
         fclose(f);
     }
     if (rank == 1) {
-        while (access(flag, F_OK) != 0) {
-            struct timespec ts = {0, 5 * 1000 * 1000};
-            nanosleep(&ts, NULL);
-        }
+        trtest_wait_file(flag, 5);
         NCCLCHECK(ncclRecv(b, 10, ncclInt32, 0, comm, stream));
     }
     CUDACHECK(cudaStreamSynchronize(stream));

@@ -183,21 +183,40 @@ static int init_complete(struct ncclComm *comm)
     return 0;
 }
 
-ncclResult_t trsim_comm_wait_init(struct ncclComm *comm)
+enum { WAIT_READY = 1, WAIT_ABORTED = 0, WAIT_TIMEOUT = -1 };
+
+/* Sleeps on the doorbell until ready(comm, arg) holds, the communicator is
+ * aborted, or TRSIM_TIMEOUT_SEC (if set) has passed. */
+static int wait_doorbell(struct ncclComm *comm, int (*ready)(struct ncclComm *, const void *),
+                         const void *arg)
 {
     double start = trsim_now(), timeout = trsim_timeout_sec();
-    while (!init_complete(comm)) {
-        if (atomic_load(&comm->aborted)) return ncclInvalidUsage;
-        if (timeout > 0 && trsim_now() - start > timeout) {
-            trsim_comm_set_error(comm, ncclSystemError,
-                                 "communicator init: only %u of %d ranks arrived within TRSIM_TIMEOUT_SEC",
-                                 atomic_load(&comm->shm.hdr->attached), comm->nranks);
-            atomic_store(&comm->init_state, ncclSystemError);
-            return ncclSystemError;
-        }
+    for (;;) {
         uint32_t seen = atomic_load(&comm->shm.hdr->doorbell);
-        if (init_complete(comm)) break;
+        if (ready(comm, arg)) return WAIT_READY;
+        if (atomic_load(&comm->aborted)) return WAIT_ABORTED;
+        if (timeout > 0 && trsim_now() - start > timeout) return WAIT_TIMEOUT;
         trsim_shm_wait(&comm->shm, seen, 20 * 1000 * 1000L);
+    }
+}
+
+static int init_ready(struct ncclComm *comm, const void *arg)
+{
+    (void)arg;
+    return init_complete(comm);
+}
+
+ncclResult_t trsim_comm_wait_init(struct ncclComm *comm)
+{
+    switch (wait_doorbell(comm, init_ready, NULL)) {
+    case WAIT_ABORTED:
+        return ncclInvalidUsage;
+    case WAIT_TIMEOUT:
+        trsim_comm_set_error(comm, ncclSystemError,
+                             "communicator init: only %u of %d ranks arrived within TRSIM_TIMEOUT_SEC",
+                             atomic_load(&comm->shm.hdr->attached), comm->nranks);
+        atomic_store(&comm->init_state, ncclSystemError);
+        return ncclSystemError;
     }
     return (ncclResult_t)atomic_load(&comm->init_state);
 }
@@ -282,23 +301,27 @@ fail:
 
 /* ---- host-side exchange over the segment ---------------------------------- */
 
+struct boot_wait {
+    _Atomic uint64_t *(*field)(trsim_shm_rank *);
+    uint64_t value;
+};
+
+static int boot_ready(struct ncclComm *comm, const void *arg)
+{
+    const struct boot_wait *w = arg;
+    for (int q = 0; q < comm->nranks; q++)
+        if (atomic_load(w->field(&comm->shm.ranks[q])) < w->value) return 0;
+    return 1;
+}
+
+/* Waits until every rank's field reached value; 0 on abort or timeout. */
 static int wait_all(struct ncclComm *comm, _Atomic uint64_t *(*field)(trsim_shm_rank *), uint64_t value)
 {
-    double start = trsim_now(), timeout = trsim_timeout_sec();
-    for (;;) {
-        uint32_t seen = atomic_load(&comm->shm.hdr->doorbell);
-        int ready = 1;
-        for (int q = 0; q < comm->nranks && ready; q++)
-            if (atomic_load(field(&comm->shm.ranks[q])) < value) ready = 0;
-        if (ready) return 1;
-        if (atomic_load(&comm->aborted)) return 0;
-        if (timeout > 0 && trsim_now() - start > timeout) {
-            trsim_comm_set_error(comm, ncclSystemError,
-                                 "communicator exchange timed out (TRSIM_TIMEOUT_SEC)");
-            return 0;
-        }
-        trsim_shm_wait(&comm->shm, seen, 20 * 1000 * 1000L);
-    }
+    struct boot_wait w = {field, value};
+    int r = wait_doorbell(comm, boot_ready, &w);
+    if (r == WAIT_TIMEOUT)
+        trsim_comm_set_error(comm, ncclSystemError, "communicator exchange timed out (TRSIM_TIMEOUT_SEC)");
+    return r == WAIT_READY;
 }
 
 static _Atomic uint64_t *boot_posted(trsim_shm_rank *r) { return &r->boot_posted; }
@@ -379,22 +402,20 @@ out:
     return r;
 }
 
-ncclResult_t trsim_split_result(const struct trsim_split *job) { return job->result; }
-
-/* After a deferred split: the child is kept on success, freed otherwise. */
-void trsim_split_free(struct trsim_split *job)
+ncclResult_t trsim_split_free(struct trsim_split *job)
 {
-    if (job->result != ncclSuccess && job->child) atomic_store(&job->child->init_state, job->result);
+    ncclResult_t r = job->result;
+    if (r != ncclSuccess && job->child) atomic_store(&job->child->init_state, r);
     free(job);
+    return r;
 }
 
 static void *split_thread(void *arg)
 {
     struct trsim_split *job = arg;
     struct ncclComm *parent = job->parent;
-    if (trsim_split_run(job) != ncclSuccess && job->child)
-        atomic_store(&job->child->init_state, job->result);
-    free(job);
+    trsim_split_run(job);
+    trsim_split_free(job);
     atomic_fetch_sub(&parent->pending_splits, 1);
     return NULL;
 }

@@ -52,8 +52,7 @@ typedef struct {
     _Atomic uint64_t acked;         /* chunks read out of the slot */
     uint64_t msg;                   /* message number of the chunk in the slot */
     uint64_t msg_bytes;             /* total bytes of that message */
-    uint64_t datatype;
-    uint64_t chunk_bytes;
+    uint64_t chunk_bytes;           /* bytes of the chunk in the slot */
 } trsim_shm_chan;
 
 typedef struct {
@@ -62,8 +61,6 @@ typedef struct {
     _Atomic uint32_t attached;
     _Atomic uint32_t doorbell;      /* futex word, bumped on every publish */
     _Atomic uint32_t unlinked;
-    uint64_t coll_slot_bytes;
-    uint64_t p2p_slot_bytes;
 } trsim_shm_hdr;
 
 typedef struct {
@@ -126,8 +123,8 @@ struct ncclComm {
     struct trsim_comm_redop *redops;/* ops created by ncclRedOpCreatePreMulSum */
     int nredops;
     _Atomic int finalizing;
-    _Atomic int pending_splits;
-    _Atomic int attached;           /* shm is mapped and the fields above are set */     /* non-blocking splits still exchanging */
+    _Atomic int pending_splits;     /* non-blocking splits still exchanging */
+    _Atomic int attached;           /* shm is mapped and the fields above are set */
     char last_error[256];
 };
 
@@ -160,7 +157,8 @@ struct trsim_split;
 void trsim_group_defer_split(struct trsim_split *job);
 /* Runs a split's exchange and attach (nccl_comm.c); sets job->result. */
 ncclResult_t trsim_split_run(struct trsim_split *job);
-ncclResult_t trsim_split_result(const struct trsim_split *job);
-void trsim_split_free(struct trsim_split *job);
+/* Frees a split that has run and returns its result; on failure the child
+ * handle stays, reporting the error as its init state. */
+ncclResult_t trsim_split_free(struct trsim_split *job);
 
 #endif

@@ -44,6 +44,7 @@ typedef struct {
     size_t block_count, chunk;
     uint64_t step_base, nsteps, steps_done;
     int posted;                /* this step's contribution is published */
+    int peers_ready;           /* peers 0..peers_ready-1 seen ready for this phase */
     /* send/recv */
     size_t bytes, bytes_done;
     int awaiting_ack;
@@ -114,8 +115,10 @@ static void op_signature(const trsim_op *op, uint64_t step, uint64_t sig[4])
 
 static void mismatch_warning(trsim_op *op, int peer)
 {
-    if (op->warned || !getenv("TRSIM_DEBUG")) return;
+    /* Polled while the mismatch lasts: look at the environment only once. */
+    if (op->warned) return;
     op->warned = 1;
+    if (!getenv("TRSIM_DEBUG")) return;
     trsim_warn("rank %d: %s #%llu does not match what rank %d issued at the same point; "
                "waiting forever like NCCL would", op->comm->rank, op_names[op->kind],
                (unsigned long long)op->seq, peer);
@@ -173,9 +176,11 @@ static int coll_progress(trsim_op *op)
         uint64_t sig[4];
         op_signature(op, t, sig);
         if (!op->posted) {
-            /* My slot still holds step t-1 until every peer has read it. */
-            for (int q = 0; q < n; q++)
-                if (atomic_load_explicit(&shm->ranks[q].consumed, memory_order_acquire) < t - 1) return 0;
+            /* My slot still holds step t-1 until every peer has read it. A
+             * peer's counter only grows, so those seen ready stay ready. */
+            for (; op->peers_ready < n; op->peers_ready++)
+                if (atomic_load_explicit(&shm->ranks[op->peers_ready].consumed, memory_order_acquire) < t - 1)
+                    return 0;
             if (op->steps_done == 0 && op->dev_scalar)
                 op->redop.scalar = trsim_scalar_value(op->dev_scalar, op->datatype);
             if (op->contributes) {
@@ -188,8 +193,12 @@ static int coll_progress(trsim_op *op)
             atomic_store_explicit(&mine->posted, t, memory_order_release);
             trsim_shm_ring(shm);
             op->posted = 1;
+            op->peers_ready = 0;
         }
-        for (int q = 0; q < n; q++) {
+        /* A peer that posted step t cannot post again (nor change its
+         * signature) before this rank consumed t: one check per peer. */
+        for (; op->peers_ready < n; op->peers_ready++) {
+            int q = op->peers_ready;
             if (atomic_load_explicit(&shm->ranks[q].posted, memory_order_acquire) < t) return 0;
             if (memcmp(shm->ranks[q].sig, sig, sizeof sig) != 0) {
                 mismatch_warning(op, q);
@@ -200,6 +209,7 @@ static int coll_progress(trsim_op *op)
         atomic_store_explicit(&mine->consumed, t, memory_order_release);
         trsim_shm_ring(shm);
         op->posted = 0;
+        op->peers_ready = 0;
         op->steps_done++;
     }
     return 1;
@@ -225,7 +235,6 @@ static int send_progress(trsim_op *op)
         memcpy(slot, op->sendbuff + op->bytes_done, len);
         ch->msg = op->seq;
         ch->msg_bytes = op->bytes;
-        ch->datatype = (uint64_t)op->datatype;
         ch->chunk_bytes = len;
         op->bytes_done += len;
         op->awaiting_ack = op->bytes_done == op->bytes;
@@ -577,9 +586,8 @@ static ncclResult_t finish_deferred(void)
         for (int i = 0; i < group.nsplits; i++) {
             if (started && started[i]) pthread_join(threads[i], NULL);
             else trsim_split_run(group.splits[i]);
-            if (trsim_split_result(group.splits[i]) != ncclSuccess && r == ncclSuccess)
-                r = trsim_split_result(group.splits[i]);
-            trsim_split_free(group.splits[i]);
+            ncclResult_t w = trsim_split_free(group.splits[i]);
+            if (w != ncclSuccess && r == ncclSuccess) r = w;
         }
         free(threads);
         free(started);

@@ -47,29 +47,16 @@ uint64_t trsim_hash64(uint64_t h, uint64_t v)
     return z ^ (z >> 31);
 }
 
-static void layout(trsim_shm *shm, int nranks)
-{
-    size_t off = align_up(sizeof(trsim_shm_hdr), 64);
-    unsigned char *b = shm->base;
-    shm->nranks = nranks;
-    shm->hdr = (trsim_shm_hdr *)b;
-    shm->ranks = (trsim_shm_rank *)(b + off);
-    off = align_up(off + (size_t)nranks * sizeof(trsim_shm_rank), 64);
-    shm->chans = (trsim_shm_chan *)(b + off);
-    off = align_up(off + (size_t)nranks * nranks * sizeof(trsim_shm_chan), 4096);
-    shm->coll_slots = b + off;
-    off += (size_t)nranks * shm->coll_slot_bytes;
-    shm->p2p_slots = b + off;
-}
+/* Where the parts of a segment for nranks lie; returns the segment size. */
+struct seg_layout { size_t ranks, chans, coll, p2p; };
 
-static size_t segment_size(int nranks, size_t coll, size_t p2p)
+static size_t seg_layout(int nranks, size_t coll, size_t p2p, struct seg_layout *l)
 {
-    size_t off = align_up(sizeof(trsim_shm_hdr), 64);
-    off = align_up(off + (size_t)nranks * sizeof(trsim_shm_rank), 64);
-    off = align_up(off + (size_t)nranks * nranks * sizeof(trsim_shm_chan), 4096);
-    off += (size_t)nranks * coll;
-    off += (size_t)nranks * nranks * p2p;
-    return align_up(off, 4096);
+    l->ranks = align_up(sizeof(trsim_shm_hdr), 64);
+    l->chans = align_up(l->ranks + (size_t)nranks * sizeof(trsim_shm_rank), 64);
+    l->coll = align_up(l->chans + (size_t)nranks * nranks * sizeof(trsim_shm_chan), 4096);
+    l->p2p = l->coll + (size_t)nranks * coll;
+    return align_up(l->p2p + (size_t)nranks * nranks * p2p, 4096);
 }
 
 ncclResult_t trsim_shm_attach(trsim_shm *shm, const char *name, int nranks, int rank, int device)
@@ -84,7 +71,8 @@ ncclResult_t trsim_shm_attach(trsim_shm *shm, const char *name, int nranks, int 
     while (nranks > 16 && shm->p2p_slot_bytes > 16384 &&
            (size_t)nranks * nranks * shm->p2p_slot_bytes > ((size_t)256 << 20))
         shm->p2p_slot_bytes /= 2;
-    size_t size = segment_size(nranks, shm->coll_slot_bytes, shm->p2p_slot_bytes);
+    struct seg_layout l;
+    size_t size = seg_layout(nranks, shm->coll_slot_bytes, shm->p2p_slot_bytes, &l);
 
     int fd = shm_open(name, O_RDWR | O_CREAT, 0600);
     if (fd < 0) {
@@ -107,9 +95,15 @@ ncclResult_t trsim_shm_attach(trsim_shm *shm, const char *name, int nranks, int 
         trsim_set_last_error("mmap(%s, %zu): %s", name, size, strerror(errno));
         return ncclSystemError;
     }
+    unsigned char *b = base;
     shm->base = base;
     shm->size = size;
-    layout(shm, nranks);
+    shm->nranks = nranks;
+    shm->hdr = (trsim_shm_hdr *)b;
+    shm->ranks = (trsim_shm_rank *)(b + l.ranks);
+    shm->chans = (trsim_shm_chan *)(b + l.chans);
+    shm->coll_slots = b + l.coll;
+    shm->p2p_slots = b + l.p2p;
 
     trsim_shm_hdr *h = shm->hdr;
     uint64_t zero = 0;

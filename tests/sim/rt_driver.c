@@ -76,11 +76,18 @@ static CUresult device_check(CUdevice dev)
     return dev >= 0 && dev < trsim_device_count() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
 }
 
+/* device_check, then an out-pointer out that must not be NULL. */
+static CUresult device_check_out(CUdevice dev, const void *out)
+{
+    CUresult r = device_check(dev);
+    if (r == CUDA_SUCCESS && !out)
+        r = CUDA_ERROR_INVALID_VALUE;
+    return r;
+}
+
 TRSIM_API CUresult cuDeviceGet(CUdevice *device, int ordinal)
 {
-    CUresult r = device_check(ordinal);
-    if (r == CUDA_SUCCESS && !device)
-        r = CUDA_ERROR_INVALID_VALUE;
+    CUresult r = device_check_out(ordinal, device);
     if (r == CUDA_SUCCESS)
         *device = ordinal;
     return r;
@@ -102,9 +109,7 @@ TRSIM_API CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 
 TRSIM_API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
-    CUresult r = device_check(dev);
-    if (r == CUDA_SUCCESS && !bytes)
-        r = CUDA_ERROR_INVALID_VALUE;
+    CUresult r = device_check_out(dev, bytes);
     if (r == CUDA_SUCCESS)
         *bytes = trsim_device_capacity();
     return r;
@@ -162,13 +167,7 @@ TRSIM_API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes)
 {
     if (!driver_ready())
         return CUDA_ERROR_NOT_INITIALIZED;
-    if (!free_bytes || !total_bytes)
-        return CUDA_ERROR_INVALID_VALUE;
-    size_t capacity = trsim_device_capacity();
-    size_t in_use = trsim_mem_used(trsim_current_device());
-    *total_bytes = capacity;
-    *free_bytes = in_use < capacity ? capacity - in_use : 0;
-    return CUDA_SUCCESS;
+    return cu_result(trsim_mem_get_info(free_bytes, total_bytes));
 }
 
 /* ---- virtual memory management ------------------------------------------- */

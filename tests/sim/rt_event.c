@@ -99,6 +99,15 @@ static struct record *event_record(struct event *ev)
     return rec;
 }
 
+/* ev is done with: a later cudaEventCreate may reuse it. */
+static void event_free(struct event *ev)
+{
+    pthread_mutex_lock(&free_lock);
+    ev->free_next = free_events;
+    free_events = ev;
+    pthread_mutex_unlock(&free_lock);
+}
+
 TRSIM_API cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
 {
     pthread_once(&events_once, events_init);
@@ -126,10 +135,7 @@ TRSIM_API cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int 
     ev->free_next = NULL;
     uintptr_t h = trsim_handle_add(event_handles, ev);
     if (!h) {
-        pthread_mutex_lock(&free_lock);
-        ev->free_next = free_events;
-        free_events = ev;
-        pthread_mutex_unlock(&free_lock);
+        event_free(ev);
         return trsim_error(cudaErrorMemoryAllocation);
     }
     *event = (cudaEvent_t)h;
@@ -153,10 +159,7 @@ TRSIM_API cudaError_t cudaEventDestroy(cudaEvent_t event)
     ev->rec = NULL;
     pthread_mutex_unlock(&ev->lock);
     record_release(rec);
-    pthread_mutex_lock(&free_lock);
-    ev->free_next = free_events;
-    free_events = ev;
-    pthread_mutex_unlock(&free_lock);
+    event_free(ev);
     return cudaSuccess;
 }
 

@@ -36,7 +36,7 @@ struct mem_entry {
     unsigned flags;
     enum origin origin;
     int free_pending;           /* a cudaFreeAsync for it is queued */
-    struct CUmemPoolHandle_st *pool;    /* cudaMallocAsync's pool, else NULL */
+    cudaMemPool_t pool;         /* cudaMallocAsync's pool, else NULL */
     uint64_t prio;
     struct mem_entry *left, *right;
 };
@@ -44,22 +44,9 @@ struct mem_entry {
 static pthread_rwlock_t table_lock = PTHREAD_RWLOCK_INITIALIZER;
 static struct mem_entry *table;
 
-/* Guards used[] and the pools' statistics. */
+/* Guards used[]. */
 static pthread_mutex_t capacity_lock = PTHREAD_MUTEX_INITIALIZER;
 static size_t used[TRSIM_MAX_DEVICES];
-
-/* Memory pools: one default pool per device. Allocations are returned to
- * the system as soon as they are freed, so a pool never holds memory in
- * reserve beyond what is in use. */
-struct CUmemPoolHandle_st {
-    int device;
-    uint64_t release_threshold;
-    int reuse[3];               /* cudaMemPoolReuse* attributes 1..3 */
-    size_t used_current, used_high, reserved_high;
-};
-static struct CUmemPoolHandle_st default_pools[TRSIM_MAX_DEVICES];
-static cudaMemPool_t current_pools[TRSIM_MAX_DEVICES];
-static pthread_once_t pools_once = PTHREAD_ONCE_INIT;
 
 /* ---- the table ----------------------------------------------------------- */
 
@@ -171,6 +158,13 @@ static struct mem_entry *table_containing(uintptr_t p)
     return e && p < entry_end(e) ? e : NULL;
 }
 
+/* The entry based exactly at p, or NULL. */
+static struct mem_entry *table_at(const void *p)
+{
+    struct mem_entry *e = tree_floor((uintptr_t)p);
+    return e && e->base == (uintptr_t)p ? e : NULL;
+}
+
 /* Some entry overlapping [lo, hi), or NULL. */
 static struct mem_entry *table_overlap(uintptr_t lo, uintptr_t hi)
 {
@@ -199,7 +193,16 @@ static int owned(const struct mem_entry *e)
     return e->origin == ORIGIN_HEAP || e->origin == ORIGIN_MMAP;
 }
 
-/* ---- capacity and pools -------------------------------------------------- */
+static void entry_info(const struct mem_entry *e, trsim_alloc_info *out)
+{
+    out->base = (void *)e->base;
+    out->size = e->size;
+    out->device = e->device;
+    out->kind = e->kind;
+    out->flags = e->flags;
+}
+
+/* ---- capacity -------------------------------------------------------- */
 
 int trsim_mem_reserve(int device, size_t bytes)
 {
@@ -232,42 +235,10 @@ size_t trsim_mem_used(int device)
     return n;
 }
 
-static void pools_init(void)
-{
-    for (int i = 0; i < TRSIM_MAX_DEVICES; i++) {
-        default_pools[i].device = i;
-        for (int r = 0; r < 3; r++)
-            default_pools[i].reuse[r] = 1;
-        current_pools[i] = &default_pools[i];
-    }
-}
-
-static int pool_valid(cudaMemPool_t pool)
-{
-    return pool >= &default_pools[0] && pool < &default_pools[trsim_device_count()];
-}
-
-static void pool_account(struct CUmemPoolHandle_st *pool, size_t size, int add)
-{
-    if (!pool)
-        return;
-    pthread_mutex_lock(&capacity_lock);
-    if (add) {
-        pool->used_current += size;
-        if (pool->used_current > pool->used_high)
-            pool->used_high = pool->used_current;
-        if (pool->used_current > pool->reserved_high)
-            pool->reserved_high = pool->used_current;
-    } else {
-        pool->used_current -= size;
-    }
-    pthread_mutex_unlock(&capacity_lock);
-}
-
 /* ---- allocation ---------------------------------------------------------- */
 
 static cudaError_t mem_alloc(void **ptr, size_t size, int device, trsim_mem_kind kind,
-                             unsigned flags, struct CUmemPoolHandle_st *pool)
+                             unsigned flags, cudaMemPool_t pool)
 {
     if (!ptr)
         return cudaErrorInvalidValue;
@@ -323,7 +294,7 @@ static cudaError_t mem_alloc(void **ptr, size_t size, int device, trsim_mem_kind
     }
     table_insert(e);
     pthread_rwlock_unlock(&table_lock);
-    pool_account(pool, size, 1);
+    trsim_pool_account(pool, size, 1);
     *ptr = mem;
     return cudaSuccess;
 }
@@ -334,6 +305,11 @@ cudaError_t trsim_mem_alloc(void **ptr, size_t size, int device,
     return mem_alloc(ptr, size, device, kind, flags, NULL);
 }
 
+cudaError_t trsim_mem_alloc_pool(void **ptr, size_t size, int device, cudaMemPool_t pool)
+{
+    return mem_alloc(ptr, size, device, TRSIM_MEM_DEVICE, 0, pool);
+}
+
 static void entry_release(struct mem_entry *e)
 {
     if (e->origin == ORIGIN_MMAP)
@@ -342,7 +318,7 @@ static void entry_release(struct mem_entry *e)
         free((void *)e->base);
     if (e->kind != TRSIM_MEM_HOST)
         trsim_mem_unreserve(e->device, e->size);
-    pool_account(e->pool, e->size, 0);
+    trsim_pool_account(e->pool, e->size, 0);
     free(e);
 }
 
@@ -351,8 +327,8 @@ static void entry_release(struct mem_entry *e)
 static cudaError_t mem_free(void *ptr, trsim_mem_kind kind, int async_free)
 {
     pthread_rwlock_wrlock(&table_lock);
-    struct mem_entry *e = tree_floor((uintptr_t)ptr);
-    if (!e || e->base != (uintptr_t)ptr || e->kind != kind || !owned(e) ||
+    struct mem_entry *e = table_at(ptr);
+    if (!e || e->kind != kind || !owned(e) ||
         e->free_pending != async_free) {
         pthread_rwlock_unlock(&table_lock);
         return cudaErrorInvalidValue;
@@ -372,13 +348,8 @@ int trsim_mem_lookup(const void *p, trsim_alloc_info *out)
 {
     pthread_rwlock_rdlock(&table_lock);
     struct mem_entry *e = table_containing((uintptr_t)p);
-    if (e && out) {
-        out->base = (void *)e->base;
-        out->size = e->size;
-        out->device = e->device;
-        out->kind = e->kind;
-        out->flags = e->flags;
-    }
+    if (e && out)
+        entry_info(e, out);
     pthread_rwlock_unlock(&table_lock);
     return e != NULL;
 }
@@ -412,8 +383,8 @@ static cudaError_t range_add(void *base, size_t size, int device, trsim_mem_kind
 static int range_remove(void *base, enum origin origin)
 {
     pthread_rwlock_wrlock(&table_lock);
-    struct mem_entry *e = tree_floor((uintptr_t)base);
-    int found = e && e->base == (uintptr_t)base && e->origin == origin;
+    struct mem_entry *e = table_at(base);
+    int found = e && e->origin == origin;
     if (found)
         table_remove(e);
     pthread_rwlock_unlock(&table_lock);
@@ -437,15 +408,10 @@ cudaError_t trsim_mem_remove_mapping(void *base)
 static int origin_at(const void *p, trsim_alloc_info *info)
 {
     pthread_rwlock_rdlock(&table_lock);
-    struct mem_entry *e = tree_floor((uintptr_t)p);
-    int origin = e && e->base == (uintptr_t)p && !e->free_pending ? (int)e->origin : -1;
-    if (origin >= 0 && info) {
-        info->base = (void *)e->base;
-        info->size = e->size;
-        info->device = e->device;
-        info->kind = e->kind;
-        info->flags = e->flags;
-    }
+    struct mem_entry *e = table_at(p);
+    int origin = e && !e->free_pending ? (int)e->origin : -1;
+    if (origin >= 0 && info)
+        entry_info(e, info);
     pthread_rwlock_unlock(&table_lock);
     return origin;
 }
@@ -503,51 +469,22 @@ TRSIM_API cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int
     return trsim_error(mem_alloc(devPtr, size, trsim_current_device(), TRSIM_MEM_MANAGED, flags, NULL));
 }
 
-TRSIM_API cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
+cudaError_t trsim_mem_get_info(size_t *free_bytes, size_t *total_bytes)
 {
     if (!free_bytes || !total_bytes)
-        return trsim_error(cudaErrorInvalidValue);
-    int device = trsim_current_device();
-    size_t capacity = trsim_device_capacity(), in_use = trsim_mem_used(device);
+        return cudaErrorInvalidValue;
+    size_t capacity = trsim_device_capacity(), in_use = trsim_mem_used(trsim_current_device());
     *total_bytes = capacity;
     *free_bytes = in_use < capacity ? capacity - in_use : 0;
     return cudaSuccess;
 }
 
+TRSIM_API cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
+{
+    return trsim_error(trsim_mem_get_info(free_bytes, total_bytes));
+}
+
 /* ---- the API: stream-ordered allocation ---------------------------------- */
-
-static cudaError_t pool_get(cudaMemPool_t pool)
-{
-    pthread_once(&pools_once, pools_init);
-    return pool_valid(pool) ? cudaSuccess : cudaErrorInvalidValue;
-}
-
-TRSIM_API cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool,
-                                              cudaStream_t stream)
-{
-    trsim_stream *s;
-    cudaError_t err = pool_get(memPool);
-    if (err == cudaSuccess)
-        err = trsim_stream_get(stream, &s);
-    if (err != cudaSuccess)
-        return trsim_error(err);
-    /* The memory exists at once; using it before the stream reaches this
-     * point is as harmless as on a GPU whose pool already had it. */
-    return trsim_error(mem_alloc(ptr, size, memPool->device, TRSIM_MEM_DEVICE, 0, memPool));
-}
-
-TRSIM_API cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
-{
-    trsim_stream *s;
-    pthread_once(&pools_once, pools_init);
-    cudaError_t err = trsim_stream_get(hStream, &s);
-    if (err != cudaSuccess)
-        return trsim_error(err);
-    pthread_mutex_lock(&capacity_lock);
-    cudaMemPool_t pool = current_pools[trsim_stream_device(s)];
-    pthread_mutex_unlock(&capacity_lock);
-    return cudaMallocFromPoolAsync(devPtr, size, pool, hStream);
-}
 
 static void async_free_run(void *arg)
 {
@@ -566,9 +503,8 @@ TRSIM_API cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
     /* Mark it now so that a second free fails at once; the memory stays
      * allocated and counted until the stream reaches the free. */
     pthread_rwlock_wrlock(&table_lock);
-    struct mem_entry *e = tree_floor((uintptr_t)devPtr);
-    int ok = e && e->base == (uintptr_t)devPtr && e->kind == TRSIM_MEM_DEVICE &&
-             owned(e) && !e->free_pending;
+    struct mem_entry *e = table_at(devPtr);
+    int ok = e && e->kind == TRSIM_MEM_DEVICE && owned(e) && !e->free_pending;
     if (ok)
         e->free_pending = 1;
     pthread_rwlock_unlock(&table_lock);
@@ -581,123 +517,6 @@ TRSIM_API cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
         pthread_rwlock_unlock(&table_lock);
     }
     return trsim_error(err);
-}
-
-TRSIM_API cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device)
-{
-    pthread_once(&pools_once, pools_init);
-    if (!memPool)
-        return trsim_error(cudaErrorInvalidValue);
-    if (device < 0 || device >= trsim_device_count())
-        return trsim_error(cudaErrorInvalidDevice);
-    *memPool = &default_pools[device];
-    return cudaSuccess;
-}
-
-TRSIM_API cudaError_t cudaDeviceGetMemPool(cudaMemPool_t *memPool, int device)
-{
-    pthread_once(&pools_once, pools_init);
-    if (!memPool)
-        return trsim_error(cudaErrorInvalidValue);
-    if (device < 0 || device >= trsim_device_count())
-        return trsim_error(cudaErrorInvalidDevice);
-    pthread_mutex_lock(&capacity_lock);
-    *memPool = current_pools[device];
-    pthread_mutex_unlock(&capacity_lock);
-    return cudaSuccess;
-}
-
-TRSIM_API cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool)
-{
-    cudaError_t err = pool_get(memPool);
-    if (err != cudaSuccess)
-        return trsim_error(err);
-    if (device < 0 || device >= trsim_device_count())
-        return trsim_error(cudaErrorInvalidDevice);
-    if (memPool->device != device)
-        return trsim_error(cudaErrorInvalidValue);
-    pthread_mutex_lock(&capacity_lock);
-    current_pools[device] = memPool;
-    pthread_mutex_unlock(&capacity_lock);
-    return cudaSuccess;
-}
-
-TRSIM_API cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr,
-                                              void *value)
-{
-    cudaError_t err = pool_get(memPool);
-    if (err == cudaSuccess && !value)
-        err = cudaErrorInvalidValue;
-    if (err != cudaSuccess)
-        return trsim_error(err);
-    pthread_mutex_lock(&capacity_lock);
-    switch (attr) {
-    case cudaMemPoolReuseFollowEventDependencies:
-    case cudaMemPoolReuseAllowOpportunistic:
-    case cudaMemPoolReuseAllowInternalDependencies:
-        memPool->reuse[attr - 1] = *(int *)value != 0;
-        break;
-    case cudaMemPoolAttrReleaseThreshold:
-        memPool->release_threshold = *(uint64_t *)value;
-        break;
-    case cudaMemPoolAttrReservedMemHigh:    /* may only be reset, to zero */
-        if (*(uint64_t *)value != 0)
-            err = cudaErrorInvalidValue;
-        else
-            memPool->reserved_high = memPool->used_current;
-        break;
-    case cudaMemPoolAttrUsedMemHigh:
-        if (*(uint64_t *)value != 0)
-            err = cudaErrorInvalidValue;
-        else
-            memPool->used_high = memPool->used_current;
-        break;
-    default:                                /* read-only or unknown */
-        err = cudaErrorInvalidValue;
-    }
-    pthread_mutex_unlock(&capacity_lock);
-    return trsim_error(err);
-}
-
-TRSIM_API cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr,
-                                              void *value)
-{
-    cudaError_t err = pool_get(memPool);
-    if (err == cudaSuccess && !value)
-        err = cudaErrorInvalidValue;
-    if (err != cudaSuccess)
-        return trsim_error(err);
-    pthread_mutex_lock(&capacity_lock);
-    switch (attr) {
-    case cudaMemPoolReuseFollowEventDependencies:
-    case cudaMemPoolReuseAllowOpportunistic:
-    case cudaMemPoolReuseAllowInternalDependencies:
-        *(int *)value = memPool->reuse[attr - 1];
-        break;
-    case cudaMemPoolAttrReleaseThreshold:
-        *(uint64_t *)value = memPool->release_threshold;
-        break;
-    case cudaMemPoolAttrReservedMemCurrent:   /* nothing is held beyond use */
-    case cudaMemPoolAttrUsedMemCurrent:
-        *(uint64_t *)value = memPool->used_current;
-        break;
-    case cudaMemPoolAttrReservedMemHigh:
-        *(uint64_t *)value = memPool->reserved_high;
-        break;
-    case cudaMemPoolAttrUsedMemHigh:
-        *(uint64_t *)value = memPool->used_high;
-        break;
-    default:
-        err = cudaErrorInvalidValue;
-    }
-    pthread_mutex_unlock(&capacity_lock);
-    return trsim_error(err);
-}
-
-TRSIM_API cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep)
-{
-    (void)minBytesToKeep;       /* the pools keep nothing to trim */
-    return trsim_error(pool_get(memPool));
 }
 
 /* ---- the API: host memory ------------------------------------------------ */
@@ -797,17 +616,6 @@ TRSIM_API cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *att
 }
 
 /* ---- per-thread default stream variants ---------------------------------- */
-
-TRSIM_API cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream)
-{
-    return cudaMallocAsync(devPtr, size, TRSIM_PTSZ(hStream));
-}
-
-TRSIM_API cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool,
-                                                   cudaStream_t stream)
-{
-    return cudaMallocFromPoolAsync(ptr, size, memPool, TRSIM_PTSZ(stream));
-}
 
 TRSIM_API cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
 {

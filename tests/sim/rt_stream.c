@@ -98,7 +98,6 @@ static void streams_init(void)
         stream_init_sync(&devices[i].legacy);
         devices[i].legacy.device = i;
         devices[i].legacy.kind = STREAM_LEGACY;
-        devices[i].legacy.id = 0;
     }
 }
 
@@ -126,6 +125,27 @@ static void task_dep(const trsim_task *task, int i, trsim_stream **s, uint64_t *
     }
 }
 
+/* With d->lock held: takes s off its device's list. */
+static void device_list_unlink(struct device_streams *d, trsim_stream *s)
+{
+    if (s->dev_prev)
+        s->dev_prev->dev_next = s->dev_next;
+    else
+        d->list = s->dev_next;
+    if (s->dev_next)
+        s->dev_next->dev_prev = s->dev_prev;
+    s->dev_next = s->dev_prev = NULL;
+}
+
+/* s is retired: a later stream_new may reuse it. */
+static void free_list_push(trsim_stream *s)
+{
+    pthread_mutex_lock(&free_lock);
+    s->free_next = free_streams;
+    free_streams = s;
+    pthread_mutex_unlock(&free_lock);
+}
+
 /* Called by the worker of a destroyed stream, with s->lock held, once its
  * queue is empty. Returns 1 when s was retired (and its lock released), 0
  * when work arrived meanwhile (lock still held). */
@@ -139,20 +159,11 @@ static int stream_retire(trsim_stream *s)
         pthread_mutex_unlock(&d->lock);
         return 0;
     }
-    if (s->dev_prev)
-        s->dev_prev->dev_next = s->dev_next;
-    else
-        d->list = s->dev_next;
-    if (s->dev_next)
-        s->dev_next->dev_prev = s->dev_prev;
-    s->dev_next = s->dev_prev = NULL;
+    device_list_unlink(d, s);
     s->worker_running = 0;
     pthread_mutex_unlock(&s->lock);
     pthread_mutex_unlock(&d->lock);
-    pthread_mutex_lock(&free_lock);
-    s->free_next = free_streams;
-    free_streams = s;
-    pthread_mutex_unlock(&free_lock);
+    free_list_push(s);
     return 1;
 }
 
@@ -211,22 +222,31 @@ static void stream_start_worker(trsim_stream *s)
 
 /* ---- submission ---------------------------------------------------------- */
 
-struct dep_list { struct dep_ref *v; int n, cap; };
+/* Dependencies being collected for a task. The first two are kept in the
+ * list itself, as the task keeps them, so that the common submission
+ * allocates nothing; from the third on they move to the heap. */
+struct dep_list { struct dep_ref small[2], *heap; int n, cap; };
+
+static struct dep_ref *dep_items(struct dep_list *l)
+{
+    return l->heap ? l->heap : l->small;
+}
 
 static void dep_add(struct dep_list *l, trsim_stream *s, uint64_t ticket)
 {
-    if (l->n == l->cap) {
-        l->cap = l->cap ? l->cap * 2 : 8;
-        void *v = realloc(l->v, (size_t)l->cap * sizeof l->v[0]);
+    if (l->n == (l->heap ? l->cap : 2)) {
+        int cap = l->heap ? l->cap * 2 : 8;
+        struct dep_ref *v = realloc(l->heap, (size_t)cap * sizeof *v);
         if (!v) {
             trsim_warn("out of host memory");
             abort();
         }
-        l->v = v;
+        if (!l->heap)
+            memcpy(v, l->small, sizeof l->small);
+        l->heap = v;
+        l->cap = cap;
     }
-    l->v[l->n].stream = s;
-    l->v[l->n].ticket = ticket;
-    l->n++;
+    dep_items(l)[l->n++] = (struct dep_ref){ .stream = s, .ticket = ticket };
 }
 
 /* Adds (o, o's last ticket) to l unless all of o's work completed. */
@@ -261,15 +281,10 @@ uint64_t trsim_stream_submit_after(trsim_stream *s, trsim_task *task,
     }
 
     task->ndeps_ = deps.n;
-    task->internal_ = NULL;
-    if (deps.n <= 2) {
-        for (int i = 0; i < deps.n; i++) {
-            task->deps_[i].stream = deps.v[i].stream;
-            task->deps_[i].ticket = deps.v[i].ticket;
-        }
-        free(deps.v);
-    } else {
-        task->internal_ = deps.v;   /* freed by the worker */
+    task->internal_ = deps.heap;    /* more than two: freed by the worker */
+    for (int i = 0; !deps.heap && i < deps.n; i++) {
+        task->deps_[i].stream = deps.small[i].stream;
+        task->deps_[i].ticket = deps.small[i].ticket;
     }
 
     pthread_mutex_lock(&s->lock);
@@ -337,9 +352,10 @@ void trsim_device_wait_idle(int device)
     for (trsim_stream *o = d->list; o; o = o->dev_next)
         dep_add_pending(&pending, o);
     pthread_mutex_unlock(&d->lock);
+    const struct dep_ref *items = dep_items(&pending);
     for (int i = 0; i < pending.n; i++)
-        trsim_stream_wait_ticket(pending.v[i].stream, pending.v[i].ticket);
-    free(pending.v);
+        trsim_stream_wait_ticket(items[i].stream, items[i].ticket);
+    free(pending.heap);
 }
 
 struct call_task {
@@ -429,18 +445,9 @@ static void stream_release(trsim_stream *s)
     pthread_mutex_unlock(&s->lock);
     struct device_streams *d = &devices[s->device];
     pthread_mutex_lock(&d->lock);
-    if (s->dev_prev)
-        s->dev_prev->dev_next = s->dev_next;
-    else
-        d->list = s->dev_next;
-    if (s->dev_next)
-        s->dev_next->dev_prev = s->dev_prev;
-    s->dev_next = s->dev_prev = NULL;
+    device_list_unlink(d, s);
     pthread_mutex_unlock(&d->lock);
-    pthread_mutex_lock(&free_lock);
-    s->free_next = free_streams;
-    free_streams = s;
-    pthread_mutex_unlock(&free_lock);
+    free_list_push(s);
 }
 
 static trsim_stream *per_thread_stream(int device)
@@ -479,6 +486,16 @@ int trsim_stream_device(const trsim_stream *s)
 }
 
 /* ---- the API ------------------------------------------------------------- */
+
+/* For the query functions: resolves handle, then requires the out-pointer
+ * out (cudaErrorInvalidValue when NULL). */
+static cudaError_t stream_get_out(cudaStream_t handle, const void *out, trsim_stream **s)
+{
+    cudaError_t err = trsim_stream_get(handle, s);
+    if (err == cudaSuccess && !out)
+        err = cudaErrorInvalidValue;
+    return err;
+}
 
 TRSIM_API cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags,
                                                    int priority)
@@ -550,11 +567,9 @@ TRSIM_API cudaError_t cudaStreamQuery(cudaStream_t stream)
 TRSIM_API cudaError_t cudaStreamGetFlags(cudaStream_t hStream, unsigned int *flags)
 {
     trsim_stream *s;
-    cudaError_t err = trsim_stream_get(hStream, &s);
+    cudaError_t err = stream_get_out(hStream, flags, &s);
     if (err != cudaSuccess)
         return trsim_error(err);
-    if (!flags)
-        return trsim_error(cudaErrorInvalidValue);
     *flags = s->flags;
     return cudaSuccess;
 }
@@ -562,11 +577,9 @@ TRSIM_API cudaError_t cudaStreamGetFlags(cudaStream_t hStream, unsigned int *fla
 TRSIM_API cudaError_t cudaStreamGetPriority(cudaStream_t hStream, int *priority)
 {
     trsim_stream *s;
-    cudaError_t err = trsim_stream_get(hStream, &s);
+    cudaError_t err = stream_get_out(hStream, priority, &s);
     if (err != cudaSuccess)
         return trsim_error(err);
-    if (!priority)
-        return trsim_error(cudaErrorInvalidValue);
     *priority = s->priority;
     return cudaSuccess;
 }
@@ -574,11 +587,9 @@ TRSIM_API cudaError_t cudaStreamGetPriority(cudaStream_t hStream, int *priority)
 TRSIM_API cudaError_t cudaStreamGetDevice(cudaStream_t hStream, int *device)
 {
     trsim_stream *s;
-    cudaError_t err = trsim_stream_get(hStream, &s);
+    cudaError_t err = stream_get_out(hStream, device, &s);
     if (err != cudaSuccess)
         return trsim_error(err);
-    if (!device)
-        return trsim_error(cudaErrorInvalidValue);
     *device = s->device;
     return cudaSuccess;
 }
@@ -586,11 +597,9 @@ TRSIM_API cudaError_t cudaStreamGetDevice(cudaStream_t hStream, int *device)
 TRSIM_API cudaError_t cudaStreamGetId(cudaStream_t hStream, unsigned long long *streamId)
 {
     trsim_stream *s;
-    cudaError_t err = trsim_stream_get(hStream, &s);
+    cudaError_t err = stream_get_out(hStream, streamId, &s);
     if (err != cudaSuccess)
         return trsim_error(err);
-    if (!streamId)
-        return trsim_error(cudaErrorInvalidValue);
     *streamId = s->id;
     return cudaSuccess;
 }
@@ -609,11 +618,9 @@ TRSIM_API cudaError_t cudaStreamIsCapturing(cudaStream_t stream,
                                             enum cudaStreamCaptureStatus *pCaptureStatus)
 {
     trsim_stream *s;
-    cudaError_t err = trsim_stream_get(stream, &s);
+    cudaError_t err = stream_get_out(stream, pCaptureStatus, &s);
     if (err != cudaSuccess)
         return trsim_error(err);
-    if (!pCaptureStatus)
-        return trsim_error(cudaErrorInvalidValue);
     *pCaptureStatus = cudaStreamCaptureStatusNone;
     return cudaSuccess;
 }
@@ -624,11 +631,9 @@ TRSIM_API cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream,
     const cudaGraphEdgeData **edgeData_out, size_t *numDependencies_out)
 {
     trsim_stream *s;
-    cudaError_t err = trsim_stream_get(stream, &s);
+    cudaError_t err = stream_get_out(stream, captureStatus_out, &s);
     if (err != cudaSuccess)
         return trsim_error(err);
-    if (!captureStatus_out)
-        return trsim_error(cudaErrorInvalidValue);
     *captureStatus_out = cudaStreamCaptureStatusNone;
     /* The other outputs only mean something while capturing; leave nothing
      * undefined for callers that read them anyway. */

@@ -57,6 +57,9 @@ cudaError_t trsim_mem_free(void *ptr, trsim_mem_kind kind);
 int trsim_mem_lookup(const void *p, trsim_alloc_info *out);
 /* Bytes of device+managed memory live on device. */
 size_t trsim_mem_used(int device);
+/* cudaMemGetInfo / cuMemGetInfo for the current device: free and total
+ * bytes; cudaErrorInvalidValue for a NULL pointer. Does not set the last error. */
+cudaError_t trsim_mem_get_info(size_t *free_bytes, size_t *total_bytes);
 
 /* ---- streams and events (rt_stream.c) ------------------------------------ */
 
@@ -134,6 +137,12 @@ void *trsim_handle_remove(trsim_handles *t, uintptr_t handle);
  * trsim_mem_reserve returns 0, or -1 (nothing reserved) past capacity. */
 int trsim_mem_reserve(int device, size_t bytes);
 void trsim_mem_unreserve(int device, size_t bytes);
+
+/* Memory pools (rt_pool.c). trsim_mem_alloc_pool allocates device memory
+ * counted in pool's statistics; rt_memory.c reports each allocation (add 1)
+ * and free (add 0) of pool memory to trsim_pool_account (pool NULL: none). */
+cudaError_t trsim_mem_alloc_pool(void **ptr, size_t size, int device, cudaMemPool_t pool);
+void trsim_pool_account(cudaMemPool_t pool, size_t size, int add);
 
 /* Memory ranges the runtime did not allocate itself (cuMemMap mappings):
  * trsim_mem_lookup finds them, trsim_mem_free refuses them, and they do not
