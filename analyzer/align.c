@@ -4,7 +4,11 @@
  * what could complete: NCCL matches the n-th collective of a communicator on
  * every member, a send with the receive of the same number, runs each
  * stream's operations in order and a group's operations together. What the
- * simulation cannot complete is what the job was stuck on. */
+ * simulation cannot complete is what the job was stuck on. Completion facts
+ * come first: an operation the GPU completed (gpu done) is complete whatever
+ * the replay would infer. A trace whose ring lost its oldest records covers
+ * only a window: what lies before it is unknown (issued, and passed), never
+ * missing. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,6 +77,169 @@ int64_t ta_p2p_find(const ta_an *a, int t, int lc, int peer, int dir_send, uint3
     return r ? r->call : -1;
 }
 
+/* ---- ring windows ----
+ * A trace that lost records (ring_lost > 0) keeps its newest calls only. A
+ * collective of comm lc numbered below the first one kept was issued (seqs
+ * are consecutive) but is gone; with no collective of lc kept, everything it
+ * numbered (colls, or the fingerprint's last seq) is gone. */
+uint32_t ta_window_start(const ta_trace *t, int lc)
+{
+    if (t->ring_lost <= 0 || lc < 0 || lc >= t->ncomms) return 1;
+    const ta_comm *k = &t->comms[lc];
+    if (k->first_seq) return k->first_seq;
+    uint64_t issued = k->colls > 0 ? (uint64_t)k->colls : 0;
+    if (k->fp_seq > issued) issued = k->fp_seq;
+    return issued >= UINT32_MAX ? UINT32_MAX : (uint32_t)issued + 1;
+}
+
+int ta_coll_lost(const ta_an *a, int t, int g, uint32_t seq)
+{
+    const ta_trace *tr = a->tr[t];
+    if (tr->ring_lost <= 0) return 0;
+    return seq < ta_window_start(tr, ta_comm_local(tr, g));
+}
+
+/* Send/recv: the lowest seq kept for (comm, direction, peer) bounds the
+ * window; with none kept, the operation is gone when the other side's call
+ * (at wall time `wall`) is older than the trace's oldest kept call (clocks of
+ * different hosts: the ring keeps far more than their skew). */
+int ta_p2p_lost(const ta_an *a, int t, int lc, int peer, int dir_send, uint32_t seq, double wall)
+{
+    const ta_trace *tr = a->tr[t];
+    if (tr->ring_lost <= 0 || lc < 0) return 0;
+    p2pkey k = {lc, peer, 0, dir_send, 0};
+    size_t lo = 0, hi = (size_t)p2p_n[t];
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (cmp_p2p(&p2p_idx[t][mid], &k) < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo < (size_t)p2p_n[t]) {
+        const p2pkey *r = &p2p_idx[t][lo];
+        if (r->comm == lc && r->dir == dir_send && r->peer == peer) return seq < r->seq;
+    }
+    return !tr->ncalls || wall < ta_wall(tr, tr->calls[0].enter_ns);
+}
+
+/* ---- per-seq tables ----
+ * A trace whose ring kept calls #10,000,000-#10,000,300 of a communicator
+ * needs 301 entries, not 10 million: tables start at the lowest seq kept.
+ * Kept seqs are consecutive but for calls lost to a torn record or a
+ * repeat; a table is dense (O(1) lookups) unless the seqs are so scattered
+ * (a damaged or crafted trace: #1 and #2^31-1) that it would cost more than
+ * twice the calls plus a margin; then a sorted list, searched. */
+#define SEQ_SLACK 4096
+
+static int dense_enough(uint64_t span, uint64_t kept) { return span <= 2 * kept + SEQ_SLACK; }
+
+static void byseq_alloc(ta_comm *k)
+{
+    if (!k->nkept) return;
+    uint64_t span = (uint64_t)k->nseq - k->seq0 + 1;
+    if (dense_enough(span, k->nkept)) {
+        k->byseq = xmalloc(sizeof(int32_t) * (size_t)span);
+        for (uint64_t s = 0; s < span; s++) k->byseq[s] = -1;
+    } else {
+        k->sparse = xmalloc(sizeof *k->sparse * (size_t)k->nkept);
+        k->nsparse = 0;
+    }
+}
+
+static int cmp_seqcall(const void *x, const void *y)
+{
+    const struct ta_seqcall *a = x, *b = y;
+    if (a->seq != b->seq) return a->seq < b->seq ? -1 : 1;
+    return (a->call > b->call) - (a->call < b->call);
+}
+
+/* sorts a sparse list, keeping the first call of a repeated seq; returns the repeats */
+static int sparse_sort(ta_comm *k)
+{
+    if (k->byseq || !k->sparse) return 0;
+    qsort(k->sparse, k->nsparse, sizeof *k->sparse, cmp_seqcall);
+    uint32_t w = 0;
+    for (uint32_t i = 0; i < k->nsparse; i++)
+        if (!w || k->sparse[w - 1].seq != k->sparse[i].seq) k->sparse[w++] = k->sparse[i];
+    int dup = (int)(k->nsparse - w);
+    k->nsparse = w;
+    return dup;
+}
+
+int64_t ta_comm_call_sparse(const ta_comm *k, uint32_t s)
+{
+    uint32_t lo = 0, hi = k->nsparse;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (k->sparse[mid].seq < s) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < k->nsparse && k->sparse[lo].seq == s ? k->sparse[lo].call : -1;
+}
+
+uint32_t ta_gseq_lower(const ta_gcomm *n, uint64_t s)
+{
+    if (s <= n->minseq) return 0;
+    if (s > n->maxseq) return n->nseqs;
+    if (!n->seqv) return (uint32_t)(s - n->minseq);
+    uint32_t lo = 0, hi = n->nseqs;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (n->seqv[mid] < s) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+int64_t ta_gseq_sparse(const ta_gcomm *n, uint32_t s)
+{
+    uint32_t i = ta_gseq_lower(n, s);
+    return i < n->nseqs && n->seqv[i] == s ? (int64_t)i : -1;
+}
+
+static int cmp_u32(const void *x, const void *y)
+{
+    uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* the seqs of g's tables: those its members kept */
+static void gseq_build(const ta_an *a, ta_gcomm *n)
+{
+    uint64_t kept = 0;
+    n->minseq = n->maxseq = 0;
+    for (int p = 0; p < n->npos; p++) {
+        if (n->member[p] < 0) continue;
+        const ta_comm *k = &a->tr[n->member[p]]->comms[n->local[p]];
+        if (!k->nkept) continue;
+        if (!n->minseq || k->seq0 < n->minseq) n->minseq = k->seq0;
+        if (k->nseq > n->maxseq) n->maxseq = k->nseq;
+        kept += k->nkept;
+    }
+    n->nseqs = 0;
+    n->seqv = NULL;
+    if (!kept) return;
+    uint64_t span = (uint64_t)n->maxseq - n->minseq + 1;
+    if (dense_enough(span, kept)) { n->nseqs = (uint32_t)span; return; }
+    uint32_t *v = xmalloc(sizeof(uint32_t) * (size_t)kept);
+    size_t nv = 0;
+    for (int p = 0; p < n->npos; p++) {
+        if (n->member[p] < 0) continue;
+        const ta_comm *k = &a->tr[n->member[p]]->comms[n->local[p]];
+        if (k->byseq) {
+            for (uint64_t s = k->seq0; s <= k->nseq; s++)
+                if (k->byseq[s - k->seq0] >= 0) v[nv++] = (uint32_t)s;
+        } else {
+            for (uint32_t i = 0; i < k->nsparse; i++) v[nv++] = k->sparse[i].seq;
+        }
+    }
+    qsort(v, nv, sizeof *v, cmp_u32);
+    size_t w = 0;
+    for (size_t i = 0; i < nv; i++)
+        if (!w || v[w - 1] != v[i]) v[w++] = v[i];
+    n->seqv = v;
+    n->nseqs = (uint32_t)w;
+}
+
 void ta_align(ta_an *a)
 {
     idmap m = {0};
@@ -133,28 +300,31 @@ void ta_align(ta_an *a)
             if (ta_op_is_coll(c->op)) {
                 ta_comm *k = &t->comms[c->comm];
                 if (c->seq > k->nseq) k->nseq = c->seq;
+                if (!k->seq0 || c->seq < k->seq0) k->seq0 = c->seq;
+                k->nkept++;
             } else if (ta_op_is_p2p(c->op)) {
                 np2p++;
             }
         }
-        int dup = 0;
-        for (int i = 0; i < t->ncomms; i++) {
-            ta_comm *k = &t->comms[i];
-            k->byseq = xmalloc(sizeof(int32_t) * (k->nseq ? k->nseq : 1));
-            for (uint32_t s = 0; s < k->nseq; s++) k->byseq[s] = -1;
+        for (int i = 0; i < t->ncomms; i++) {   /* the loader may have set it; else the lowest kept */
+            if (!t->comms[i].first_seq) t->comms[i].first_seq = t->comms[i].seq0;
+            byseq_alloc(&t->comms[i]);
         }
+        int dup = 0;
         p2p_idx[ti] = xmalloc(sizeof(p2pkey) * (size_t)(np2p ? np2p : 1));
         for (int64_t i = 0; i < t->ncalls; i++) {
             const ta_call *c = &t->calls[i];
             if (c->seq == 0 || c->comm < 0) continue;
             if (ta_op_is_coll(c->op)) {
                 ta_comm *k = &t->comms[c->comm];
-                if (k->byseq[c->seq - 1] >= 0) dup++;
-                else k->byseq[c->seq - 1] = (int32_t)i;
+                if (!k->byseq) k->sparse[k->nsparse++] = (struct ta_seqcall){c->seq, (int32_t)i};
+                else if (k->byseq[c->seq - k->seq0] >= 0) dup++;
+                else k->byseq[c->seq - k->seq0] = (int32_t)i;
             } else if (ta_op_is_p2p(c->op)) {
                 p2p_idx[ti][p2p_n[ti]++] = (p2pkey){c->comm, c->rp, c->seq, c->op == OP_SEND, i};
             }
         }
+        for (int i = 0; i < t->ncomms; i++) dup += sparse_sort(&t->comms[i]);
         qsort(p2p_idx[ti], (size_t)p2p_n[ti], sizeof(p2pkey), cmp_p2p);
         for (int64_t i = 1; i < p2p_n[ti]; i++)
             if (!cmp_p2p(&p2p_idx[ti][i - 1], &p2p_idx[ti][i])) dup++;
@@ -164,22 +334,19 @@ void ta_align(ta_an *a)
     /* members' calls at each seq agree? */
     for (int g = 0; g < a->ngc; g++) {
         ta_gcomm *n = &a->gc[g];
-        for (int p = 0; p < n->npos; p++)
-            if (n->member[p] >= 0) {
-                uint32_t s = a->tr[n->member[p]]->comms[n->local[p]].nseq;
-                if (s > n->maxseq) n->maxseq = s;
-            }
-        n->sigbad = xcalloc(n->maxseq + 1, 1);
-        for (uint32_t s = 0; s < n->maxseq; s++) {
+        gseq_build(a, n);
+        n->sigbad = xcalloc((size_t)n->nseqs + 1, 1);
+        for (uint32_t i = 0; i < n->nseqs; i++) {
+            uint32_t s = ta_gseq_at(n, i);
             const ta_call *ref = NULL;
             for (int p = 0; p < n->npos; p++) {
                 if (n->member[p] < 0) continue;
                 const ta_trace *t = a->tr[n->member[p]];
-                const ta_comm *k = &t->comms[n->local[p]];
-                if (s >= k->nseq || k->byseq[s] < 0) continue;
-                const ta_call *c = &t->calls[k->byseq[s]];
+                int64_t ci = ta_comm_call(&t->comms[n->local[p]], s);
+                if (ci < 0) continue;
+                const ta_call *c = &t->calls[ci];
                 if (!ref) ref = c;
-                else if (!ta_sig_equal(ref, c)) { n->sigbad[s] = 1; break; }
+                else if (!ta_sig_equal(ref, c)) { n->sigbad[i] = 1; break; }
             }
         }
     }
@@ -204,7 +371,7 @@ typedef struct { int t, u; } ev;
 static ev *q;
 static size_t qn, qcap, qh;
 static simtr *S;
-static int32_t **arrived;   /* per gcomm, per seq */
+static int32_t **arrived;   /* per gcomm, per seq (index ta_gseq) */
 static int *present;        /* per gcomm: members with traces */
 
 static void push(int t, int u)
@@ -240,11 +407,13 @@ static void activate(ta_an *a, int t, int u)
         if (g < 0) continue;
         ta_gcomm *n = &a->gc[g];
         if (ta_op_is_coll(c->op)) {
-            if (++arrived[g][c->seq - 1] == present[g] && !n->sigbad[c->seq - 1]) {
+            int64_t si = ta_gseq(n, c->seq);
+            if (si >= 0 && ++arrived[g][si] == present[g] && !n->sigbad[si]) {
                 for (int p = 0; p < n->npos; p++) {
                     if (n->member[p] < 0) continue;
-                    const ta_comm *mc = &a->tr[n->member[p]]->comms[n->local[p]];
-                    unit_op_done(n->member[p], mc->byseq[c->seq - 1]);
+                    /* a member whose window lost it arrived long ago */
+                    int64_t mci = ta_comm_call(&a->tr[n->member[p]]->comms[n->local[p]], c->seq);
+                    if (mci >= 0) unit_op_done(n->member[p], mci);
                 }
             }
         } else {
@@ -252,7 +421,13 @@ static void activate(ta_an *a, int t, int u)
             if (peer < 0 || peer >= n->npos || n->member[peer] < 0) { unit_op_done(t, ci); continue; }
             int pt = n->member[peer];
             int64_t pc = ta_p2p_find(a, pt, n->local[peer], tr->comms[c->comm].rank, c->op == OP_RECV, c->seq);
-            if (pc < 0) continue;
+            if (pc < 0) {
+                /* the peer's half is older than its ring window: it was issued and matched */
+                if (ta_p2p_lost(a, pt, n->local[peer], tr->comms[c->comm].rank, c->op == OP_RECV, c->seq,
+                                ta_wall(tr, c->enter_ns)))
+                    unit_op_done(t, ci);
+                continue;
+            }
             simtr *ps = &S[pt];
             if (ps->unit[pc] < 0 || !ps->uactive[ps->unit[pc]] || ps->done[pc]) continue;
             const ta_call *o = &a->tr[pt]->calls[pc];
@@ -263,14 +438,118 @@ static void activate(ta_an *a, int t, int u)
     }
 }
 
+/* ---- completion facts ----
+ * An operation the GPU completed (gpu done) is complete; so is everything
+ * before it on its stream (a stream runs in order) and its other side: every
+ * member's part of a collective, the peer's half of a send/recv (they finish
+ * together). Applied before the replay, which then only infers the rest.
+ * Where the replay could not have completed it (members disagree, a member
+ * never issued it), the observation is trusted and a note says so. */
+typedef struct { int t; int64_t ci; } obsref;
+static obsref *ow;
+static size_t own, owcap;
+static int *obs_noted;      /* per gcomm: a note was given */
+static uint8_t **obs_coll;  /* per gcomm, per seq (ta_gseq): its members' parts already marked */
+
+static void obs_push(int t, int64_t ci)
+{
+    simtr *s = &S[t];
+    if (ci < 0 || s->unit[ci] < 0 || s->done[ci]) return;
+    s->done[ci] = 1;
+    s->upending[s->unit[ci]]--;
+    if (own == owcap) { owcap = owcap ? owcap * 2 : 1024; ow = xrealloc(ow, sizeof *ow * owcap); }
+    ow[own++] = (obsref){t, ci};
+}
+
+static void obs_note(ta_an *a, int t, int64_t ci, int g, const char *why)
+{
+    if (obs_noted[g]++) return;
+    char *c = ta_call_text(a, a->tr[t], ci);
+    ta_note_add(a, NULL, 0, "%s completed on the GPU (rank %d's trace) although %s; the observation is trusted: "
+                "it is not where the job hung", c, a->tr[t]->rank, why);
+    free(c);
+}
+
+static void observe(ta_an *a, int32_t (*cursor)[256])
+{
+    own = 0;
+    obs_noted = xcalloc((size_t)a->ngc + 1, sizeof *obs_noted);
+    obs_coll = xcalloc((size_t)a->ngc + 1, sizeof *obs_coll);
+    for (int t = 0; t < a->ntr; t++)
+        for (int64_t i = 0; i < a->tr[t]->ncalls; i++)
+            if (a->tr[t]->calls[i].gpu == GPU_DONE) obs_push(t, i);
+    for (size_t w = 0; w < own; w++) {
+        int t = ow[w].t;
+        int64_t ci = ow[w].ci;
+        simtr *s = &S[t];
+        ta_trace *tr = a->tr[t];
+        int u = s->unit[ci], st = s->ustream[u];
+        /* everything before it on its stream: units are numbered in issue order */
+        while (cursor[t][st] >= 0 && cursor[t][st] < u) {
+            int v = cursor[t][st];
+            for (int k = 0; k < s->unops[v]; k++) obs_push(t, s->ops[s->ufirst[v] + k]);
+            cursor[t][st] = s->unext[v];
+        }
+        const ta_call *c = &tr->calls[ci];
+        int g = tr->comms[c->comm].g;
+        ta_gcomm *n = &a->gc[g];
+        if (ta_op_is_coll(c->op)) {
+            int64_t si = ta_gseq(n, c->seq);
+            if (si < 0) continue;
+            if (!obs_coll[g]) obs_coll[g] = xcalloc((size_t)n->nseqs + 1, 1);
+            if (obs_coll[g][si]) continue;        /* once per collective, not per member */
+            obs_coll[g][si] = 1;
+            if (n->sigbad[si]) obs_note(a, t, ci, g, "the members' calls differ");
+            for (int p = 0; p < n->npos; p++) {
+                int m = n->member[p];
+                if (m < 0) continue;
+                int64_t mci = ta_comm_call(&a->tr[m]->comms[n->local[p]], c->seq);
+                if (mci >= 0) {
+                    obs_push(m, mci);
+                } else if (!ta_coll_lost(a, m, g, c->seq)) {
+                    char *why = xasprintf("rank %d has no record of it", a->tr[m]->rank);
+                    obs_note(a, t, ci, g, why);
+                    free(why);
+                }
+            }
+        } else {
+            int peer = c->rp;
+            if (peer < 0 || peer >= n->npos || n->member[peer] < 0) continue;
+            int pt = n->member[peer], me = tr->comms[c->comm].rank;
+            int64_t pc = ta_p2p_find(a, pt, n->local[peer], me, c->op == OP_RECV, c->seq);
+            if (pc >= 0) {
+                const ta_call *o = &a->tr[pt]->calls[pc];
+                if (c->count * ta_dtype_size(c->dtype) != o->count * ta_dtype_size(o->dtype))
+                    obs_note(a, t, ci, g, "the send and the receive differ in size");
+                obs_push(pt, pc);
+            } else if (!ta_p2p_lost(a, pt, n->local[peer], me, c->op == OP_RECV, c->seq, ta_wall(tr, c->enter_ns))) {
+                char *why = xasprintf("rank %d has no record of its other half", a->tr[pt]->rank);
+                obs_note(a, t, ci, g, why);
+                free(why);
+            }
+        }
+    }
+    free(ow); ow = NULL; own = owcap = 0;
+    free(obs_noted); obs_noted = NULL;
+    for (int g = 0; g < a->ngc; g++) free(obs_coll[g]);
+    free(obs_coll); obs_coll = NULL;
+}
+
 void ta_simulate(ta_an *a, uint8_t ***out)
 {
     S = xcalloc((size_t)a->ntr, sizeof *S);
     arrived = xcalloc((size_t)a->ngc + 1, sizeof *arrived);
     present = xcalloc((size_t)a->ngc + 1, sizeof *present);
     for (int g = 0; g < a->ngc; g++) {
-        arrived[g] = xcalloc(a->gc[g].maxseq + 1, sizeof(int32_t));
-        for (int p = 0; p < a->gc[g].npos; p++) present[g] += a->gc[g].member[p] >= 0;
+        ta_gcomm *n = &a->gc[g];
+        arrived[g] = xcalloc((size_t)n->nseqs + 1, sizeof(int32_t));
+        for (int p = 0; p < n->npos; p++) {
+            if (n->member[p] < 0) continue;
+            present[g]++;
+            /* seqs older than the member's ring window: it issued them */
+            uint32_t w = ta_window_start(a->tr[n->member[p]], n->local[p]);
+            for (uint32_t i = 0; i < n->nseqs && ta_gseq_at(n, i) < w; i++) arrived[g][i]++;
+        }
     }
     for (int t = 0; t < a->ntr; t++) {
         ta_trace *tr = a->tr[t];
@@ -292,7 +571,7 @@ void ta_simulate(ta_an *a, uint8_t ***out)
                 tr->comms[c->comm].g < 0)
                 continue;
             /* a collective whose seq was a repeat is not in byseq: skip it */
-            if (ta_op_is_coll(c->op) && tr->comms[c->comm].byseq[c->seq - 1] != i) continue;
+            if (ta_op_is_coll(c->op) && ta_comm_call(&tr->comms[c->comm], c->seq) != i) continue;
             if (!(c->group && c->group == cur_group && cur_unit >= 0)) {
                 if (s->nunits == cap) {
                     cap *= 2;
@@ -324,8 +603,17 @@ void ta_simulate(ta_an *a, uint8_t ***out)
             else s->unext[last[st]] = u;
             last[st] = u;
         }
-        for (int k = 0; k < 256; k++)
+    }
+    int32_t (*cursor)[256] = xmalloc(sizeof *cursor * (size_t)(a->ntr + 1));
+    for (int t = 0; t < a->ntr; t++) memcpy(cursor[t], S[t].head, sizeof cursor[t]);
+    observe(a, cursor);
+    free(cursor);
+    for (int t = 0; t < a->ntr; t++) {
+        simtr *s = &S[t];
+        for (int k = 0; k < 256; k++) {
+            while (s->head[k] >= 0 && s->upending[s->head[k]] == 0) s->head[k] = s->unext[s->head[k]];
             if (s->head[k] >= 0) push(t, s->head[k]);
+        }
     }
     while (qh < qn) {
         ev e = q[qh++];

@@ -210,7 +210,7 @@ static const char *conv(const jv *vals, int nv, const int8_t *role, ta_trace *t,
 {
     memset(c, 0, sizeof *c);
     c->rp = c->comm = c->stack = -1;
-    c->exit_ns = TA_NULL64;
+    c->exit_ns = c->done_ns = TA_NULL64;
     c->rc = INT16_MIN;
     int root = -1, peer = -1, seen = 0;
     for (int p = 0; p < nv; p++) {
@@ -293,6 +293,19 @@ static const char *conv(const jv *vals, int nv, const int8_t *role, ta_trace *t,
             if (!num_ok(v, &n) || n < -1 || n > 0x7fffffff) return "stack is not an index";
             c->stack = (int32_t)n;
             break;
+        case F_DONE:
+            if (v->type == JV_NULL) break;
+            if (!num_ok(v, &n) || n == TA_NULL64) return "done_ns is not an integer or null";
+            c->done_ns = n;
+            break;
+        case F_GPU:
+            if (v->type == JV_NULL) break;
+            if (v->type != JV_STR) return "gpu is not a string or null";
+            if (!strcmp(v->s, "done")) c->gpu = GPU_DONE;
+            else if (!strcmp(v->s, "pending")) c->gpu = GPU_PENDING;
+            else if (!strcmp(v->s, "error")) c->gpu = GPU_ERROR;
+            else return "gpu is not \"pending\", \"done\", \"error\" or null";
+            break;
         }
     }
     for (int r = 0; r < F_NREQ; r++)
@@ -305,6 +318,7 @@ static const char *conv(const jv *vals, int nv, const int8_t *role, ta_trace *t,
         if (ta_op_is_p2p(c->op) && peer < 0) return "a numbered send/recv has no peer";
     }
     if (c->stack >= t->nstacks) c->stack = -1;
+    if (c->gpu != GPU_DONE) c->done_ns = TA_NULL64;     /* a completion time only with a completion */
     return NULL;
 }
 
@@ -406,6 +420,13 @@ static const char *call_row(void *ctx, const jv *vals, int k, int idx)
         return why;
     }
     if (t->call_raw) t->call_raw[x->used] = idx;
+    /* the comm's lowest collective seq kept (calls come in order: nearly
+     * always the first one) */
+    const ta_call *c = &t->calls[x->used];
+    if (c->seq && c->comm >= 0 && ta_op_is_coll(c->op)) {
+        uint32_t *f = &t->comms[c->comm].first_seq;
+        if (!*f || c->seq < *f) *f = c->seq;
+    }
     x->used++;
     return NULL;
 }
@@ -598,4 +619,55 @@ int ta_parse_checks(const char *b, size_t n, const int8_t *role, int npos, int64
         t->nchecks = w;
     }
     return 0;
+}
+
+/* A communicator listed twice in one trace (the same id) would hold two
+ * places of one communicator for one rank, and the per-communicator tables
+ * assume one. As the ring reader does, the first listing is the rank's: the
+ * repeats go, with the calls made on them and those calls' checks (the
+ * numbering of a second listing cannot be trusted against the first's). */
+int ta_drop_repeated_comms(ta_trace *t, int64_t *ncalls_dropped)
+{
+    *ncalls_dropped = 0;
+    int *map = xmalloc(sizeof(int) * ((size_t)t->ncomms + 1)), kept = 0, reps = 0;
+    for (int i = 0; i < t->ncomms; i++) {
+        int seen = 0;
+        for (int k = 0; k < i && !seen; k++) seen = map[k] >= 0 && t->comms[k].id == t->comms[i].id;
+        map[i] = seen ? -1 : kept++;
+        reps += seen;
+    }
+    if (!reps) { free(map); return 0; }
+    for (int i = 0; i < t->ncomms; i++) {
+        if (map[i] < 0) { free(t->comms[i].ckp); continue; }
+        t->comms[map[i]] = t->comms[i];
+        t->comms[map[i]].family = map[i];     /* the position in the list, as read */
+    }
+    t->ncomms = kept;
+    /* the calls: renumbered; call_raw keeps each one's place in the file */
+    int64_t *newix = xmalloc(sizeof(int64_t) * ((size_t)t->ncalls + 1)), w = 0;
+    for (int64_t i = 0; i < t->ncalls; i++) {
+        ta_call c = t->calls[i];
+        if (c.comm >= 0 && map[c.comm] < 0) { newix[i] = -1; continue; }
+        if (c.comm >= 0) c.comm = map[c.comm];
+        newix[i] = w;
+        if (!t->call_raw && w != i) {       /* indices shift from here on: keep the file's */
+            t->call_raw = xmalloc(sizeof(int64_t) * ((size_t)t->ncalls + 1));
+            for (int64_t j = 0; j < t->ncalls; j++) t->call_raw[j] = j;
+        }
+        if (t->call_raw) t->call_raw[w] = t->call_raw[i];
+        t->calls[w++] = c;
+    }
+    *ncalls_dropped = t->ncalls - w;
+    t->ncalls = w;
+    int64_t wc = 0;
+    for (int64_t k = 0; k < t->nchecks; k++) {
+        int64_t ci = newix[t->checks[k].call];
+        if (ci < 0) continue;
+        t->checks[wc] = t->checks[k];
+        t->checks[wc++].call = (uint32_t)ci;     /* a monotone renumbering: still sorted */
+    }
+    t->nchecks = wc;
+    free(newix);
+    free(map);
+    return reps;
 }

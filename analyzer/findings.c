@@ -21,6 +21,8 @@ ta_finding *ta_finding_new(ta_an *a, int kind)
     f->culprit.call = f->other.call = -1;
     f->culprit.stack = f->other.stack = -1;
     f->stack2 = -1;
+    f->at_g = -1;
+    f->at_seq = f->win_after = f->win_upto = -1;
     return f;
 }
 
@@ -185,8 +187,9 @@ void ta_findings_divergence_scan(ta_an *a, const int *covered_g)
     for (int g = 0; g < a->ngc; g++) {
         ta_gcomm *n = &a->gc[g];
         if (covered_g[g]) continue;
-        for (uint32_t s = 0; s < n->maxseq; s++) {
-            if (!n->sigbad[s]) continue;
+        for (uint32_t si = 0; si < n->nseqs; si++) {
+            if (!n->sigbad[si]) continue;
+            uint32_t s = ta_gseq_at(n, si);
             /* partition by signature: biggest group is the reference */
             int np = n->npos;
             int *grp = xmalloc(sizeof(int) * (size_t)np), ng = 0;
@@ -196,13 +199,13 @@ void ta_findings_divergence_scan(ta_an *a, const int *covered_g)
                 grp[p] = -1;
                 if (n->member[p] < 0) continue;
                 ta_trace *t = a->tr[n->member[p]];
-                ta_comm *k = &t->comms[n->local[p]];
-                if (s >= k->nseq || k->byseq[s] < 0) continue;
-                const ta_call *c = &t->calls[k->byseq[s]];
+                int64_t ci = ta_comm_call(&t->comms[n->local[p]], s);
+                if (ci < 0) continue;
+                const ta_call *c = &t->calls[ci];
                 int j;
                 for (j = 0; j < ng; j++)
                     if (ta_sig_equal(&a->tr[rept[j]]->calls[rep[j]], c)) break;
-                if (j == ng) { rept[ng] = n->member[p]; rep[ng] = k->byseq[s]; ng++; }
+                if (j == ng) { rept[ng] = n->member[p]; rep[ng] = ci; ng++; }
                 grp[p] = j;
                 cnt[j]++;
             }
@@ -219,9 +222,9 @@ void ta_findings_divergence_scan(ta_an *a, const int *covered_g)
             ta_finding *f = ta_finding_new(a, K_DIVERGENCE);
             snprintf(f->subkind, sizeof f->subkind, "different_call");
             f->g = g;
-            f->seq = s + 1;
+            f->seq = s;
             int cti = n->member[ct];
-            ta_side_set(&f->culprit, cu, nc, cti, a->tr[cti]->comms[n->local[ct]].byseq[s]);
+            ta_side_set(&f->culprit, cu, nc, cti, ta_comm_call(&a->tr[cti]->comms[n->local[ct]], s));
             ta_side_set(&f->other, ot, no, rept[ref], rep[ref]);
             f->t = ta_wall(a->tr[cti], a->tr[cti]->calls[f->culprit.call].enter_ns);
             ta_finding_describe(a, f);

@@ -26,6 +26,48 @@ REDUCING = {"AllReduce", "Reduce", "ReduceScatter"}
 CHECK_FIELDS = ["call", "buffer", "status", "nan", "inf", "first", "first_kind",
                 "elems_checked", "elems", "engine", "reason"]
 FLOATS = {"float16", "float32", "float64", "bfloat16", "float8e4m3", "float8e5m2"}
+# completion on the GPU (issue 6): appended to every call row, null when untracked
+COMPLETION_FIELDS = ["done_ns", "gpu"]
+OPS = ["AllReduce", "Broadcast", "Bcast", "Reduce", "AllGather", "ReduceScatter", "AllToAll", "Gather", "Scatter",
+       "Send", "Recv", "GroupStart", "GroupEnd"]
+NCCL_DTYPES = {"int8": 0, "uint8": 1, "int32": 2, "uint32": 3, "int64": 4, "uint64": 5, "float16": 6, "float32": 7,
+               "float64": 8, "bfloat16": 9, "float8e4m3": 10, "float8e5m2": 11}
+NCCL_REDOPS = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}
+M64 = (1 << 64) - 1
+FP_INTERVAL, FP_CHECKPOINTS = 64, 48
+
+
+def mix64(x):
+    """splitmix64's finalizer (the shim's tr_mix64 of the fingerprint)"""
+    x &= M64
+    x = ((x ^ (x >> 30)) * 0xbf58476d1ce4e5b9) & M64
+    x = ((x ^ (x >> 27)) * 0x94d049bb133111eb) & M64
+    return x ^ (x >> 31)
+
+
+def fingerprint(calls, comm):
+    """comms[].fingerprint as the shim keeps it (the contract of issue 6):
+    every collective of comm that returned, in order; checkpoints every
+    fp_step seqs, thinned to every other one and fp_step doubled when 48"""
+    h, last, step, ck = 0, 0, FP_INTERVAL, []
+    for c in calls:
+        op, cm, seq = c[0], c[1], c[2]
+        if cm != comm or seq <= 0 or op in ("Send", "Recv", "GroupStart", "GroupEnd") or c[15] is None:
+            continue
+        opn = OPS.index("Broadcast" if op == "Bcast" else op)
+        red = 6 if c[5] is None else NCCL_REDOPS.get(c[5], 5)
+        root = -1 if c[6] is None else c[6]
+        sig = opn | NCCL_DTYPES[c[4]] << 8 | red << 16 | ((root + 1) & 0xffffffff) << 32
+        h = mix64(h ^ mix64(sig ^ mix64(c[3])))
+        last = seq
+        if seq % step == 0:
+            if len(ck) == FP_CHECKPOINTS:
+                ck = [x for x in ck if x[0] % (2 * step) == 0]
+                step *= 2
+            if seq % step == 0:
+                ck.append((seq, h))
+    return {"seq": last, "hash": "0x%016x" % h, "step": step,
+            "checkpoints": [[q, "0x%016x" % x] for q, x in ck]}
 
 
 def nonfinite(first, nan=1, inf=0, kind=None):
@@ -69,9 +111,15 @@ class Rank:
         self.checks = []
         self.nan_dropped = 0
         self.clock_real = 1767000000.0
+        self.mono_base = 1_000_000_000_000   # CLOCK_MONOTONIC at clock_real
+        self.track = False                  # completion observed: returned calls are gpu "done"
+        self.ring_capacity = 131072
+        self.ring_lost = 0                  # oldest calls overwritten in the ring (not in the trace)
+        self.write_extra = 0.0              # seconds added to write_time (a write long after the last call)
+        self.jitter = 500                   # random ns added to each tick (0: exact times)
 
     def tick(self, ns=20_000):
-        self.t += ns + random.randint(0, 500)
+        self.t += ns + (random.randint(0, self.jitter) if self.jitter else 0)
         return self.t
 
     def stack(self, site, caller="main"):
@@ -107,13 +155,20 @@ class Rank:
 
     # ---- calls ----
     def _call(self, op, comm, seq, count, dtype, redop, root, peer, site, returned=True, caller="main",
-              inp=None, out=None, cap=None):
-        enter = self.tick()
+              inp=None, out=None, cap=None, at=None, gpu=None):
+        """at: the call's enter_ns (default: the next tick); gpu: "pending", "done", "error" (default:
+        "done" when completion is tracked and the call returned, else null)"""
+        if at is not None:
+            self.t = at
+        enter = self.tick() if at is None else at
         ex = self.tick(5_000) if returned else None
         self.calls.append([op, comm, seq, count, dtype, redop, root, peer,
                            "0x7f0000100000", "0x7f0000100000", self.stream, False,
                            self.group, self.depth, enter, ex, self.pid, 0 if returned else None,
                            self.stack(site, caller)])
+        if gpu is None and self.track and returned and op not in ("GroupStart", "GroupEnd"):
+            gpu = "done"
+        self.calls[-1] += [ex + 3000 if gpu == "done" else None, gpu]
         if op in REDUCING and dtype in FLOATS and seq > 0 and self.nan_mode in ("all", "output"):
             size = self.comms[comm]["size"] or 1
             n_in = count * size if op == "ReduceScatter" else count
@@ -134,20 +189,21 @@ class Rank:
                             checked, elems, None if r["status"] == "not_checked" else "host", r["reason"]])
 
     def coll(self, comm, op="AllReduce", count=1024, dtype="float32", redop="sum", root=None,
-             site="train_step", returned=True, caller="main", inp=None, out=None, cap=None):
-        """inp, out: check results of the input and output (default clean), cap: elements checked"""
+             site="train_step", returned=True, caller="main", inp=None, out=None, cap=None, at=None, gpu=None):
+        """inp, out: check results of the input and output (default clean), cap: elements checked,
+        at: enter_ns, gpu: completion (see _call)"""
         self.colls[comm] += 1
         self.comms[comm]["colls"] = self.colls[comm]
         if op in ROOTED and root is None:
             root = 0
         self._call(op, comm, self.colls[comm], count, dtype, redop if op in REDUCING else None,
-                   root if op in ROOTED else None, None, site, returned, caller, inp, out, cap)
+                   root if op in ROOTED else None, None, site, returned, caller, inp, out, cap, at, gpu)
         return self.colls[comm]
 
-    def sendrecv(self, comm, op, peer, count=4096, dtype="float32", site="pipeline_step"):
+    def sendrecv(self, comm, op, peer, count=4096, dtype="float32", site="pipeline_step", gpu=None):
         key = (comm, peer, op)
         self.p2p[key] = self.p2p.get(key, 0) + 1
-        self._call(op, comm, self.p2p[key], count, dtype, None, None, peer, site)
+        self._call(op, comm, self.p2p[key], count, dtype, None, None, peer, site, gpu=gpu)
         return self.p2p[key]
 
     def group_start(self, site="exchange"):
@@ -201,18 +257,21 @@ class Rank:
             "rank": self.rank, "rank_source": "RANK", "world_size": self.world,
             "local_rank": self.rank % 8, "device": self.rank % 8, "host": self.host, "pid": self.pid,
             "cmdline": [MODULE, "--steps", "10"], "start_time": 1767000000.0 + self.rank * 1e-3,
-            "write_time": 1767000100.0 + (self.t - 1_000_000_000_000) / 1e9,
+            "write_time": 1767000100.0 + (self.t - self.mono_base) / 1e9 + self.write_extra,
             "end": self.end,
             "versions": {"trshim": "0.1.0", "cuda_runtime": 13000, "cuda_driver": 13000, "nccl": 22809},
             "env": {"NCCL_DEBUG": "WARN", "TRSHIM_DIR": "traces", "NCCL_IB_KEY": "<redacted>"},
             "settings": {"dir": "traces", "stack_depth": 64},
-            "clock": {"realtime": self.clock_real, "monotonic_ns": 1_000_000_000_000},
-            "comms": self.comms, "call_fields": CALL_FIELDS, "calls": self.calls,
+            "clock": {"realtime": self.clock_real, "monotonic_ns": self.mono_base},
+            "comms": [dict(c, fingerprint=fingerprint(self.calls, i), slot=i) for i, c in enumerate(self.comms)],
+            "call_fields": CALL_FIELDS + COMPLETION_FIELDS, "calls": self.calls[self.ring_lost:],
             "memory": {"devices": mem_devs,
                        "pinned": {"live_bytes": 0, "peak_bytes": 0, "allocs": 0, "frees": 0},
                        "failures": self.failures},
             "modules": [{"path": MODULE, "build_id": BUILD_ID, "base": "0x555555554000"}],
-            "stacks": self.stacks, "dropped": 0,
+            "stacks": self.stacks, "dropped": self.ring_lost,
+            "ring": {"file": None, "capacity": self.ring_capacity, "first": self.ring_lost,
+                     "next": len(self.calls), "lost": self.ring_lost},
         }
         if self.nan_mode is not None:
             d["nancheck"] = {"mode": self.nan_mode, "engine_setting": "auto",
@@ -221,7 +280,7 @@ class Rank:
                              "max_bytes": 64 << 20, "pool_bytes": 256 << 20, "dropped": self.nan_dropped}
             if self.nan_mode != "off":
                 d["check_fields"] = CHECK_FIELDS
-                d["checks"] = self.checks
+                d["checks"] = [[c[0] - self.ring_lost] + c[1:] for c in self.checks if c[0] >= self.ring_lost]
         return d
 
     def filename(self):
@@ -1133,6 +1192,537 @@ def sc_nan_and_hang(out):
                       later_count=3)], count=2)
 
 
+# ---------------------------------------------------------------- stragglers
+MS = 1_000_000
+STEP_NS = 100 * MS
+
+
+def exact_job(name, n, host_of=lambda r: "node0", mono_shift=None, real_skew=None):
+    """n ranks with exact times (no random ticks) that all leave the world
+    communicator's init at the same true time. mono_shift(host): that host's
+    CLOCK_MONOTONIC minus the true time (ns); real_skew(host): the error of
+    its wall clock (s). r.at(true_ns) is a true time on r's own clock."""
+    ranks = []
+    for i in range(n):
+        r = Rank(name, i, n, host=host_of(i))
+        r.jitter = 0
+        r.shift = mono_shift(r.host) if mono_shift else 0
+        r.mono_base += r.shift
+        r.t = 1_000_000_000_000 + r.shift
+        if real_skew:
+            r.clock_real += real_skew(r.host)
+        r.at = lambda t, r=r: t + r.shift
+        ranks.append(r)
+    wid = cid("world", name)
+    for r in ranks:
+        r.init(wid, n, r.rank)
+    return ranks, wid
+
+
+def step_time(i):
+    """true time at which step i's collectives are due"""
+    return 1_000_000_000_000 + STEP_NS * (i + 1)
+
+
+def rotating(j, i, m=3):
+    """the offset of the j-th of m on-time members at step i: m values 1 ms
+    apart centred on the due time (-1, 0, +1 ms for three), rotating over the
+    members with the step: their median is the due time"""
+    return ((j + i) % m) * MS - (m - 1) * MS // 2
+
+
+def straggler_steps(ranks, comm_of, late_rank, steps=50, late=30 * MS, eval_seq=37, eval_late=45 * MS):
+    """steps all-reduces; late_rank enters each `late` after the others (who
+    rotate by +-1 ms around the due time), the eval_seq-th (from eval_step on
+    every rank) eval_late after them"""
+    for i in range(steps):
+        site = "eval_step" if i + 1 == eval_seq else "train_step"
+        for r in ranks:
+            lat = (eval_late if i + 1 == eval_seq else late) if r.rank == late_rank else rotating(r.rank, i)
+            r.coll(comm_of(r), count=1 << 16, site=site, at=r.at(step_time(i) + lat))
+
+
+def straggler_expect(wid, ranks=(3,), others=(0, 1, 2), clock="monotonic", **kw):
+    return F("straggler", wid, 37, list(ranks), "eval_step", others=list(others), root_cause=False,
+             examined=50, last=50, lateness_median_ns=30 * MS, lateness_max_ns=45 * MS, jitter_ns=1 * MS,
+             threshold_ns=5 * MS, clock=clock, **kw)
+
+
+def sc_straggler(out):
+    """rank 3 of 4 enters each of 50 all-reduces 30 ms after the others
+    (45 ms at #37, from eval_step): a straggler, nothing else"""
+    ranks, wid = exact_job("straggler", 4)
+    straggler_steps(ranks, lambda r: 0, 3)
+    for r in ranks:
+        r.finish()
+    write(ranks, out)
+    # entry spread: rank 3 vs the earliest other (-1 ms): 31 ms, 46 ms at #37
+    expect(out, 1, [straggler_expect(wid, also_comms=[])], count=1,
+           comm_spread={"comm": wid, "collectives": 50, "median_ns": 31 * MS, "max_ns": 46 * MS, "max_seq": 37,
+                        "clock": "monotonic"})
+
+
+def sc_straggler_two_hosts(out):
+    """the same job on two hosts whose CLOCK_MONOTONIC differ by ~3 hours and
+    whose wall clocks disagree by 250 ms: aligned at the init, the same numbers"""
+    ranks, wid = exact_job("straggler2h", 4, host_of=lambda r: "node%d" % (r // 2),
+                           mono_shift=lambda h: 3 * 3600 * 10**9 + 123_456_789 if h == "node1" else 0,
+                           real_skew=lambda h: 0.25 if h == "node1" else 0.0)
+    straggler_steps(ranks, lambda r: 0, 3)
+    for r in ranks:
+        r.finish()
+    write(ranks, out)
+    expect(out, 1, [straggler_expect(wid, clock="init")], count=1)
+
+
+def sc_straggler_subcomm(out):
+    """8 ranks, TP groups of 4: rank 5 enters its TP all-reduces 20 ms late
+    (40 steps), every world all-reduce on time: one finding, on TP {4-7}"""
+    ranks, wid = exact_job("stragglertp", 8)
+    tp = [[0, 1, 2, 3], [4, 5, 6, 7]]
+    for r in ranks:
+        r.tp = r.split(0, 1, r.rank // 4, tp[r.rank // 4])
+    for i in range(40):
+        for r in ranks:
+            on_time = [k for k in tp[r.rank // 4] if k != 5]
+            lat = 20 * MS if r.rank == 5 else rotating(on_time.index(r.rank), i, len(on_time))
+            r.coll(r.tp, count=4096, site="tp_forward", at=r.at(step_time(i) + lat))
+        for r in ranks:
+            r.coll(0, count=1 << 16, site="dp_allreduce_grads", at=r.at(step_time(i) + 50 * MS + rotating(r.rank, i, 8)))
+    for r in ranks:
+        r.finish()
+    write(ranks, out)
+    tp1 = ranks[4].comms[ranks[4].tp]["id"]
+    expect(out, 1, [F("straggler", tp1, 1, [5], "tp_forward", others=[4, 6, 7], comm_ranks=[4, 5, 6, 7],
+                      root_cause=False, examined=40, last=40, lateness_median_ns=20 * MS,
+                      lateness_max_ns=20 * MS, jitter_ns=1 * MS, clock="monotonic", also_comms=[])], count=1)
+
+
+def sc_straggler_node(out):
+    """8 ranks on two hosts, DP pairs across them: every rank of node1 (4-7)
+    enters every collective 20 ms late: one finding for the four ranks on the
+    world communicator, the DP pairs listed as the same finding"""
+    ranks, wid = exact_job("stragglernode", 8, host_of=lambda r: "node%d" % (r // 4),
+                           mono_shift=lambda h: 7_000_000_000_000 if h == "node1" else 0)
+    dp = [[0, 4], [1, 5], [2, 6], [3, 7]]
+    for r in ranks:
+        r.dp = r.split(0, 1, r.rank % 4, dp[r.rank % 4])
+    for i in range(30):
+        for comm, off in ((lambda r: r.dp, 0), (lambda r: 0, 40 * MS)):
+            for r in ranks:
+                lat = off + (20 * MS if r.rank >= 4 else 0) + (r.rank % 4) * 100_000 * ((i % 2) * 2 - 1)
+                r.coll(comm(r), count=4096, site="train_step", at=r.at(step_time(i) + lat))
+    for r in ranks:
+        r.finish()
+    write(ranks, out)
+    dps = [ranks[k].comms[ranks[k].dp]["id"] for k in range(4)]
+    # the latest of them is 20.15 ms behind the others' median in every step: first at world #1
+    expect(out, 1, [F("straggler", wid, 1, [4, 5, 6, 7], others=[0, 1, 2, 3], root_cause=False, examined=30,
+                      last=30, clock="init", also_comms=sorted(dps))], count=1)
+
+
+def jitter_job(name, seed, steps=60, jitter=2 * MS, spike=None):
+    """8 ranks, TP groups of 4: per step two TP all-reduces and a world
+    all-reduce, each rank entering at the due time + uniform(-jitter, +jitter);
+    spike: (probability, ns) that a rank is that much later once"""
+    rnd = random.Random(seed)
+    ranks, wid = exact_job(name, 8)
+    tp = [[0, 1, 2, 3], [4, 5, 6, 7]]
+    for r in ranks:
+        r.tp = r.split(0, 1, r.rank // 4, tp[r.rank // 4])
+    for i in range(steps):
+        for k, (comm, site) in enumerate(((lambda r: r.tp, "tp_forward"), (lambda r: r.tp, "tp_backward"),
+                                          (lambda r: 0, "dp_allreduce_grads"))):
+            for r in ranks:
+                lat = rnd.randint(-jitter, jitter)
+                if spike and rnd.random() < spike[0]:
+                    lat += spike[1]
+                r.coll(comm(r), count=4096, site=site, at=r.at(step_time(i) + k * 30 * MS + lat))
+    for r in ranks:
+        r.finish()
+    return ranks, wid
+
+
+def seeded(fn, *args):
+    """fn(out, *args) as a scenario, with fn's description"""
+    def sc(out):
+        fn(out, *args)
+    sc.__doc__ = fn.__doc__
+    return sc
+
+
+def sc_straggler_jitter(out, seed, args=()):
+    """healthy: +-2 ms random jitter on every rank (seed): no straggler"""
+    ranks, wid = jitter_job("jitter%d" % seed, seed)
+    write(ranks, out)
+    expect(out, 0, [], args=list(args))
+
+
+def sc_straggler_noisy(out, seed):
+    """healthy but noisy: +-8 ms jitter and 5% of entries 60 ms late on any
+    rank (seed): no straggler"""
+    ranks, wid = jitter_job("noisy%d" % seed, seed, jitter=8 * MS, spike=(0.05, 60 * MS))
+    write(ranks, out)
+    expect(out, 0, [])
+
+
+def sc_straggler_one_slow(out):
+    """rank 3 is 500 ms late in one all-reduce of 50 (+-2 ms jitter
+    otherwise): a slow collective, not a straggler"""
+    rnd = random.Random(7)
+    ranks, wid = exact_job("oneslow", 4)
+    for i in range(50):
+        for r in ranks:
+            lat = rnd.randint(-2 * MS, 2 * MS) + (500 * MS if (r.rank == 3 and i == 20) else 0)
+            r.coll(0, count=1 << 16, at=r.at(1_000_000_000_000 + (i + 1) * 1000 * MS + lat))
+    for r in ranks:
+        r.finish()
+    write(ranks, out)
+    expect(out, 0, [])
+
+
+def sc_straggler_in_hang(out):
+    """rank 3 is 30 ms late on each of 40 all-reduces; then rank 1 exits
+    early and the others hang in #41: the hang's root cause first, the
+    straggler after it, not a root cause"""
+    ranks, wid = exact_job("stragglerhang", 4)
+    for i in range(41):
+        for r in ranks:
+            if i == 40 and r.rank == 1:
+                continue
+            lat = 30 * MS if r.rank == 3 else rotating(r.rank, i)
+            r.coll(0, count=1 << 16, returned=i < 40, at=r.at(step_time(i) + lat))
+    for r in ranks:
+        if r.rank == 1:
+            r.finish("exit")
+        else:
+            r.finish("signal", 15)
+    write(ranks, out)
+    expect(out, 1, [F("missing", wid, 41, [1], root_cause=True),
+                    F("straggler", wid, 1, [3], others=[0, 1, 2], root_cause=False, examined=40, last=40,
+                      lateness_median_ns=30 * MS)], count=2)
+
+
+
+# ---------------------------------------------------------------- completion, ring windows, fingerprints
+def tracked_job(name, n):
+    """world_job whose shim observes completion: every returned call is gpu
+    "done" unless a call says otherwise"""
+    ranks, wid = world_job(name, n)
+    for r in ranks:
+        r.track = True
+    return ranks, wid
+
+
+def pending_of(r, comm, seq):
+    """pending_s of r's collective (comm, seq) as tranalyze computes it: from
+    its enqueue (the host call's return) to the trace's write, in seconds"""
+    c = [c for c in r.calls if c[1] == comm and c[2] == seq and c[0] not in ("Send", "Recv")][0]
+    write_time = 1767000100.0 + (r.t - r.mono_base) / 1e9 + r.write_extra
+    return round(write_time - (r.clock_real + (c[15] - r.mono_base) / 1e9), 3)
+
+
+def stuck_at(comm, seq, states):
+    """expected stuck_at: states {rank: (state, pending_s or None)}"""
+    return {"comm": comm, "seq": seq,
+            "members": {str(k): {"state": v[0], "pending_s": v[1]} for k, v in states.items()}}
+
+
+def sc_blocked_vs_never(out):
+    """rank 2 never reaches AllReduce #7 (stuck outside NCCL); ranks 0, 1, 3
+    issued it and are blocked inside it: enqueued, not complete on the GPU
+    for 312.5, 311.25 and 300 s at their traces' last write"""
+    ranks, wid = tracked_job("blocked", 4)
+    for step in range(6):
+        for r in ranks:
+            r.coll(0, count=1 << 20, site="train_step")
+    pending = {0: 312.5, 1: 311.25, 3: 300.0}
+    for r in ranks:
+        if r.rank != 2:
+            r.coll(0, count=1 << 20, site="train_step", gpu="pending")
+            r.write_extra = pending[r.rank] - 100.0     # the write is that long after the enqueue
+    killed(ranks)
+    write(ranks, out)
+    st = {0: ("blocked_inside", 312.5), 1: ("blocked_inside", 311.25), 2: ("never_issued", None),
+          3: ("blocked_inside", 300.0)}
+    expect(out, 1, [F("missing", wid, 7, [2], others=[0, 1, 3], others_function="train_step",
+                      stuck=stuck_at(wid, 7, st))], count=1,
+           text_contains=["blocked inside it: ranks 0, 1, 3 (enqueued on the GPU, not complete for 300.0-312.5 s)",
+                          "never issued it: rank 2"])
+
+
+def sc_extra_pending(out):
+    """rank 0 issues an extra AllReduce #12 (log_metrics) that the others
+    meet with their gradient all-reduce: every rank issued a #12 and is
+    blocked inside it (rank 0 also has #13 queued behind it); none never
+    issued #12: the root cause is rank 0's extra call"""
+    ranks, wid = tracked_job("extrapending", 4)
+    for step in range(11):
+        for r in ranks:
+            r.coll(0, count=1 << 20, site="train_step")
+    for r in ranks:
+        if r.rank == 0:
+            r.coll(0, count=1, site="log_metrics", gpu="pending")
+        r.coll(0, count=1 << 20, site="train_step", gpu="pending")
+        r.write_extra = 20.0 * (r.rank + 1)
+    killed(ranks)
+    write(ranks, out)
+    st = {r.rank: ("blocked_inside", pending_of(r, 0, 12)) for r in ranks}
+    expect(out, 1, [F("divergence", wid, 12, [0], "log_metrics", subkind="extra_call", others=[1, 2, 3],
+                      stuck=stuck_at(wid, 12, st))], count=1,
+           text_contains=["blocked inside it: ranks 0-3"])
+
+
+def sc_blocked_elsewhere(out):
+    """a world communicator and a pair {0, 1}; ranks 0 and 1 issued pair
+    AllReduce #5, which never completes on the GPU (a fault below NCCL's
+    calls: both issued it with the same arguments), and never reach world
+    #6, where ranks 2 and 3 wait: ranks 0, 1 never issued #6, and the message
+    says they are themselves blocked inside pair #5"""
+    ranks, wid = tracked_job("elsewhere", 4)
+    for r in ranks:
+        r.pair = r.split(0, 1, 0 if r.rank < 2 else 1, [0, 1] if r.rank < 2 else [2, 3])
+    for step in range(5):
+        for r in ranks:
+            r.coll(0, count=1 << 16, site="allreduce_grads")
+            if r.rank < 2:
+                r.coll(r.pair, count=1 << 10, site="pair_exchange", gpu="pending" if step == 4 else None)
+    for r in ranks:
+        if r.rank >= 2:
+            r.coll(0, count=1 << 16, site="allreduce_grads", gpu="pending")
+        r.write_extra = 50.0
+    killed(ranks)
+    write(ranks, out)
+    st = {0: ("never_issued", None), 1: ("never_issued", None), 2: ("blocked_inside", pending_of(ranks[2], 0, 6)),
+          3: ("blocked_inside", pending_of(ranks[3], 0, 6))}
+    expect(out, 1, [F("missing", wid, 6, [0, 1], others=[2, 3], stuck=stuck_at(wid, 6, st),
+                      message_contains=["enqueued on the GPU and not complete 150.0 s later"])], count=1)
+
+
+def sc_clean_windows(out, tracked=False, base=1, name="cleanwin"):
+    """a clean job whose rings lost 0, 100, 250 and 100 of their oldest
+    calls: the windows start at different seqs of every communicator and cut
+    send/recv sequences and groups (rank 0's configuration sends to rank 2
+    are older than all of rank 2's window); nothing is missing: no finding.
+    Without completion data: the replay alone must see that. base: the seq
+    of the first collective of each communicator"""
+    ranks, wid = (tracked_job if tracked else world_job)(name, 4)
+    for r in ranks:
+        r.dp = r.split(0, 1, r.rank % 2, [0, 2] if r.rank % 2 == 0 else [1, 3])
+        r.colls[0] = r.colls[r.dp] = base - 1
+    for r in ranks:
+        for peer in (1, 2, 3):
+            if r.rank == 0:
+                r.sendrecv(0, "Send", peer, count=64, site="send_config")
+            elif r.rank == peer:
+                r.sendrecv(0, "Recv", 0, count=64, site="recv_config")
+    for step in range(60):
+        for r in ranks:
+            r.coll(0, count=1 << 16, site="allreduce_grads")
+            r.coll(r.dp, count=1 << 12, site="dp_allreduce")
+            r.group_start()
+            r.sendrecv(0, "Send", (r.rank + 1) % 4, site="ring_exchange")
+            r.sendrecv(0, "Recv", (r.rank - 1) % 4, site="ring_exchange")
+            r.group_end()
+        for k in range(step % 3):
+            for r in ranks:
+                if r.rank == 0:
+                    r.sendrecv(0, "Send", 1, count=16, site="send_metrics")
+                elif r.rank == 1:
+                    r.sendrecv(0, "Recv", 0, count=16, site="recv_metrics")
+        for r in ranks:
+            r.coll(0, op="Broadcast", count=4, root=0, site="sync_step")
+    for r, lost in zip(ranks, (0 if base == 1 else 10, 100, 250, 100)):
+        r.ring_lost = lost
+        r.ring_capacity = len(r.calls) - lost
+        r.finish()
+    write(ranks, out)
+    expect(out, 0, [], **({"max_rss_mib": 32} if base > 1 else {}))
+
+
+def sc_clean_windows_tracked(out):
+    """clean_windows with completion observed (every call gpu done)"""
+    sc_clean_windows(out, tracked=True)
+
+
+def sc_clean_windows_10m(out):
+    """clean_windows 10,000,000 collectives into the job (the rings keep the
+    last few hundred calls, every rank lost some): the per-seq tables start
+    at the lowest seq kept, so this costs what 250 seqs cost (max_rss_mib:
+    peak RSS, under an address-space limit)"""
+    sc_clean_windows(out, base=10_000_000, name="cleanwin10m")
+
+
+def sc_huge_seq(out):
+    """seqs near the top of their range: the world communicator's
+    collectives numbered from 2,000,000,000, the DP pairs' up to 2^31-1 (the
+    largest seq a trace carries), rings that lost their oldest calls; rank 3
+    never issues world #2,000,000,150, the others wait in it. The answer of
+    any job, in a few MiB"""
+    ranks, wid = world_job("hugeseq", 4)
+    for r in ranks:
+        r.dp = r.split(0, 1, r.rank % 2, [0, 2] if r.rank % 2 == 0 else [1, 3])
+        r.colls[0] = 2_000_000_000 - 1
+        r.colls[r.dp] = 2**31 - 1 - 150
+    for step in range(150):
+        for r in ranks:
+            r.coll(0, count=1 << 16, site="allreduce_grads")
+            r.coll(r.dp, count=1 << 12, site="dp_allreduce")
+    for r in ranks[:3]:
+        r.coll(0, count=1 << 16, site="allreduce_grads", returned=False)
+    for r, lost in zip(ranks, (20, 35, 50, 20)):
+        r.ring_lost = lost
+        r.ring_capacity = len(r.calls) - lost
+    killed(ranks)
+    write(ranks, out)
+    last = 2_000_000_150
+    st = {0: ("blocked_inside", None), 1: ("blocked_inside", None), 2: ("blocked_inside", None),
+          3: ("never_issued", None)}
+    expect(out, 1, [F("missing", wid, last, [3], others=[0, 1, 2], stuck=stuck_at(wid, last, st))], count=1,
+           max_rss_mib=32)
+
+
+def sc_dup_comm(out):
+    """ranks 0 and 2 of 4 list the world communicator twice in comms (the
+    second time at another place) and make calls on both listings; rank 2
+    has an extra collective on the second: the repeat is named and ignored
+    with its calls (as the ring reader does), ranks 1 and 3 left no trace"""
+    wid = cid("world", "dupcomm")
+    ranks = [Rank("dupcomm", k, 4) for k in (0, 2)]
+    for r in ranks:
+        r.init(wid, 4, r.rank)
+        r.init(wid, 4, r.rank + 1)
+    for step in range(6):
+        for r in ranks:
+            if r.rank == 2 and step == 4:
+                r.coll(1, count=8, site="log_metrics")
+            r.coll(0, count=4096)
+            r.coll(1, count=4096)
+    killed(ranks)
+    write(ranks, out)
+    expect(out, 1, [F("no_trace", wid, 6, [1, 3])], noted=[r.filename() for r in ranks],
+           note_contains="appear twice in comms")
+
+
+def sc_nan_window_lost(out):
+    """float16 all-reduces; the output of #6 overflows to Inf on every rank
+    with ranks 0-2's inputs finite; rank 3's ring lost its first 9 calls:
+    its #6 (and its input check) lies before its window. Its input is
+    unknown, but it did issue #6: "outside its ring window (calls lost)",
+    not "never issued it"; cause unknown, rank 3 unchecked"""
+    ranks, wid = world_job("nanwinlost", 4)
+    for step in range(1, 13):
+        for r in ranks:
+            o = nonfinite(5, nan=0, inf=1) if step >= 6 else None
+            i = nonfinite(0, nan=0, inf=4) if step >= 7 else None
+            r.coll(0, count=256, dtype="float16", site="allreduce_grads", out=o, inp=i)
+    for r, lost in zip(ranks, (2, 2, 2, 9)):
+        r.ring_lost = lost
+        r.ring_capacity = len(r.calls) - lost
+        r.finish()
+    write(ranks, out)
+    expect(out, 1, [F("nan", wid, 6, [3], others=[0, 1, 2], cause="unknown", unchecked_inputs=[3], lost=[3],
+                      reason_contains=["rank 3's call lies outside its ring window (calls lost)"])], count=1)
+
+
+def before_window_job(name, lost):
+    """400 all-reduces; rank 2 reduces with max instead of sum at #100 (NCCL
+    does not check: no hang, wrong numbers); lost[rank]: calls gone from the
+    ring"""
+    ranks, wid = tracked_job(name, 4)
+    for s in range(1, 401):
+        for r in ranks:
+            r.coll(0, count=1 << 16, redop="max" if (s == 100 and r.rank == 2) else "sum", site="train_step")
+    for r in ranks:
+        r.ring_lost = lost[r.rank]
+        r.ring_capacity = len(r.calls) - r.ring_lost
+        r.finish()
+    return ranks, wid
+
+
+def sc_before_window(out):
+    """before_window_job, every ring holding #300-#400 only: the calls of the
+    divergence are gone; the fingerprints differ first at checkpoint #128
+    and agree at #64: a divergence within (64, 128], rank 2"""
+    ranks, wid = before_window_job("beforewin", {0: 299, 1: 299, 2: 299, 3: 299})
+    write(ranks, out)
+    expect(out, 1, [F("divergence", wid, None, [2], subkind="before_window", others=[0, 1, 3],
+                      seq_window=[64, 128], fingerprints=[[2], [0, 1, 3]], tie=False)], count=1,
+           text_contains=["collectives #65-#128", "TRSHIM_RING"])
+
+
+def sc_before_window_tie(out):
+    """DP pairs {0, 2} and {1, 3} beside the world communicator, 400 steps;
+    rank 2 reduces its DP all-reduce #100 with max; the rings hold the last
+    200 calls: the DP pair {0, 2} disagrees within (64, 128] and neither side
+    is a majority: a tie, rank 0 named first (the lowest rank), and said so"""
+    ranks, wid = tracked_job("fptie", 4)
+    for r in ranks:
+        r.dp = r.split(0, 1, r.rank % 2, [0, 2] if r.rank % 2 == 0 else [1, 3])
+    for s in range(1, 401):
+        for r in ranks:
+            r.coll(0, count=1 << 16, site="allreduce_grads")
+            r.coll(r.dp, count=1 << 10, redop="max" if (s == 100 and r.rank == 2) else "sum", site="dp_allreduce")
+    for r in ranks:
+        r.ring_lost = len(r.calls) - 200
+        r.ring_capacity = 200
+        r.finish()
+    write(ranks, out)
+    dp0 = ranks[0].comms[ranks[0].dp]["id"]
+    expect(out, 1, [F("divergence", dp0, None, [0], subkind="before_window", others=[2], seq_window=[64, 128],
+                      fingerprints=[[0], [2]], tie=True, message_contains=["not clear"])], count=1)
+
+
+def sc_fp_consistent(out):
+    """before_window_job with only rank 0's ring short (#300 on): ranks 1-3
+    still hold #100, where the per-call comparison finds rank 2's call; the
+    fingerprints agree with it and add nothing"""
+    ranks, wid = before_window_job("fpconsistent", {0: 299, 1: 0, 2: 0, 3: 0})
+    write(ranks, out)
+    expect(out, 1, [F("divergence", wid, 100, [2], subkind="different_call", others=[1, 3])], count=1)
+
+
+def sc_completed_observed(out):
+    """rank 1 issues AllReduce #5 on int32 where the others use float32 (the
+    same size: NCCL does not check, the collective completes, the numbers
+    are wrong): the replay alone would stop at #5; the GPU completed it on
+    every rank: no hang, nobody waiting, a divergence, and a note"""
+    ranks, wid = tracked_job("obsdone", 4)
+    for s in range(1, 11):
+        for r in ranks:
+            r.coll(0, count=4096, dtype="int32" if (s == 5 and r.rank == 1) else "float32", site="train_step")
+    for r in ranks:
+        r.finish()
+    write(ranks, out)
+    expect(out, 1, [F("divergence", wid, 5, [1], subkind="different_call", others=[0, 2, 3], stuck=None)],
+           count=1, waiting=[], note_contains="completed on the GPU")
+
+
+def sc_hang_ring_thinned(out):
+    """rank 2 stops after #3100 (stuck outside NCCL); ranks 0, 1, 3 ran ahead
+    on the host and enqueued #3101-#3140, pending behind #3101; rings of
+    1000 records: windows from #2101 (rank 2) and #2141 (the others), the
+    calls cycling through three kinds; fingerprints thinned differently
+    (step 64 on rank 2, 128 on the others): rank 2 never issued #3101, the
+    others are blocked inside it, and no fingerprint finding"""
+    ranks, wid = tracked_job("thinned", 4)
+    kinds = [dict(count=1 << 16, site="allreduce_grads"), dict(count=8, site="allreduce_loss"),
+             dict(op="Broadcast", count=4, root=0, site="sync_step")]
+    for s in range(1, 3141):
+        for r in ranks:
+            if r.rank == 2 and s > 3100:
+                continue
+            r.coll(0, gpu="pending" if s > 3100 else None, **kinds[s % 3])
+    for r in ranks:
+        r.ring_capacity = 1000
+        r.ring_lost = len(r.calls) - 1000
+        r.write_extra = 200.0
+    killed(ranks)
+    write(ranks, out)
+    st = {r.rank: ("blocked_inside", pending_of(r, 0, 3101)) for r in ranks if r.rank != 2}
+    st[2] = ("never_issued", None)
+    expect(out, 1, [F("missing", wid, 3101, [2], others=[0, 1, 3], stuck=stuck_at(wid, 3101, st))], count=1)
+
 SCENARIOS = {
     "clean": sc_clean, "extra_collective": sc_extra_collective, "extra_same_signature": sc_extra_same_signature,
     "uneven_microbatches": sc_uneven_microbatches, "skip_barrier": sc_skip_barrier,
@@ -1149,7 +1739,23 @@ SCENARIOS = {
     "nan_independent": sc_nan_independent, "nan_and_hang": sc_nan_and_hang, "rs_overflow": sc_rs_overflow,
     "nan_unchecked_before": sc_nan_unchecked_before, "nan_old_trace": sc_nan_old_trace,
     "nan_reordered_fields": sc_nan_reordered_fields,
+    "straggler": sc_straggler, "straggler_two_hosts": sc_straggler_two_hosts,
+    "straggler_subcomm": sc_straggler_subcomm, "straggler_node": sc_straggler_node,
+    "straggler_jitter_1": seeded(sc_straggler_jitter, 1), "straggler_jitter_2": seeded(sc_straggler_jitter, 2),
+    "straggler_jitter_3_0ms": seeded(sc_straggler_jitter, 3, ["--straggler-ms", "0"]),
+    "straggler_noisy_4": seeded(sc_straggler_noisy, 4), "straggler_noisy_5": seeded(sc_straggler_noisy, 5),
+    "straggler_one_slow": sc_straggler_one_slow, "straggler_in_hang": sc_straggler_in_hang,
 }
+
+SCENARIOS.update({
+    "blocked_vs_never": sc_blocked_vs_never, "extra_pending": sc_extra_pending, "clean_windows": sc_clean_windows,
+    "clean_windows_tracked": sc_clean_windows_tracked, "blocked_elsewhere": sc_blocked_elsewhere,
+    "before_window": sc_before_window, "before_window_tie": sc_before_window_tie, "fp_consistent": sc_fp_consistent,
+    "completed_observed": sc_completed_observed, "hang_ring_thinned": sc_hang_ring_thinned,
+    # seqs far from 1, repeated communicators, a NaN before a ring window
+    "clean_windows_10m": sc_clean_windows_10m, "huge_seq": sc_huge_seq, "dup_comm": sc_dup_comm,
+    "nan_window_lost": sc_nan_window_lost,
+})
 
 
 # ---------------------------------------------------------------- benchmark

@@ -18,6 +18,8 @@
 
 #include "ta.h"
 #include "ta_calls.h"
+#include "ta_ring.h"
+#include "trshim/ring_format.h"
 #include "trshim/trace_format.h"
 
 /* ---- a per-thread arena for cJSON: parsing allocates hundreds of thousands
@@ -133,8 +135,47 @@ static int get_hex(pctx *x, const cJSON *o, const char *name, uint64_t *out, int
 }
 
 /* ---- calls: see calls.c ---- */
-static const char *const fnames[F_NREQ] = {"op", "comm", "seq", "count", "dtype", "redop", "root",
-    "peer", "stream", "group", "enter_ns", "exit_ns", "rc", "stack"};
+static const char *const fnames[F_NROLES] = {"op", "comm", "seq", "count", "dtype", "redop", "root",
+    "peer", "stream", "group", "enter_ns", "exit_ns", "rc", "stack",
+    /* optional */ "done_ns", "gpu"};
+
+/* comms[i].fingerprint (newer shims): 0, -1 (in x->err) */
+static int conv_fingerprint(pctx *x, const cJSON *fp, ta_comm *m, const char *w)
+{
+    char w2[64];
+    snprintf(w2, sizeof w2, "%sfingerprint.", w);
+    if (!cJSON_IsObject(fp)) return BAD(x, "field %sfingerprint is not an object", w);
+    int64_t seq, step;
+    uint64_t hash;
+    if (get_i64(x, fp, "seq", &seq, 0, w2) < 0 || get_hex(x, fp, "hash", &hash, 0, w2) < 0 ||
+        get_i64(x, fp, "step", &step, 0, w2) < 0)
+        return -1;
+    if (seq < 0 || step < 0 || step > UINT32_MAX) return BAD(x, "field %sseq or %sstep is out of range", w2, w2);
+    const cJSON *ck = cJSON_GetObjectItemCaseSensitive(fp, "checkpoints");
+    if (!cJSON_IsArray(ck)) return BAD(x, "field %scheckpoints is not an array", w2);
+    int n = cJSON_GetArraySize(ck), k = 0;
+    if (n > 4096) return BAD(x, "field %scheckpoints has %d entries (at most 4096)", w2, n);
+    m->ckp = xmalloc(sizeof *m->ckp * ((size_t)n + 1));
+    m->nckp = 0;
+    uint64_t prev = 0;
+    for (const cJSON *e = ck->child; e; e = e->next, k++) {
+        const cJSON *cs = cJSON_IsArray(e) && cJSON_GetArraySize(e) == 2 ? e->child : NULL;
+        const cJSON *ch = cs ? cs->next : NULL;
+        uint64_t hv;
+        if (!cs || !cJSON_IsNumber(cs) || cs->valuedouble != floor(cs->valuedouble) || cs->valuedouble < 1 ||
+            cs->valuedouble > 9e15 || !cJSON_IsString(ch) || ta_parse_hex(ch->valuestring, &hv))
+            return BAD(x, "field %scheckpoints[%d] is not a [seq, \"0x...\"] pair", w2, k);
+        uint64_t sv = (uint64_t)cs->valuedouble;
+        if (sv <= prev || (sv > (uint64_t)seq && sv > (uint64_t)m->colls))
+            return BAD(x, "field %scheckpoints[%d] is not in ascending order within 1..seq", w2, k);
+        m->ckp[m->nckp++] = (struct ta_ckpt){sv, hv};
+        prev = sv;
+    }
+    m->fp_seq = (uint64_t)seq;
+    m->fp_hash = hash;
+    m->fp_step = (uint32_t)step;
+    return 0;
+}
 
 static int conv_comm(pctx *x, const cJSON *o, ta_comm *m, int i)
 {
@@ -173,6 +214,16 @@ static int conv_comm(pctx *x, const cJSON *o, ta_comm *m, int i)
         return BAD(x, "field %send is not an object or null", w);
     }
     if (get_i64(x, o, "colls", &m->colls, 0, w) < 0) return -1;
+    const cJSON *fp = cJSON_GetObjectItemCaseSensitive(o, "fingerprint");
+    if (fp && !cJSON_IsNull(fp) && conv_fingerprint(x, fp, m, w) < 0) {
+        ta_note_add(x->a, x->file, 0, "%s; the fingerprint of this communicator is not used", x->err);
+        x->err[0] = 0;
+        free(m->ckp);
+        m->ckp = NULL;
+        m->nckp = 0;
+        m->fp_seq = m->fp_hash = 0;
+        m->fp_step = 0;
+    }
     m->g = -1;
     m->family = i;
     return 0;
@@ -403,9 +454,11 @@ static int conv_nan(pctx *x, const cJSON *root, ta_trace *t, const char *buf, si
 
 static char *dup_or(const char *s, const char *d) { return xstrdup(s ? s : d); }
 
-/* The whole file; NULL (with a note) when it is not usable. */
-static ta_trace *parse_file(ta_an *a, const char *path, pthread_mutex_t *lk)
+/* The whole file; NULL (with a note) when it is not usable. *ring_next:
+ * its ring.next (the ring's head at this write), -1 when it has none. */
+static ta_trace *parse_file(ta_an *a, const char *path, pthread_mutex_t *lk, int64_t *ring_next)
 {
+    *ring_next = -1;
     pctx x = {a, path, ""};
     FILE *f = fopen(path, "rb");
     if (!f) { ta_note_add(a, path, 1, "cannot open: %s", strerror(errno)); return NULL; }
@@ -478,6 +531,7 @@ static ta_trace *parse_file(ta_an *a, const char *path, pthread_mutex_t *lk)
     }
     ta_trace *t = xcalloc(1, sizeof *t);
     t->file = xstrdup(path);
+    t->heartbeat_ns = TA_NULL64;
     const char *s;
     const cJSON *o;
     int64_t v;
@@ -515,7 +569,8 @@ static ta_trace *parse_file(ta_an *a, const char *path, pthread_mutex_t *lk)
     else if (!strcmp(s, "signal")) t->end_state = END_SIGNAL;
     else if (!strcmp(s, "comm_end")) t->end_state = END_COMM_END;
     else if (!strcmp(s, "snapshot")) t->end_state = END_SNAPSHOT;
-    else { BAD(&x, "field end.reason is \"%.40s\", not exit, signal, comm_end or snapshot", s); goto bad; }
+    else if (!strcmp(s, "hang")) t->end_state = END_HANG;
+    else { BAD(&x, "field end.reason is \"%.40s\", not exit, signal, comm_end, snapshot or hang", s); goto bad; }
     if (get_int(&x, o, "signal", &t->end_signal, 1, "end.") < 0) goto bad;
     if (get_bool(&x, o, "in_call", &t->end_in_call, "end.") < 0) goto bad;
     o = cJSON_GetObjectItemCaseSensitive(root, "clock");
@@ -556,6 +611,31 @@ static ta_trace *parse_file(ta_an *a, const char *path, pthread_mutex_t *lk)
         t->nenv = k;
     }
     if (get_i64(&x, root, "dropped", &t->dropped, 0, "") < 0) { t->dropped = 0; x.err[0] = 0; }
+    /* the ring (newer shims; optional): its file, and the window of records
+     * this write holds */
+    o = cJSON_GetObjectItemCaseSensitive(root, "ring");
+    if (o && !cJSON_IsNull(o)) {
+        const char *rf = NULL;
+        int64_t cap, first, next;
+        if (!cJSON_IsObject(o)) {
+            BAD(&x, "field ring is not an object");
+        } else if (get_str(&x, o, "file", &rf, 1, "ring.") >= 0 && get_i64(&x, o, "capacity", &cap, 0, "ring.") >= 0 &&
+                   get_i64(&x, o, "first", &first, 0, "ring.") >= 0 && get_i64(&x, o, "next", &next, 0, "ring.") >= 0) {
+            if (cap < 1 || first < 0 || next < first || next - first > cap)
+                BAD(&x, "field ring: capacity %lld, first %lld and next %lld do not fit together", (long long)cap,
+                    (long long)first, (long long)next);
+            else {
+                t->ring_capacity = cap;
+                t->ring_lost = first;
+                t->ring_file = rf ? xstrdup(rf) : NULL;
+                *ring_next = next;
+            }
+        }
+        if (x.err[0]) {
+            ta_note_add(a, path, 0, "%s; the ring information is not used", x.err);
+            x.err[0] = 0;
+        }
+    }
     /* communicators */
     o = cJSON_GetObjectItemCaseSensitive(root, "comms");
     if (!cJSON_IsArray(o)) { BAD(&x, "field comms is not an array"); goto bad; }
@@ -581,7 +661,7 @@ static ta_trace *parse_file(ta_an *a, const char *path, pthread_mutex_t *lk)
         for (const cJSON *e = cf->child; e; e = e->next, p++) {
             role[p] = -1;
             if (!cJSON_IsString(e)) { free(role); BAD(&x, "field call_fields[%d] is not a string", p); goto bad; }
-            for (int r = 0; r < F_NREQ; r++)
+            for (int r = 0; r < F_NROLES; r++)
                 if (!strcmp(e->valuestring, fnames[r])) { role[p] = (int8_t)r; have |= 1 << r; }
         }
         for (int r = 0; r < F_NREQ; r++)
@@ -620,6 +700,13 @@ static ta_trace *parse_file(ta_an *a, const char *path, pthread_mutex_t *lk)
         t->nmdev = t->nmfail = 0;
         x.err[0] = 0;
     }
+    {   /* last: memory's peak_after may name a communicator by its index as written */
+        int64_t nd;
+        int reps = ta_drop_repeated_comms(t, &nd);
+        if (reps)
+            ta_note_add(a, path, 0, "%d communicator(s) appear twice in comms (the same id): the second is not used, "
+                        "nor its %lld call(s)", reps, (long long)nd);
+    }
     if (t->end_state != END_SIGNAL) t->end_signal = -1;
     t->host = t->host ? t->host : dup_or(NULL, "?");
     free(doc);
@@ -629,12 +716,8 @@ bad:
     ta_note_add(a, path, 1, "%s", x.err[0] ? x.err : "unusable");
     free(doc);
     munmap(buf, n);
-    /* the partly converted trace is dropped */
-    free(t->comms); free(t->calls); free(t->call_raw); free(t->checks); free(t->ckdet);
-    free(t->nan_engine); free(t->nan_gpu_unused);
-    free(t->job_id); free(t->job_source); free(t->host); free(t->rank_source);
-    free((void *)t->file);
-    free(t);
+    *ring_next = -1;
+    ta_trace_free(t);        /* the partly converted trace is dropped */
     return NULL;
 }
 
@@ -663,7 +746,7 @@ static void walk(ta_an *a, const char *dir, strvec *out, int depth)
         if (S_ISDIR(st.st_mode)) {
             if (depth < 16) walk(a, p, out, depth + 1);
             free(p);
-        } else if (is_trace_name(e->d_name) && (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))) {
+        } else if ((is_trace_name(e->d_name) || ta_ring_name(e->d_name)) && (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))) {
             sv_push(out, p);
         } else if (!strncmp(e->d_name, TRSHIM_TRACE_PREFIX, strlen(TRSHIM_TRACE_PREFIX)) && strstr(e->d_name, ".json.tmp.")) {
             ta_note_add(a, p, 0, "an unfinished write (the process stopped while writing); the last complete trace of that rank is used");
@@ -679,10 +762,19 @@ static int cmpstr(const void *x, const void *y) { return strcmp(*(char *const *)
 typedef struct {
     ta_an *a;
     char **files; int nfiles;
-    ta_trace **out;
+    ta_file_traces *out;
     int next;
     pthread_mutex_t lk, modlk;
 } work;
+
+/* ring files by name; a file named on the command line by its magic */
+static int is_ring_file(const char *path)
+{
+    size_t l = strlen(path);
+    if (l >= 5 && !strcmp(path + l - 5, TRSHIM_RING_SUFFIX)) return 1;
+    if (l >= 5 && !strcmp(path + l - 5, ".json")) return 0;
+    return ta_ring_sniff(path);
+}
 
 static void *worker(void *arg)
 {
@@ -692,7 +784,20 @@ static void *worker(void *arg)
         int i = w->next++;
         pthread_mutex_unlock(&w->lk);
         if (i >= w->nfiles) break;
-        w->out[i] = parse_file(w->a, w->files[i], &w->modlk);
+        ta_file_traces *o = &w->out[i];
+        o->ring_next = -1;
+        if (is_ring_file(w->files[i])) {
+            o->is_ring = 1;
+            int n = ta_ring_read(w->a, w->files[i], &w->modlk, &o->tr, &o->ri);
+            o->ntr = n > 0 ? n : 0;
+        } else {
+            ta_trace *t = parse_file(w->a, w->files[i], &w->modlk, &o->ring_next);
+            if (t) {
+                o->tr = xmalloc(sizeof *o->tr);
+                o->tr[0] = t;
+                o->ntr = 1;
+            }
+        }
     }
     arena_release();
     return NULL;
@@ -716,14 +821,14 @@ int ta_load(ta_an *a, char **paths, int npaths)
         if (S_ISDIR(st.st_mode)) {
             int before = files.n;
             walk(a, paths[i], &files, 0);
-            if (files.n == before) ta_note_add(a, paths[i], 0, "no trace files (trshim.*.json) in this folder");
+            if (files.n == before) ta_note_add(a, paths[i], 0, "no trace files (trshim.*.json, trshim.*.ring) in this folder");
         } else {
             sv_push(&files, xstrdup(paths[i]));
         }
     }
     qsort(files.v, (size_t)files.n, sizeof *files.v, cmpstr);
     a->nfiles = files.n;
-    ta_trace **out = xcalloc((size_t)files.n + 1, sizeof *out);
+    ta_file_traces *out = xcalloc((size_t)files.n + 1, sizeof *out);
     cJSON_Hooks hooks = {arena_malloc, arena_free};
     cJSON_InitHooks(&hooks);
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -738,10 +843,17 @@ int ta_load(ta_an *a, char **paths, int npaths)
     for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
     cJSON_InitHooks(NULL);
 
+    ta_ring_pair(a, files.v, out, files.n);
     /* usable traces, grouped by job */
-    a->all = xcalloc((size_t)files.n + 1, sizeof *a->all);
-    for (int i = 0; i < files.n; i++)
-        if (out[i]) a->all[a->nall++] = out[i];
+    int ntraces = 0;
+    for (int i = 0; i < files.n; i++) ntraces += out[i].ntr;
+    a->all = xcalloc((size_t)ntraces + 1, sizeof *a->all);
+    for (int i = 0; i < files.n; i++) {
+        for (int k = 0; k < out[i].ntr; k++)
+            if (out[i].tr[k]) a->all[a->nall++] = out[i].tr[k];
+        free(out[i].tr);
+        if (out[i].is_ring) ta_ring_info_free(&out[i].ri);
+    }
     free(out);
     for (int i = 0; i < files.n; i++) free(files.v[i]);
     free(files.v);

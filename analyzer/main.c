@@ -40,6 +40,8 @@ static void usage(FILE *o)
           "  --full-stacks              every frame of the stacks in --json (default: 8)\n"
           "  --imbalance-threshold F    report a rank whose peak memory exceeds the median of the\n"
           "                             others by more than F (fraction, default 0.25)\n"
+          "  --straggler-ms MS          report a rank that enters a communicator's collectives late by a\n"
+          "                             median of at least MS milliseconds (default 5)\n"
           "  -h, --help                 this help\n\n"
           "Exit status: 0 nothing found, 1 findings, 2 could not analyse.\n", o);
 }
@@ -58,6 +60,7 @@ static int group_of(const ta_an *a, const ta_finding *f)
     case K_P2P: return 5;
     case K_INIT: return 6;
     case K_IMBALANCE: return 7;
+    case K_STRAGGLER: return 9;  /* never a root cause: last */
     default: return 8;
     }
 }
@@ -68,10 +71,12 @@ int main(int argc, char **argv)
     memset(&a, 0, sizeof a);
     a.imbalance = 0.25;
     a.imbalance_min = 1 << 20;
+    a.straggler_ns = 5000000;
     static const struct option opts[] = {
         {"job", required_argument, 0, 'j'}, {"json", no_argument, 0, 'J'}, {"markdown", no_argument, 0, 'm'},
         {"modules", required_argument, 0, 'M'}, {"full-stacks", no_argument, 0, 'F'},
-        {"imbalance-threshold", required_argument, 0, 'i'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"imbalance-threshold", required_argument, 0, 'i'}, {"straggler-ms", required_argument, 0, 'S'},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
@@ -90,6 +95,16 @@ int main(int argc, char **argv)
                 fprintf(stderr, "tranalyze: --imbalance-threshold wants a fraction such as 0.25, not \"%s\"\n", optarg);
                 return 2;
             }
+            break;
+        }
+        case 'S': {
+            char *end;
+            double ms = strtod(optarg, &end);
+            if (*end || !(ms >= 0) || ms > 1e9) {
+                fprintf(stderr, "tranalyze: --straggler-ms wants milliseconds such as 5, not \"%s\"\n", optarg);
+                return 2;
+            }
+            a.straggler_ns = (int64_t)(ms * 1e6 + 0.5);
             break;
         }
         case 'h': usage(stdout); return 0;
@@ -128,14 +143,17 @@ int main(int argc, char **argv)
     }
     ta_findings_divergence_scan(&a, covered);
     ta_findings_p2p_scan(&a);
+    ta_findings_fingerprint(&a);     /* after the per-call scans: only what they cannot see */
     free(covered);
     ta_findings_nan(&a);
     phase("nan");
+    ta_findings_straggler(&a);
+    phase("straggler");
 
     /* root cause first */
     ta_finding *sorted = xmalloc(sizeof *sorted * (size_t)(a.nf + 1));
     int n = 0;
-    for (int grp = 0; grp <= 8; grp++)
+    for (int grp = 0; grp <= 9; grp++)
         for (int i = 0; i < a.nf; i++)
             if (group_of(&a, &a.f[i]) == grp) sorted[n++] = a.f[i];
     free(a.f);
@@ -145,7 +163,9 @@ int main(int argc, char **argv)
         if (a.f[i].kind == K_OOM && group_of(&a, &a.f[i]) == 0) a.f[i].root = 1;
         anyroot |= a.f[i].root;
     }
-    if (!anyroot && a.nf) {
+    /* nothing hung: the first finding is the root cause, unless it is a
+     * straggler (slow, not broken: the job has no root cause then) */
+    if (!anyroot && a.nf && a.f[0].kind != K_STRAGGLER) {
         a.f[0].root = 1;
         /* a NaN born on some ranks' inputs: those ranks in the table */
         if (a.f[0].kind == K_NAN && a.f[0].nan->ev.cause == NC_INPUT)

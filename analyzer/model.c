@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ta.h"
 
@@ -17,11 +18,11 @@ const char *const ta_dtype_names[DT_N] = {
 static const int dtype_sizes[DT_N] = {0, 1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1, 0};
 const char *const ta_redop_names[RO_N] = {"none", "sum", "prod", "max", "min", "avg", "premulsum"};
 const char *const ta_kind_names[K_N] = {
-    "divergence", "missing", "p2p", "init", "oom", "memory_imbalance", "no_trace", "nan"};
+    "divergence", "missing", "p2p", "init", "oom", "memory_imbalance", "no_trace", "nan", "straggler"};
 const char *const ta_ck_status_names[4] = {"clean", "nonfinite", "not_checked", "pending"};
 const char *const ta_nm_names[5] = {NULL, "off", "output", "all", "other"};
 const char *const ta_nan_cause_names[3] = {"input", "overflow", "unknown"};
-const char *const ta_end_names[] = {"exited", "signal", "comm_end", "snapshot", "no_trace", "unknown"};
+const char *const ta_end_names[] = {"exited", "signal", "comm_end", "snapshot", "no_trace", "unknown", "killed", "hang"};
 
 void *xmalloc(size_t n)
 {
@@ -222,9 +223,7 @@ int64_t ta_call_at(const ta_an *a, int t, int g, uint32_t seq)
 {
     int lc = ta_comm_local(a->tr[t], g);
     if (lc < 0) return -1;
-    const ta_comm *k = &a->tr[t]->comms[lc];
-    if (seq == 0 || seq > k->nseq) return -1;
-    return k->byseq[seq - 1];
+    return ta_comm_call(&a->tr[t]->comms[lc], seq);
 }
 
 const char *ta_comm_name(const ta_an *a, int g)
@@ -292,6 +291,19 @@ char *ta_ranks_text(const int *r, int n)
     return s;
 }
 
+/* " 2026-01-02 10:00:00 UTC" of a monotonic time of the trace; "" when unknown */
+static void wall_text(const ta_trace *t, int64_t ns, char *out, size_t cap)
+{
+    out[0] = 0;
+    if (ns == TA_NULL64) return;
+    double w = ta_wall(t, ns);
+    if (!(w > 0 && w < 1e11)) return;
+    time_t s = (time_t)w;
+    struct tm tm;
+    if (!gmtime_r(&s, &tm)) return;
+    strftime(out, cap, " %Y-%m-%d %H:%M:%S UTC", &tm);
+}
+
 /* "exited", "killed by SIGTERM", "killed by SIGTERM inside AllReduce #5 on
  * comm 0x..", "no trace", ... */
 char *ta_end_text(const ta_an *a, const ta_trace *t)
@@ -330,6 +342,14 @@ char *ta_end_text(const ta_an *a, const ta_trace *t)
         break;
     case END_COMM_END: r = xasprintf("ended without a final write after communicator destroy (SIGKILL?)%s", in ? in : ""); break;
     case END_SNAPSHOT: r = xasprintf("last seen in a snapshot (still running, or SIGKILL)%s", in ? in : ""); break;
+    case END_KILLED: {
+        char when[48];
+        wall_text(t, t->heartbeat_ns, when, sizeof when);
+        r = xasprintf("killed without a final write (SIGKILL, the OOM killer, a node failure)%s \xe2\x80\x94 read from "
+                      "the ring file%s%s", in ? in : "", when[0] ? "; last sign of life" : "", when);
+        break;
+    }
+    case END_HANG: r = xasprintf("written by the hang watchdog, still running then%s", in ? in : ""); break;
     case END_NO_TRACE: r = xstrdup("no trace"); break;
     default: r = xstrdup("unknown"); break;
     }

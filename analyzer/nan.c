@@ -160,12 +160,16 @@ static void reach_from(ta_an *a, int g0, uint32_t s0, uint32_t *reach)
             int g = w.gq[--w.ngq];
             w.gin[g] = 0;
             const ta_gcomm *n = &a->gc[g];
+            uint32_t i0 = ta_gseq_lower(n, w.reach[g]);
             for (int p = 0; p < n->npos; p++) {
                 int m = n->member[p];
                 if (m < 0) continue;
                 const ta_comm *k = &a->tr[m]->comms[n->local[p]];
-                for (uint32_t s = w.reach[g]; s >= 1 && s <= k->nseq; s++)
-                    if (k->byseq[s - 1] >= 0) { lower_pos(&w, m, k->byseq[s - 1]); break; }
+                /* m's first collective of g from reach on */
+                for (uint32_t i = i0; i < n->nseqs && ta_gseq_at(n, i) <= k->nseq; i++) {
+                    int64_t ci = ta_comm_call(k, ta_gseq_at(n, i));
+                    if (ci >= 0) { lower_pos(&w, m, ci); break; }
+                }
             }
         }
         while (w.ntq) {
@@ -193,7 +197,7 @@ static void reach_from(ta_an *a, int g0, uint32_t s0, uint32_t *reach)
 }
 
 /* ---- one non-finite point ------------------------------------------------- */
-enum { UR_NOTRACE, UR_NEVER, UR_OFF, UR_ABSENT, UR_UNREADABLE, UR_OUTPUT_MODE, UR_NOCHECK, UR_NOT_CHECKED,
+enum { UR_NOTRACE, UR_NEVER, UR_LOST, UR_OFF, UR_ABSENT, UR_UNREADABLE, UR_OUTPUT_MODE, UR_NOCHECK, UR_NOT_CHECKED,
        UR_PENDING, UR_PARTIAL, UR_N };
 
 typedef struct {
@@ -244,10 +248,14 @@ static char *unk_text(const unk_t *u)
             const char *in = pl ? "the inputs of" : "the input of", *was = pl ? "were" : "was";
             switch (c) {
             case UR_NEVER: part = xasprintf("%s never issued it", who); break;
+            case UR_LOST:     /* issued (seqs are consecutive), then overwritten in its ring */
+                part = pl ? xasprintf("the calls of %s lie outside their ring windows (calls lost)", who)
+                          : xasprintf("%s's call lies outside its ring window (calls lost)", who);
+                break;
             case UR_OFF: part = xasprintf("NaN/Inf checks were off on %s (TRSHIM_NANCHECK=off)", who); break;
             case UR_ABSENT:
-                part = xasprintf("the trace%s of %s %s no NaN/Inf checks (an older trshim?)", pl ? "s" : "", who,
-                                 pl ? "have" : "has");
+                part = xasprintf("the trace%s of %s %s no NaN/Inf checks (an older trshim, or only a ring file)",
+                                 pl ? "s" : "", who, pl ? "have" : "has");
                 break;
             case UR_UNREADABLE: part = xasprintf("the checks of %s could not be read", who); break;
             case UR_OUTPUT_MODE: part = xasprintf("inputs are not checked on %s (TRSHIM_NANCHECK=output)", who); break;
@@ -292,7 +300,7 @@ static void analyse_event(ta_an *a, int g, uint32_t seq, ta_nanev *ev)
         if (m->trace < 0) continue;
         const ta_trace *t = a->tr[m->trace];
         m->call = ta_call_at(a, m->trace, g, seq);
-        if (m->call < 0) continue;
+        if (m->call < 0) { m->lost = ta_coll_lost(a, m->trace, g, seq); continue; }
         const ta_call *c = &t->calls[m->call];
         if (ev->op < 0) { ev->op = c->op; ev->dtype = c->dtype; ev->redop = c->redop; }
         double w = ta_wall(t, c->enter_ns);
@@ -321,7 +329,7 @@ static void analyse_event(ta_an *a, int g, uint32_t seq, ta_nanev *ev)
         if (m->trace < 0) { unk_add(&u, UR_NOTRACE, p); continue; }
         const ta_trace *t = a->tr[m->trace];
         int cls = -1;
-        if (m->call < 0) cls = UR_NEVER;
+        if (m->call < 0) cls = m->lost ? UR_LOST : UR_NEVER;
         else if (!t->nan_usable)
             cls = t->nan_mode == NM_OFF ? UR_OFF : t->nan_mode == NM_ABSENT ? UR_ABSENT : UR_UNREADABLE;
         else if (m->in < 0) cls = t->nan_mode == NM_OUTPUT ? UR_OUTPUT_MODE : UR_NOCHECK;
@@ -527,10 +535,12 @@ static char *describe_event(ta_an *a, const ta_nanev *ev, char **hint)
         free(c);
         if (hint) {
             char *rs = ta_ranks_text(ev->ranks, ev->nranks);
+            int lost = 0;     /* inputs gone with the ring's oldest records: a ring too small */
+            for (int p = 0; p < ev->nmem; p++) lost |= ev->mem[p].lost;
             *hint = xasprintf("look at the values of rank%s %s at this step; to have the analyzer tell, run with "
                               "TRSHIM_NANCHECK=all (the default) and enough TRSHIM_NANCHECK_POOL_MB / "
-                              "TRSHIM_NANCHECK_MAX_MB for every input to be checked",
-                              ev->nranks > 1 ? "s" : "", rs);
+                              "TRSHIM_NANCHECK_MAX_MB for every input to be checked%s", ev->nranks > 1 ? "s" : "", rs,
+                              lost ? ", and a larger TRSHIM_RING (records kept per rank) for every call to be kept" : "");
             free(rs);
         }
     }
@@ -557,8 +567,11 @@ void ta_findings_nan(ta_an *a)
     int nwith = 0, nusable = 0;
     int *off = xmalloc(sizeof(int) * (size_t)(a->ntr + 1)), noff = 0;
     int *absent = xmalloc(sizeof(int) * (size_t)(a->ntr + 1)), nabsent = 0;
+    int *ringonly = xmalloc(sizeof(int) * (size_t)(a->ntr + 1)), nringonly = 0;
     for (int t = 0; t < a->ntr; t++) {
         const ta_trace *tr = a->tr[t];
+        /* a trace read from a ring file alone (killed before any JSON write) has no checks */
+        if (tr->nan_mode == NM_ABSENT && tr->from_ring) { ringonly[nringonly++] = tr->rank; continue; }
         if (tr->nan_mode == NM_ABSENT) { absent[nabsent++] = tr->rank; continue; }
         nwith++;
         if (tr->nan_mode == NM_OFF) off[noff++] = tr->rank;
@@ -584,10 +597,16 @@ void ta_findings_nan(ta_an *a)
                     "unknown", nabsent > 1 ? "s" : "", nabsent > 1 ? "s" : "", r, nabsent > 1 ? "have" : "has");
         free(r);
     }
+    if (nringonly) {
+        char *r = ta_ranks_text(ringonly, nringonly);
+        ta_note_add(a, NULL, 0, "rank%s %s left only a ring file (killed before any JSON write), which holds no NaN/Inf "
+                    "checks: %s buffers are unknown", nringonly > 1 ? "s" : "", r, nringonly > 1 ? "their" : "its");
+        free(r);
+    }
 
-    /* non-finite (comm, seq): bit 0 of mk[g][seq] */
+    /* non-finite (comm, seq): bit 0 of mk[g][ta_gseq(seq)] */
     uint8_t **mk = xcalloc((size_t)a->ngc + 1, sizeof *mk);
-    for (int g = 0; g < a->ngc; g++) mk[g] = xcalloc((size_t)a->gc[g].maxseq + 2, 1);
+    for (int g = 0; g < a->ngc; g++) mk[g] = xcalloc((size_t)a->gc[g].nseqs + 1, 1);
     int64_t nmarked = 0;
     for (int t = 0; t < a->ntr; t++) {
         const ta_trace *tr = a->tr[t];
@@ -597,9 +616,10 @@ void ta_findings_nan(ta_an *a)
             const ta_call *c = &tr->calls[ck->call];
             if (!checkable(tr, c)) continue;
             int g = tr->comms[c->comm].g;
-            if (c->seq > a->gc[g].maxseq) continue;
-            if (!(mk[g][c->seq] & 1)) nmarked++;
-            mk[g][c->seq] |= 1;
+            int64_t si = ta_gseq(&a->gc[g], c->seq);
+            if (si < 0) continue;
+            if (!(mk[g][si] & 1)) nmarked++;
+            mk[g][si] |= 1;
         }
     }
     if (!nmarked) {
@@ -619,7 +639,8 @@ void ta_findings_nan(ta_an *a)
             const ta_call *c = &tr->calls[i];
             if (!ta_op_is_coll(c->op) || c->seq == 0 || c->comm < 0) continue;
             int g = tr->comms[c->comm].g;
-            if (g < 0 || c->seq > a->gc[g].maxseq || !(mk[g][c->seq] & 1)) continue;
+            int64_t si = g >= 0 ? ta_gseq(&a->gc[g], c->seq) : -1;
+            if (si < 0 || !(mk[g][si] & 1)) continue;
             int dup = 0;
             for (int k = 0; k < ncand && !dup; k++) dup = cand[k].g == g && cand[k].seq == c->seq;
             if (!dup) cand[ncand++] = (cand_t){g, c->seq, 0, NULL};
@@ -698,8 +719,10 @@ void ta_findings_nan(ta_an *a)
         if (rf[g] == UINT32_MAX) continue;
         int64_t cnt = 0;
         uint32_t from = 0;
-        for (uint32_t s = rf[g]; s <= a->gc[g].maxseq; s++) {
-            if (!(mk[g][s] & 1) || (g == ev->g && s == ev->seq)) continue;
+        const ta_gcomm *n = &a->gc[g];
+        for (uint32_t i = ta_gseq_lower(n, rf[g]); i < n->nseqs; i++) {
+            uint32_t s = ta_gseq_at(n, i);
+            if (!(mk[g][i] & 1) || (g == ev->g && s == ev->seq)) continue;
             if (!cnt) from = s;
             cnt++;
         }
@@ -717,7 +740,7 @@ void ta_findings_nan(ta_an *a)
         analyse_event(a, cand[k].g, cand[k].seq, &nf->indep[nf->nindep++]);
     }
     /* earlier reductions of the first point's members that were not seen */
-    for (int g = 0; g < a->ngc; g++) memset(mk[g], 0, (size_t)a->gc[g].maxseq + 2);
+    for (int g = 0; g < a->ngc; g++) memset(mk[g], 0, (size_t)a->gc[g].nseqs + 1);
     for (int p = 0; p < ev->nmem; p++) {
         const ta_nanmember *m = &ev->mem[p];
         if (m->trace < 0 || m->call < 0) continue;
@@ -735,7 +758,8 @@ void ta_findings_nan(ta_an *a)
             int unseen = (t->nan_mode != NM_OUTPUT && !known(t, in)) || (has_output(t, c) && !known(t, out));
             if (!unseen) continue;
             int g = t->comms[c->comm].g;
-            if (c->seq <= a->gc[g].maxseq && !(mk[g][c->seq] & 2)) { mk[g][c->seq] |= 2; nf->unchecked_before++; }
+            int64_t si = ta_gseq(&a->gc[g], c->seq);
+            if (si >= 0 && !(mk[g][si] & 2)) { mk[g][si] |= 2; nf->unchecked_before++; }
         }
     }
     if (nf->later_count || nf->nindep || nf->unchecked_before) {
@@ -774,5 +798,5 @@ void ta_findings_nan(ta_an *a)
     for (int k = 0; k < ncand; k++) free(cand[k].reach);
     free(cand); free(minimal);
 out:
-    free(off); free(absent);
+    free(off); free(absent); free(ringonly);
 }

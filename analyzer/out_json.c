@@ -175,6 +175,7 @@ static void nanev_json(jw *w, ta_an *a, const ta_nanev *ev, int full)
         kint(w, "place", m->place);
         kintn(w, "rank", m->rank, m->rank < 0);
         kbool(w, "source", m->source);
+        kbool(w, "lost", m->lost);
         if (t && m->call >= 0 && has_rank(ev->ranks, ev->nranks, m->rank)) {
             int st = t->calls[m->call].stack;
             char *site = ta_site_text(a, t, st);
@@ -190,6 +191,40 @@ static void nanev_json(jw *w, ta_an *a, const ta_nanev *ev, int full)
         close_(w, '}');
     }
     close_(w, ']');
+}
+
+/* a hang's stuck collective: each member's state there (members.c) */
+static void stuck_json(jw *w, ta_an *a, const ta_finding *f)
+{
+    key(w, "stuck_at");
+    if (!f->nmem) { fputs("null", w->o); return; }
+    open_(w, '{');
+    kstr(w, "comm", ta_comm_name(a, f->at_g));
+    kint(w, "seq", f->at_seq);
+    key(w, "members");
+    open_(w, '[');
+    for (int p = 0; p < f->nmem; p++) {
+        const ta_member *m = &f->mem[p];
+        const ta_call *c = m->call >= 0 ? &a->tr[m->trace]->calls[m->call] : NULL;
+        static const char *const gpu[4] = {NULL, "pending", "done", "error"};
+        sep(w);
+        open_(w, '{');
+        kint(w, "place", m->place);
+        kintn(w, "rank", m->rank, m->rank < 0);
+        kstr(w, "state", ta_mstate_names[m->state]);
+        key(w, "pending_s");
+        if (m->pending_s >= 0) fprintf(w->o, "%.3f", m->pending_s);
+        else fputs("null", w->o);
+        kstr(w, "op", c ? ta_op_names[c->op] : NULL);
+        kstr(w, "gpu", c && c->gpu < 4 ? gpu[c->gpu] : NULL);
+        key(w, "returned");
+        if (c) fputs(c->exit_ns != TA_NULL64 ? "true" : "false", w->o);
+        else fputs("null", w->o);
+        kbool(w, "lost", m->lost);
+        close_(w, '}');
+    }
+    close_(w, ']');
+    close_(w, '}');
 }
 
 void ta_out_json(ta_an *a, FILE *o)
@@ -253,6 +288,24 @@ void ta_out_json(ta_an *a, FILE *o)
         } else {
             fputs("null", o);
         }
+        stuck_json(&w, a, f);
+        if (f->win_upto > 0) {
+            key(&w, "seq_window");
+            fprintf(o, "[%lld,%lld]", (long long)f->win_after, (long long)f->win_upto);
+            key(&w, "fingerprints");
+            open_(&w, '[');
+            for (int k = 0; k < f->nfpg; k++) {
+                sep(&w);
+                open_(&w, '{');
+                kints(&w, "ranks", f->fpg[k].ranks, f->fpg[k].nranks);
+                char h[24];
+                snprintf(h, sizeof h, "0x%016llx", (unsigned long long)f->fpg[k].hash);
+                kstr(&w, "hash", h);
+                close_(&w, '}');
+            }
+            close_(&w, ']');
+            kbool(&w, "tie", f->fp_tie);
+        }
         if (f->kind == K_NAN && f->nan) {
             const ta_nanfinding *nf = f->nan;
             nanev_json(&w, a, &nf->ev, 1);
@@ -282,6 +335,23 @@ void ta_out_json(ta_an *a, FILE *o)
             }
             close_(&w, ']');
             kint(&w, "unchecked_before", nf->unchecked_before);
+        }
+        if (f->kind == K_STRAGGLER && f->strag) {
+            const ta_straggler *st = f->strag;
+            kint(&w, "examined", st->examined);
+            kint(&w, "last", st->last);
+            key(&w, "last_fraction");
+            fprintf(o, "%.4f", st->examined ? (double)st->last / (double)st->examined : 0.0);
+            kint(&w, "lateness_median_ns", st->median_ns);
+            kint(&w, "lateness_max_ns", st->max_ns);
+            kint(&w, "jitter_ns", st->jitter_ns);
+            kint(&w, "threshold_ns", st->threshold_ns);
+            kint(&w, "spread_median_ns", st->spread_ns);
+            kstr(&w, "clock", ta_strag_clock_names[st->clock]);
+            key(&w, "also_comms");
+            open_(&w, '[');
+            for (int k = 0; k < st->nalso; k++) { sep(&w); jstr(o, ta_comm_name(a, st->also[k])); }
+            close_(&w, ']');
         }
         if (f->kind == K_OOM || f->kind == K_IMBALANCE) {
             if (f->kind == K_OOM) {
@@ -336,6 +406,17 @@ void ta_out_json(ta_an *a, FILE *o)
         kbool(&w, "root_cause", a->root ? a->root[i] : 0);
         kint(&w, "calls", t->ncalls);
         kint(&w, "dropped", t->dropped);
+        /* the ring: where the calls were read from, and how many were lost */
+        key(&w, "ring");
+        if (t->from_ring || t->ring_file || t->ring_capacity > 0) {
+            open_(&w, '{');
+            kstr(&w, "file", t->ring_file);
+            kbool(&w, "from_ring", t->from_ring);
+            kint(&w, "lost", t->ring_lost);
+            close_(&w, '}');
+        } else {
+            fputs("null", o);
+        }
         key(&w, "last_seq");
         open_(&w, '{');
         for (int k = 0; k < t->ncomms; k++) {
@@ -397,6 +478,18 @@ void ta_out_json(ta_an *a, FILE *o)
         kintn(&w, "size", n->size, n->size < 0);
         comm_members(&w, a, "ranks", g);
         kint(&w, "collectives", n->maxseq);
+        key(&w, "entry_spread");
+        if (n->spread_n) {
+            open_(&w, '{');
+            kint(&w, "collectives", n->spread_n);
+            kint(&w, "median_ns", n->spread_median_ns);
+            kint(&w, "max_ns", n->spread_max_ns);
+            kint(&w, "max_seq", n->spread_max_seq);
+            kstr(&w, "clock", ta_strag_clock_names[n->spread_clock]);
+            close_(&w, '}');
+        } else {
+            fputs("null", o);
+        }
         close_(&w, '}');
     }
     close_(&w, ']');

@@ -35,7 +35,11 @@ static char *where(ta_an *a, const ta_finding *f)
     }
     char *s;
     if (f->kind == K_INIT) s = xasprintf(" on comm %s (ranks %s), initialisation", ta_comm_name(a, f->g), m);
+    else if (f->kind == K_STRAGGLER) s = xasprintf(" on comm %s (ranks %s)", ta_comm_name(a, f->g), m);
     else if (f->kind == K_P2P) s = xasprintf(" on comm %s (ranks %s), send/recv #%lld", ta_comm_name(a, f->g), m, (long long)f->seq);
+    else if (f->seq < 0 && f->win_upto > 0)
+        s = xasprintf(" on comm %s (ranks %s), collectives #%lld-#%lld", ta_comm_name(a, f->g), m,
+                      (long long)f->win_after + 1, (long long)f->win_upto);
     else s = xasprintf(" on comm %s (ranks %s), collective #%lld", ta_comm_name(a, f->g), m, (long long)f->seq);
     free(m);
     return s;
@@ -54,6 +58,55 @@ static void side_line(ta_an *a, FILE *o, const char *indent, const ta_side *s, i
     if (md) fprintf(o, "%s- rank%s %s%s: `%s` at `%s`\n", indent, s->nranks > 1 ? "s" : "", r, label, sig, site);
     else fprintf(o, "%srank%s %s%s: %s at %s\n", indent, s->nranks > 1 ? "s" : "", r, label, sig, site);
     free(r); free(site); free(sig);
+}
+
+/* who issued the stuck collective and is blocked inside it, who never issued it */
+static void members_lines(ta_an *a, FILE *o, const char *indent, const ta_finding *f, int md)
+{
+    if (!f->nmem) return;
+    static const char *const label[4] = {"blocked inside it", "never issued it", "completed it", "unknown"};
+    char *what = NULL;
+    const ta_gcomm *n = &a->gc[f->at_g];
+    if (!ta_sigbad(n, f->at_seq))     /* the members agree: name the call */
+        for (int p = 0; p < f->nmem && !what; p++)
+            if (f->mem[p].call >= 0) what = ta_call_text(a, a->tr[f->mem[p].trace], f->mem[p].call);
+    if (!what) what = xasprintf("collective #%lld on comm %s", (long long)f->at_seq, ta_comm_name(a, f->at_g));
+    fprintf(o, md ? "%s- at `%s`:\n" : "%sat %s:\n", indent, what);
+    free(what);
+    int *r = xmalloc(sizeof(int) * (size_t)(f->nmem + 1));
+    for (int st = 0; st < 4; st++) {
+        int n = 0, lost = 0, notrace = 0, timed = 0;
+        double lo = 0, hi = 0;
+        for (int p = 0; p < f->nmem; p++) {
+            const ta_member *m = &f->mem[p];
+            if (m->state != st) continue;
+            if (m->rank < 0) { notrace++; continue; }
+            r[n++] = m->rank;
+            lost += m->lost;
+            if (m->pending_s >= 0) {
+                if (!timed++ || m->pending_s < lo) lo = m->pending_s;
+                if (timed == 1 || m->pending_s > hi) hi = m->pending_s;
+            }
+        }
+        if (!n && !notrace) continue;
+        ta_ints_sort(r, n);
+        char *rt = ta_ranks_text(r, n);
+        char extra[160] = "";
+        if (timed && timed == n && hi - lo < 0.05)
+            snprintf(extra, sizeof extra, " (enqueued on the GPU, not complete for %.1f s)", lo);
+        else if (timed && timed == n)
+            snprintf(extra, sizeof extra, " (enqueued on the GPU, not complete for %.1f-%.1f s)", lo, hi);
+        else if (timed)
+            snprintf(extra, sizeof extra, " (%d of them enqueued on the GPU, not complete for %.1f-%.1f s)", timed, lo, hi);
+        else if (lost)
+            snprintf(extra, sizeof extra, " (older than %s ring window)", n > 1 ? "their traces'" : "its trace's");
+        char nt[48] = "";
+        if (notrace) snprintf(nt, sizeof nt, "%s%d place%s without a trace", n ? ", " : "", notrace, notrace > 1 ? "s" : "");
+        fprintf(o, md ? "%s  - %s: %s%s%s%s\n" : "%s  %s: %s%s%s%s\n", indent, label[st],
+                n ? (n > 1 ? "ranks " : "rank ") : "", rt, extra, nt);
+        free(rt);
+    }
+    free(r);
 }
 
 static void finding(ta_an *a, FILE *o, const ta_finding *f, int md, int top)
@@ -111,6 +164,7 @@ static void finding(ta_an *a, FILE *o, const ta_finding *f, int md, int top)
     if (f->stop_g >= 0)
         fprintf(o, "%sthe job stopped later, at collective #%lld of comm %s\n", ind, (long long)f->stop_seq,
                 ta_comm_name(a, f->stop_g));
+    members_lines(a, o, ind, f, md);
     if (md) fputc('\n', o);
     if (f->hint) fprintf(o, md ? "%s**Fix:** %s\n" : "%sfix: %s\n", ind, f->hint);
     if (f->ncons) {
@@ -205,7 +259,9 @@ static void out(ta_an *a, FILE *o, int md)
     int nroot = 0;
     for (int i = 0; i < a->nf; i++) nroot += a->f[i].root;
     if (!a->nf) fprintf(o, md ? "**No problem found.**\n\n" : "No problem found: every collective and send/recv matched.\n\n");
-    if (md && a->nf) fprintf(o, "### Root cause\n\n");
+    if (a->nf && !nroot)       /* only stragglers: slow, but nothing hung or failed */
+        fprintf(o, md ? "**Nothing hung or failed.**\n\n" : "Nothing hung or failed.\n\n");
+    if (md && nroot) fprintf(o, "### Root cause\n\n");
     for (int i = 0; i < a->nf; i++)
         if (a->f[i].root) finding(a, o, &a->f[i], md, 1);
     if (a->nf > nroot) {

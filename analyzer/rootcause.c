@@ -12,17 +12,15 @@
  * pipeline whose stages disagree) is broken at its send/recv that was never
  * issued, else at its earliest collective.
  *
- * A root finding then moves to the earliest point of divergence: the
- * culprit's own order of collectives, across all its communicators, is
- * compared with its peers'; the first call where it differs (another
- * operation or communicator, or another line of code that shifts the rest)
- * is reported, and where the job stopped is kept as stop_comm/stop_seq. */
+ * A root finding then moves to the earliest point of divergence of its
+ * culprit (diverge.c); where the job stopped is kept as stop_comm/stop_seq. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "ta.h"
 
 enum { SP_COLL, SP_P2P, SP_INIT };
+enum { SP_OPEN = -1, SP_LEFT_OUT = -2 };   /* spoint.finding, else an index into a->f */
 
 typedef struct {
     int type, g;
@@ -58,139 +56,8 @@ static int find_point(int type, int g, uint32_t seq, int snd, int rcv)
         if (P[i].type == type && P[i].g == g && P[i].seq == seq && P[i].snd == snd && P[i].rcv == rcv) return i;
     P = xrealloc(P, sizeof *P * (size_t)(nP + 1));
     memset(&P[nP], 0, sizeof *P);
-    P[nP] = (spoint){.type = type, .g = g, .seq = seq, .snd = snd, .rcv = rcv, .finding = -1, .rep_t = -1, .rep_c = -1};
+    P[nP] = (spoint){.type = type, .g = g, .seq = seq, .snd = snd, .rcv = rcv, .finding = SP_OPEN, .rep_t = -1, .rep_c = -1};
     return nP++;
-}
-
-/* ---- tokens: a rank's collectives in its own order ----
- * Two ranks are compared on the communicator families they both belong to
- * (a rank of a DP group and a rank outside it see different sequences
- * otherwise); peers with the same families as the culprit are preferred. */
-static int64_t **tokv;
-static int64_t *tokn;
-
-static const int64_t *tokens(ta_an *a, int t, int64_t *n)
-{
-    if (!tokv[t]) {
-        ta_trace *tr = a->tr[t];
-        tokv[t] = xmalloc(sizeof(int64_t) * (size_t)(tr->ncalls + 1));
-        int64_t k = 0;
-        for (int64_t i = 0; i < tr->ncalls; i++) {
-            const ta_call *c = &tr->calls[i];
-            if (ta_op_is_coll(c->op) && c->seq > 0 && c->comm >= 0) tokv[t][k++] = i;
-        }
-        tokn[t] = k;
-    }
-    *n = tokn[t];
-    return tokv[t];
-}
-
-static uint64_t fam_bit(int family) { return family < 63 ? 1ull << family : 1ull << 63; }
-
-static uint64_t fam_mask(ta_an *a, int t)
-{
-    uint64_t m = 0;
-    const ta_trace *tr = a->tr[t];
-    for (int i = 0; i < tr->ncomms; i++)
-        if (tr->comms[i].nseq) m |= fam_bit(tr->comms[i].family);
-    return m;
-}
-
-typedef struct { int t; int64_t *v; int64_t n; } seqv;
-
-static seqv filtered(ta_an *a, int t, uint64_t mask)
-{
-    int64_t n;
-    const int64_t *all = tokens(a, t, &n);
-    seqv s = {t, xmalloc(sizeof(int64_t) * (size_t)(n + 1)), 0};
-    const ta_trace *tr = a->tr[t];
-    for (int64_t i = 0; i < n; i++)
-        if (fam_bit(tr->comms[tr->calls[all[i]].comm].family) & mask) s.v[s.n++] = all[i];
-    return s;
-}
-
-static int tok_eq(ta_an *a, int ta_, int64_t ca, int tb, int64_t cb, int site)
-{
-    const ta_trace *x = a->tr[ta_], *y = a->tr[tb];
-    const ta_call *c = &x->calls[ca], *d = &y->calls[cb];
-    if (x->comms[c->comm].family != y->comms[d->comm].family) return 0;
-    if (!ta_sig_equal(c, d)) return 0;
-    return !site || ta_site_equal(a, x, c->stack, y, d->stack);
-}
-
-/* length of the run where R[i+dr+j] == Q[i+dp+j] (site-aware), up to w */
-static int run(ta_an *a, const seqv *R, const seqv *Q, int64_t i, int dr, int dp, int w)
-{
-    int j = 0;
-    while (j < w && i + dr + j < R->n && i + dp + j < Q->n &&
-           tok_eq(a, R->t, R->v[i + dr + j], Q->t, Q->v[i + dp + j], 1))
-        j++;
-    return j;
-}
-
-/* 1: R has an extra call at i; 2: R skipped Q's call at i; 0 neither */
-static int shift_kind(ta_an *a, const seqv *R, const seqv *Q, int64_t i)
-{
-    int64_t ax = R->n - i - 1 < Q->n - i ? R->n - i - 1 : Q->n - i;
-    int64_t as = R->n - i < Q->n - i - 1 ? R->n - i : Q->n - i - 1;
-    int avail_x = (int)(ax > 8 ? 8 : ax), avail_s = (int)(as > 8 ? 8 : as);
-    int ex = avail_x > 0 ? run(a, R, Q, i, 1, 0, avail_x) : 0;
-    int sk = avail_s > 0 ? run(a, R, Q, i, 0, 1, avail_s) : 0;
-    int ex_ok = avail_x > 0 && ex == avail_x, sk_ok = avail_s > 0 && sk == avail_s;
-    if (ex_ok && sk_ok) return ex >= sk ? 1 : 2;
-    if (ex_ok) return 1;
-    if (sk_ok) return 2;
-    return 0;
-}
-
-/* first accepted divergence of R against Q, an index into both, -1 none */
-static int64_t first_div(ta_an *a, const seqv *R, const seqv *Q)
-{
-    int64_t n = R->n < Q->n ? R->n : Q->n;
-    for (int64_t i = 0; i < n; i++) {
-        if (tok_eq(a, R->t, R->v[i], Q->t, Q->v[i], 1)) continue;
-        if (!tok_eq(a, R->t, R->v[i], Q->t, Q->v[i], 0)) return i;   /* another op, comm, count... */
-        if (shift_kind(a, R, Q, i)) return i;                        /* another line that shifts the rest */
-        /* another line of code for the same call, then in step again: legal */
-    }
-    return -1;
-}
-
-typedef struct { int found; int shift; int peer; int64_t rc, pc; } refine_t;
-
-static refine_t refine(ta_an *a, int r, const int *peers, int npeers)
-{
-    refine_t res = {0, 0, -1, -1, -1};
-    uint64_t mr = fam_mask(a, r);
-    int same = 0;
-    for (int k = 0; k < npeers; k++) same += peers[k] != r && fam_mask(a, peers[k]) == mr;
-    int64_t iv[16];
-    int pv[16], n = 0;
-    for (int k = 0; k < npeers && n < 16; k++) {
-        if (peers[k] == r || (same && fam_mask(a, peers[k]) != mr)) continue;
-        uint64_t m = mr & fam_mask(a, peers[k]);
-        seqv R = filtered(a, r, m), Q = filtered(a, peers[k], m);
-        pv[n] = peers[k];
-        iv[n++] = first_div(a, &R, &Q);
-        free(R.v); free(Q.v);
-    }
-    if (!n) return res;
-    int best = -1, bestc = 0;
-    for (int k = 0; k < n; k++) {
-        int c = 0;
-        for (int j = 0; j < n; j++) c += iv[j] == iv[k];
-        if (c > bestc || (c == bestc && iv[k] >= 0 && (iv[best] < 0 || iv[k] < iv[best]))) { best = k; bestc = c; }
-    }
-    if (iv[best] < 0) return res;
-    uint64_t m = mr & fam_mask(a, pv[best]);
-    seqv R = filtered(a, r, m), Q = filtered(a, pv[best], m);
-    res.found = 1;
-    res.peer = pv[best];
-    res.shift = shift_kind(a, &R, &Q, iv[best]);
-    res.rc = R.v[iv[best]];
-    res.pc = Q.v[iv[best]];
-    free(R.v); free(Q.v);
-    return res;
 }
 
 /* the site of call ci is used by trace t anywhere? */
@@ -215,19 +82,6 @@ static void ranks_of(ta_an *a, const int *tv, int n, int **out)
     for (int i = 0; i < n; i++) (*out)[i] = a->tr[tv[i]]->rank;
 }
 
-/* the other side: members of g that are not culprits */
-static void others_of(ta_an *a, ta_finding *f, int g, const int *cul_t, int ncul, int rep_t, int64_t rep_c)
-{
-    int *o = xmalloc(sizeof(int) * (size_t)(a->ntr + 1)), no = 0;
-    if (g >= 0) {
-        const ta_gcomm *n = &a->gc[g];
-        for (int p = 0; p < n->npos; p++)
-            if (n->member[p] >= 0 && !ihas(cul_t, ncul, n->member[p])) o[no++] = a->tr[n->member[p]]->rank;
-    }
-    ta_side_set(&f->other, o, no, rep_t, rep_c);
-    free(o);
-}
-
 static void add_end_info(ta_an *a, ta_finding *f, const int *cul_t, int ncul)
 {
     char *extra = xstrdup("");
@@ -238,8 +92,13 @@ static void add_end_info(ta_an *a, ta_finding *f, const int *cul_t, int ncul)
         char *last;
         if (ta_last_call(t, &lc)) {
             char *c = ta_call_text(a, t, lc), *s = ta_site_text(a, t, t->calls[lc].stack);
-            last = xasprintf("its last call was %s at %s", c, s);
-            free(c); free(s);
+            const ta_call *lcall = &t->calls[lc];
+            /* a culprit may itself be waiting inside its last call: say so */
+            char *in = lcall->gpu == GPU_PENDING ? xasprintf(", enqueued on the GPU and not complete %.1f s later",
+                                                             ta_pending_s(t, lcall))
+                       : ta_call_waiting(lcall) ? xstrdup(", which had not returned") : xstrdup("");
+            last = xasprintf("its last call was %s at %s%s", c, s, in);
+            free(c); free(s); free(in);
         } else {
             last = xstrdup("it made no NCCL call");
         }
@@ -250,61 +109,6 @@ static void add_end_info(ta_an *a, ta_finding *f, const int *cul_t, int ncul)
     char *m = xasprintf("%s%s", f->message, extra);
     free(f->message); free(extra);
     f->message = m;
-}
-
-/* Moves a finding with culprit trace r to its earliest divergence, if any. */
-static void move_earlier(ta_an *a, ta_finding *f, int r, const int *peers, int npeers, int g_stop)
-{
-    refine_t rf = refine(a, r, peers, npeers);
-    if (!rf.found) return;
-    int64_t rc = rf.rc, pc = rf.pc;
-    ta_trace *rt = a->tr[r], *pt = a->tr[rf.peer];
-    const ta_call *rcall = &rt->calls[rc], *pcall = &pt->calls[pc];
-    int rfam = rt->comms[rcall->comm].family, pfam = pt->comms[pcall->comm].family;
-    int rg = rt->comms[rcall->comm].g;
-    int stop_fam = -1;
-    int lc = g_stop >= 0 ? ta_comm_local(rt, g_stop) : -1;
-    if (lc >= 0) stop_fam = rt->comms[lc].family;
-    /* the peer's call, on r's communicator of the same family */
-    int pg = pt->comms[pcall->comm].g;
-    if (ta_comm_local(rt, pg) < 0)
-        for (int i = 0; i < rt->ncomms; i++)
-            if (rt->comms[i].family == pfam) pg = rt->comms[i].g;
-    int g;
-    uint32_t seq;
-    if (rf.shift == 1) {
-        g = rg; seq = rcall->seq;
-        snprintf(f->subkind, sizeof f->subkind, "extra_call");
-    } else if (rf.shift == 2) {
-        g = pg; seq = pcall->seq;
-        snprintf(f->subkind, sizeof f->subkind, "skipped_call");
-    } else if (rfam != pfam) {
-        /* another communicator at this point: report the call r put off */
-        if (rfam == stop_fam && pfam != stop_fam) { g = rg; seq = rcall->seq; }
-        else { g = pg; seq = pcall->seq; }
-        snprintf(f->subkind, sizeof f->subkind, "order");
-    } else {
-        g = rg; seq = rcall->seq;
-        snprintf(f->subkind, sizeof f->subkind, "different_call");
-    }
-    if (f->stop_g < 0) { f->stop_g = f->g; f->stop_seq = f->seq; }
-    f->kind = K_DIVERGENCE;
-    f->g = g;
-    f->seq = seq;
-    if (f->stop_g == g && f->stop_seq == (int64_t)seq) f->stop_g = -1, f->stop_seq = -1;
-    int *cul = xmalloc(sizeof(int) * (size_t)(f->culprit.nranks + 1));
-    int *cult = xmalloc(sizeof(int) * (size_t)(f->culprit.nranks + 1));
-    int nc = 0;
-    for (int k = 0; k < f->culprit.nranks; k++) {
-        cul[nc] = f->culprit.ranks[k];
-        cult[nc] = -1;
-        for (int t = 0; t < a->ntr; t++) if (a->tr[t]->rank == cul[nc]) cult[nc] = t;
-        nc++;
-    }
-    ta_side_set(&f->culprit, cul, nc, r, rc);
-    others_of(a, f, g, cult, nc, rf.peer, pc);
-    f->t = ta_wall(rt, rcall->enter_ns);
-    free(cul); free(cult);
 }
 
 static int sinkish(const int *stuck, int t) { return !stuck[t]; }
@@ -368,7 +172,7 @@ static ta_finding *root_finding(ta_an *a, spoint *sp, const int *stuck)
         ranks_of(a, cul, nc, &cr);
         ta_side_set(&f->culprit, cr, nc, cul[0], ta_call_at(a, cul[0], sp->g, sp->seq));
         free(cr);
-        others_of(a, f, sp->g, cul, nc, rt, rc);
+        ta_others_of(a, f, sp->g, cul, nc, rt, rc);
         f->t = sp->t;
         /* the earliest divergence of the first culprit against the others */
         int *peers = xmalloc(sizeof(int) * (size_t)(a->gc[sp->g].npos + 1)), npe = 0;
@@ -377,7 +181,7 @@ static ta_finding *root_finding(ta_an *a, spoint *sp, const int *stuck)
             if (m >= 0 && !ihas(cul, nc, m)) peers[npe++] = m;
         }
         int sg = f->g; int64_t ss = f->seq;
-        move_earlier(a, f, cul[0], peers, npe, sp->g);
+        ta_move_earlier(a, f, cul[0], peers, npe, sp->g);
         if (f->g == sg && f->seq == ss) f->stop_g = -1, f->stop_seq = -1;
         ta_finding_describe(a, f);
         free(peers); free(cul);
@@ -419,21 +223,20 @@ static ta_finding *root_finding(ta_an *a, spoint *sp, const int *stuck)
             ta_last_call(a->tr[N[0]], &last);
             ta_side_set(&f->culprit, cr, nn, N[0], last);
             free(cr);
-            others_of(a, f, sp->g, N, nn, sp->rep_t, sp->rep_c);
+            ta_others_of(a, f, sp->g, N, nn, sp->rep_t, sp->rep_c);
             f->t = sp->t;
             /* the earliest divergence: first of the smaller side against
              * the other (an extra call on a few ranks), then of the ranks
              * that never issued the collective against those waiting in it */
             if (sp->nwt < nn) {
-                refine_t rf = refine(a, sp->wt[0], N, nn);
-                if (rf.found) {
+                if (ta_diverges(a, sp->wt[0], N, nn)) {
                     ranks_of(a, sp->wt, sp->nwt, &cr);
                     ta_side_set(&f->culprit, cr, sp->nwt, sp->wt[0], -1);
                     free(cr);
-                    move_earlier(a, f, sp->wt[0], N, nn, sp->g);
+                    ta_move_earlier(a, f, sp->wt[0], N, nn, sp->g);
                 }
             }
-            if (f->kind == K_MISSING) move_earlier(a, f, N[0], sp->wt, sp->nwt, sp->g);
+            if (f->kind == K_MISSING) ta_move_earlier(a, f, N[0], sp->wt, sp->nwt, sp->g);
             ta_finding_describe(a, f);
             if (f->kind == K_MISSING) add_end_info(a, f, N, nn);
         }
@@ -564,8 +367,6 @@ static void init_expected(ta_an *a, spoint *sp, const int *stuck)
 void ta_rootcause(ta_an *a)
 {
     ta_simulate(a, &ST);
-    tokv = xcalloc((size_t)a->ntr, sizeof *tokv);
-    tokn = xcalloc((size_t)a->ntr, sizeof *tokn);
     int *stuck = xcalloc((size_t)a->ntr + 1, sizeof(int));
 
     /* stuck points */
@@ -598,6 +399,12 @@ void ta_rootcause(ta_an *a)
             stuck[t] = 1;
         }
     }
+    /* a rank observed inside an operation (the GPU had not completed it, or
+     * the host call had not returned) waits, even where the replay would
+     * have completed it: it is never a rank that "waits for nobody" */
+    for (int t = 0; t < a->ntr; t++)
+        for (int64_t i = a->tr[t]->ncalls - 1; i >= 0 && !stuck[t]; i--)
+            if (ta_call_waiting(&a->tr[t]->calls[i])) stuck[t] = 1;
     /* whom each point waits for */
     for (int k = 0; k < nP; k++) {
         spoint *sp = &P[k];
@@ -606,11 +413,14 @@ void ta_rootcause(ta_an *a)
             for (int p = 0; p < n->npos; p++) {
                 int m = n->member[p];
                 if (m < 0 || ihas(sp->wt, sp->nwt, m)) continue;
+                /* older than m's ring window: m issued it and went on, nobody waits for m here */
+                if (ta_call_at(a, m, sp->g, sp->seq) < 0 && ta_coll_lost(a, m, sp->g, sp->seq)) continue;
                 iadd(&sp->wf, &sp->nwf, m);
                 if (ta_call_at(a, m, sp->g, sp->seq) < 0) iadd(&sp->never, &sp->nnever, m);
             }
-            if (!sp->nwf && n->sigbad[sp->seq - 1]) sp->mismatch = 1;
+            if (!sp->nwf && ta_sigbad(n, sp->seq)) sp->mismatch = 1;
         } else if (sp->type == SP_P2P) {
+            if (sp->snd < 0 || sp->snd >= n->npos || sp->rcv < 0 || sp->rcv >= n->npos) continue;
             int st = n->member[sp->snd], rt = n->member[sp->rcv];
             if (st >= 0 && rt >= 0 && ihas(sp->wt, sp->nwt, st) && ihas(sp->wt, sp->nwt, rt)) {
                 sp->mismatch = 1;
@@ -627,9 +437,25 @@ void ta_rootcause(ta_an *a)
             init_expected(a, sp, stuck);
         }
     }
+    /* A collective every member issued alike, or a send/recv without a
+     * waited-for side, waits for nobody and disagrees on nothing: the replay
+     * cannot leave one stuck unless the traces contradict each other (they
+     * are checked at load; this is the last line). It has no culprit to
+     * name: it is noted and left out, never a finding of its own. */
+    for (int k = 0; k < nP; k++) {
+        spoint *sp = &P[k];
+        if (sp->type == SP_INIT || sp->nwf || sp->mismatch) continue;
+        sp->finding = SP_LEFT_OUT;
+        char *w = sp->rep_t >= 0 && sp->rep_c >= 0 ? ta_call_text(a, a->tr[sp->rep_t], sp->rep_c)
+                                                   : xasprintf("seq %u on comm %s", sp->seq, ta_comm_name(a, sp->g));
+        ta_note_add(a, NULL, 0, "%s never completed in the replay although no member is missing from it and their "
+                    "calls agree: the traces contradict each other there; it is not analysed", w);
+        free(w);
+    }
     /* root points: mismatches, and waits on ranks that wait for nobody */
     for (int k = 0; k < nP; k++) {
         spoint *sp = &P[k];
+        if (sp->finding == SP_LEFT_OUT) continue;
         if (sp->mismatch) { sp->root = 1; continue; }
         if (sp->type == SP_INIT && !sp->nwf) { sp->root = 1; continue; }
         for (int j = 0; j < sp->nwf; j++)
@@ -644,10 +470,12 @@ void ta_rootcause(ta_an *a)
         for (;;) {
             int best = -1;
             for (int k = 0; k < nP; k++)
-                if (P[k].root && P[k].finding < 0 && (best < 0 || P[k].t < P[best].t)) best = k;
+                if (P[k].root && P[k].finding == SP_OPEN && (best < 0 || P[k].t < P[best].t)) best = k;
             if (best < 0) break;
             ta_finding *f = root_finding(a, &P[best], stuck);
             f->root = 1;
+            /* who issued the stuck collective and waits inside it, who never did */
+            if (P[best].type == SP_COLL) ta_members_at(a, f, P[best].g, P[best].seq, ST);
             P[best].finding = (int)(f - a->f);
             for (int j = 0; j < P[best].nwt; j++)
                 if (res[P[best].wt[j]] < 0) res[P[best].wt[j]] = P[best].finding;
@@ -658,7 +486,7 @@ void ta_rootcause(ta_an *a)
             changed = 0;
             for (int k = 0; k < nP; k++) {
                 spoint *sp = &P[k];
-                if (sp->finding >= 0) continue;
+                if (sp->finding != SP_OPEN) continue;
                 int fi = -1;
                 for (int j = 0; j < sp->nwf && fi < 0; j++) fi = res[sp->wf[j]];
                 if (fi < 0) continue;
@@ -673,7 +501,7 @@ void ta_rootcause(ta_an *a)
         int best = -1;
         for (int k = 0; k < nP; k++) {
             spoint *sp = &P[k];
-            if (sp->finding >= 0) continue;
+            if (sp->finding != SP_OPEN) continue;
             int pri = sp->type == SP_P2P && sp->nnever ? 0 : sp->nnever ? 1 : 2;
             if (best < 0) { best = k; continue; }
             int bp = P[best].type == SP_P2P && P[best].nnever ? 0 : P[best].nnever ? 1 : 2;
@@ -756,8 +584,9 @@ void ta_rootcause(ta_an *a)
                     if (a->tr[t]->rank == a->f[i].culprit.ranks[k]) a->root[t] = 1;
 
     ta_findings_no_trace(a);
-    for (int t = 0; t < a->ntr; t++) { free(tokv[t]); free(ST[t]); }
-    free(tokv); free(tokn); free(ST);
+    ta_diverge_done(a);
+    for (int t = 0; t < a->ntr; t++) free(ST[t]);
+    free(ST);
     free(res); free(order);
     for (int k = 0; k < nP; k++) { free(P[k].wt); free(P[k].wf); free(P[k].never); }
     free(P);

@@ -178,11 +178,12 @@ void ta_module_notes(ta_an *a)
         const ta_module *tm = &a->mods[i];
         if (m->state == MS_MISSING)
             ta_note_add(a, NULL, 0, "module %s (build id %s) is missing on this machine: call sites show the symbol "
-                        "names the shim recorded, without file:line (copy the module here or pass --modules DIR)",
+                        "names the shim recorded (none for calls read from a ring file), without file:line (copy the "
+                        "module here or pass --modules DIR)",
                         tm->path, tm->build_id ? tm->build_id : "unknown");
         else if (m->state == MS_DIFFERENT)
             ta_note_add(a, NULL, 0, "module %s differs from the one that ran (build id %s here, %s in the trace): "
-                        "call sites show the recorded symbol names only",
+                        "call sites show the recorded symbol names only (none for calls read from a ring file)",
                         m->found_path, m->found_id, tm->build_id);
         else if (m->state == MS_UNVERIFIED)
             ta_note_add(a, NULL, 0, "module %s: the trace has no build id, so the file used for file:line could not "

@@ -1,13 +1,16 @@
 /* tranalyze: internal model and interfaces shared by its parts.
  *   load.c       files, parsing (cJSON, 2 threads), validation, job grouping
  *   calls.c      the "calls" array, read by a dedicated scanner (speed)
+ *   ring.c       ring files (what a killed process leaves), read and checked;
+ *   ring_trace.c their traces, and rings next to JSON traces (ta_ring.h)
  *   model.c      strings, vectors, module/site identity, rank end states
  *   align.c      communicator table, per-comm per-seq tables, p2p matching,
  *                completion simulation (what could never finish)
  *   findings.c   divergence, missing, p2p, init, oom, memory_imbalance
  *   nan.c        the first non-finite (communicator, seq) and its cause
- *   rootcause.c  wait-for graph across communicators, earliest divergence,
- *                ordering root cause first
+ *   straggler.c  ranks that enter a communicator's collectives consistently late
+ *   rootcause.c  wait-for graph across communicators, ordering root cause first
+ *   diverge.c    a culprit's earliest divergence from its peers' order of calls
  *   symbolize.c  module + build id + offset -> function (file:line) (libdw)
  *   out_text.c   text and --markdown;  out_json.c  --json
  *   main.c       options
@@ -45,11 +48,14 @@ enum { RO_NONE, RO_SUM, RO_PROD, RO_MAX, RO_MIN, RO_AVG, RO_PREMULSUM, RO_N };
 extern const char *const ta_redop_names[RO_N];
 int ta_redop_parse(const char *s);
 
-/* ---- one NCCL call, compact (48 bytes) ------------------------------------- */
+/* ---- one NCCL call, compact (56 bytes) ------------------------------------- */
+/* completion on the GPU (trace "gpu" / ring record gpu) */
+enum { GPU_UNTRACKED, GPU_PENDING, GPU_DONE, GPU_ERROR };
 typedef struct {
     int64_t count;
     int64_t enter_ns;
     int64_t exit_ns;      /* TA_NULL64: had not returned */
+    int64_t done_ns;      /* completed on the GPU (gpu == GPU_DONE), else TA_NULL64 */
     uint32_t seq;
     int32_t comm;         /* index into the rank's comms, -1 */
     int32_t stack;        /* index into the rank's stacks, -1 */
@@ -57,6 +63,7 @@ typedef struct {
     uint32_t group;
     int16_t rc;           /* INT16_MIN: null */
     uint8_t op, dtype, redop, stream;
+    uint8_t gpu;          /* GPU_*: GPU_UNTRACKED for traces without completion */
 } ta_call;
 
 typedef struct {
@@ -71,11 +78,24 @@ typedef struct {
     char end_kind[12];    /* "" when null */
     int64_t end_exit;
     int64_t colls;
-    /* derived */
+    /* fingerprint of every collective since init (trace "fingerprint"; absent: nckp 0, fp_seq 0) */
+    uint64_t fp_seq, fp_hash;
+    uint32_t fp_step;
+    int nckp;
+    struct ta_ckpt { uint64_t seq, hash; } *ckp;   /* ascending seq */
+    uint32_t first_seq;   /* lowest seq of this comm kept in calls (0: none); below it, when the
+                             trace lost records (ring_lost > 0), calls are unknown, not missing */
+    /* derived (align.c): the collectives kept, by seq, indexed from the lowest
+     * kept so that a window far into a long job costs what its calls cost */
     int g;                /* global comm index */
     int family;           /* position of this comm in the rank's comms list */
-    uint32_t nseq;        /* collectives numbered (max seq seen) */
-    int32_t *byseq;       /* call index of seq s at [s-1], -1 hole */
+    uint32_t nseq;        /* highest seq of a collective kept (0: none) */
+    uint32_t seq0;        /* lowest one */
+    uint32_t nkept;       /* collectives kept (repeated seqs included) */
+    int32_t *byseq;       /* call index of seq s at [s - seq0], -1 hole; NULL when the seqs kept are
+                             too sparse for a table (a damaged or crafted trace): then sparse */
+    struct ta_seqcall { uint32_t seq; int32_t call; } *sparse;   /* ascending seq; nsparse of them */
+    uint32_t nsparse;
 } ta_comm;
 
 typedef struct {
@@ -139,7 +159,7 @@ typedef struct {
 /* How a rank's process ended, from the trace's last write. Kept separate
  * from the text so that a later source (traces that survive SIGKILL) can add
  * a state without changing the readers. */
-enum { END_EXITED, END_SIGNAL, END_COMM_END, END_SNAPSHOT, END_NO_TRACE, END_UNKNOWN };
+enum { END_EXITED, END_SIGNAL, END_COMM_END, END_SNAPSHOT, END_NO_TRACE, END_UNKNOWN, END_KILLED, END_HANG };
 extern const char *const ta_end_names[];
 
 typedef struct {
@@ -156,6 +176,12 @@ typedef struct {
     int64_t v_cuda_rt, v_cuda_drv, v_nccl;
     char *v_trshim;
     int64_t dropped;
+    /* the ring (trace "ring", or the ring file itself) */
+    int from_ring;        /* calls, comms and stacks were read from the ring file (the process was
+                             killed, or the ring holds calls newer than the JSON's last write) */
+    char *ring_file;      /* its path, NULL */
+    int64_t ring_capacity, ring_lost;    /* records overwritten before the kept window: 0 none */
+    int64_t heartbeat_ns; /* ring: last sign of life (CLOCK_MONOTONIC), TA_NULL64 */
     /* records */
     ta_comm *comms; int ncomms;
     ta_call *calls; int64_t ncalls;
@@ -186,7 +212,7 @@ typedef struct {
 } ta_note;
 
 /* ---- findings ----------------------------------------------------------------- */
-enum { K_DIVERGENCE, K_MISSING, K_P2P, K_INIT, K_OOM, K_IMBALANCE, K_NO_TRACE, K_NAN, K_N };
+enum { K_DIVERGENCE, K_MISSING, K_P2P, K_INIT, K_OOM, K_IMBALANCE, K_NO_TRACE, K_NAN, K_STRAGGLER, K_N };
 extern const char *const ta_kind_names[K_N];
 
 typedef struct {             /* one side of a finding: ranks and their call */
@@ -208,9 +234,10 @@ typedef struct {
     int place;               /* place in the communicator */
     int rank;                /* global rank; -1: no trace */
     int trace;               /* -1: no trace */
-    int64_t call;            /* -1: the rank never issued it */
+    int64_t call;            /* -1: the rank never issued it, or (lost) its record is gone */
     int64_t in, out;         /* index into the trace's checks, -1 none */
     int source;              /* its input was non-finite */
+    int lost;                /* it issued it before its ring window (ring_lost > 0): call, checks unknown */
 } ta_nanmember;
 
 /* nan: a group of later non-finite collectives of one communicator */
@@ -240,6 +267,37 @@ typedef struct {
     int64_t unchecked_before;      /* reductions before it on its members without a usable check */
 } ta_nanfinding;
 
+/* straggler: ranks that enter the collectives of a communicator consistently late */
+enum { SC_MONOTONIC, SC_INIT, SC_WALL };    /* how the members' entry times were put on one clock */
+extern const char *const ta_strag_clock_names[3];
+typedef struct {
+    int clock;               /* SC_* */
+    int64_t examined;        /* collectives every member issued (outside groups, not failed) */
+    int64_t last;            /* of those, the ones where these ranks were the last to enter */
+    int64_t median_ns;       /* median over them of: first entry of these ranks - median entry of the others */
+    int64_t max_ns;          /* the latest of these ranks behind the others' median, at its worst (seq) */
+    int64_t jitter_ns;       /* median of: last entry of the others - their median */
+    int64_t threshold_ns;    /* what median_ns had to reach: max(--straggler-ms, 3 x jitter_ns) */
+    int64_t spread_ns;       /* median of: last entry - first entry */
+    int *also; int nalso;    /* smaller communicators where the same ranks are late (global indices) */
+} ta_straggler;
+
+/* a hang's stuck collective: what one member did there (members.c) */
+enum { MS_BLOCKED_INSIDE, MS_NEVER_ISSUED, MS_COMPLETED, MS_UNKNOWN };
+extern const char *const ta_mstate_names[4];
+typedef struct {
+    int place;               /* place in the communicator */
+    int rank, trace;         /* -1: no trace */
+    int64_t call;            /* its call at (comm, seq), -1 */
+    int state;               /* MS_* */
+    double pending_s;        /* blocked_inside and gpu pending: seconds from enqueue to the trace's
+                                last write (or last sign of life); < 0: not known */
+    int lost;                /* unknown because the seq is older than the rank's ring window */
+} ta_member;
+
+/* divergence / before_window: the members' fingerprints at the first checkpoint that differs */
+typedef struct { uint64_t hash; int *ranks; int nranks; } ta_fpgroup;
+
 typedef struct {
     int kind;
     int root;                /* 1: a root cause (top of the list) */
@@ -257,6 +315,14 @@ typedef struct {
     int stop_g; int64_t stop_seq;
     double t;                /* wall time of the event, for ordering */
     ta_nanfinding *nan;      /* kind nan */
+    ta_straggler *strag;     /* kind straggler */
+    /* a hang's stuck collective (at_g, at_seq) and its members (nmem 0: none) */
+    int at_g; int64_t at_seq;
+    ta_member *mem; int nmem;
+    /* divergence / before_window: diverged within seqs (win_after, win_upto] */
+    int64_t win_after, win_upto;
+    ta_fpgroup *fpg; int nfpg;   /* ranks by fingerprint hash at win_upto, minority first */
+    int fp_tie;                  /* the smallest groups are of equal size */
 } ta_finding;
 
 /* ---- global communicator table ------------------------------------------------ */
@@ -269,8 +335,18 @@ typedef struct {
     int *member;             /* trace index at each position, -1 none */
     int *local;              /* that trace's local comm index */
     int family;
-    uint32_t maxseq;
-    uint8_t *sigbad;         /* [maxseq]: 1 when the members' calls at seq disagree */
+    /* the per-seq tables (sigbad, the replay's, nan.c's, straggler.c's) have one
+     * entry per seq any member kept, index ta_gseq(): memory follows the calls
+     * kept, not how far into the job they are */
+    uint32_t minseq, maxseq; /* lowest and highest seq of a collective any member kept (0: none) */
+    uint32_t nseqs;          /* entries */
+    uint32_t *seqv;          /* the seq of each, ascending; NULL: every seq of minseq..maxseq */
+    uint8_t *sigbad;         /* [nseqs]: 1 when the members' calls at that seq disagree */
+    /* entry spread (last - first entry) of the collectives every member issued (straggler.c) */
+    int64_t spread_n;        /* collectives measured; 0: none */
+    int64_t spread_median_ns, spread_max_ns;
+    uint32_t spread_max_seq;
+    int spread_clock;        /* SC_* */
 } ta_gcomm;
 
 typedef struct {
@@ -284,6 +360,7 @@ typedef struct {
     int json, markdown, full_stacks;
     double imbalance;            /* fraction above the median */
     int64_t imbalance_min;       /* bytes */
+    int64_t straggler_ns;        /* --straggler-ms: least median lateness of a straggler */
     const char *job_wanted;
     const char **module_dirs; int nmodule_dirs;
     /* input */
@@ -337,6 +414,40 @@ void ta_align(ta_an *a);
 void ta_simulate(ta_an *a, uint8_t ***stuck_calls);
 int64_t ta_p2p_find(const ta_an *a, int t, int lc, int peer, int dir_send, uint32_t seq);
 int ta_sig_equal(const ta_call *x, const ta_call *y);
+/* per-seq tables: comm k's call at seq s (-1 none); the index of seq s in
+ * g's tables (-1: no member kept it); the seq at index i; the first index
+ * whose seq is >= s (nseqs: none); the members' calls at s disagree */
+int64_t ta_comm_call_sparse(const ta_comm *k, uint32_t s);
+int64_t ta_gseq_sparse(const ta_gcomm *n, uint32_t s);
+uint32_t ta_gseq_lower(const ta_gcomm *n, uint64_t s);
+static inline int64_t ta_comm_call(const ta_comm *k, uint32_t s)
+{
+    if (!s || s < k->seq0 || s > k->nseq) return -1;
+    return k->byseq ? k->byseq[s - k->seq0] : ta_comm_call_sparse(k, s);
+}
+static inline int64_t ta_gseq(const ta_gcomm *n, uint32_t s)
+{
+    if (!n->nseqs || s < n->minseq || s > n->maxseq) return -1;
+    return n->seqv ? ta_gseq_sparse(n, s) : (int64_t)(s - n->minseq);
+}
+static inline uint32_t ta_gseq_at(const ta_gcomm *n, uint32_t i) { return n->seqv ? n->seqv[i] : n->minseq + i; }
+static inline int ta_sigbad(const ta_gcomm *n, int64_t s)
+{
+    int64_t i = s > 0 && s <= UINT32_MAX ? ta_gseq(n, (uint32_t)s) : -1;
+    return i >= 0 && n->sigbad[i];
+}
+/* ring windows: what a trace that lost its oldest records still covers */
+uint32_t ta_window_start(const ta_trace *t, int lc);                  /* lowest seq of comm lc covered: 1 all */
+int ta_coll_lost(const ta_an *a, int t, int g, uint32_t seq);          /* 1: seq of g is older than t's window */
+int ta_p2p_lost(const ta_an *a, int t, int lc, int peer, int dir_send, uint32_t seq, double wall);
+
+/* members.c: what each member did at a hang's stuck collective */
+void ta_members_at(ta_an *a, ta_finding *f, int g, uint32_t seq, uint8_t **stuck_calls);
+int ta_call_waiting(const ta_call *c);          /* observed inside: gpu pending, or the host call had not returned */
+double ta_pending_s(const ta_trace *t, const ta_call *c);   /* gpu pending since enqueue, to the trace's last sign */
+
+/* fingerprint.c: divergences older than the ring windows */
+void ta_findings_fingerprint(ta_an *a);
 
 /* findings.c */
 ta_finding *ta_finding_new(ta_an *a, int kind);
@@ -354,8 +465,19 @@ ta_check ta_check_at(const ta_trace *t, int64_t k);                   /* the who
 const char *ta_nan_limit_text(int dtype);                            /* "65504", "~3.39e38" */
 double ta_nan_limit(int dtype);
 
+/* straggler.c */
+void ta_findings_straggler(ta_an *a);
+
 /* rootcause.c */
 void ta_rootcause(ta_an *a);
+
+/* diverge.c: the earliest divergence of culprit trace r from its peers */
+int ta_diverges(ta_an *a, int r, const int *peers, int npeers);          /* 1: r's order differs somewhere */
+/* moves f to r's earliest divergence (kind divergence), keeping where the job stopped (stop_g/stop_seq) */
+void ta_move_earlier(ta_an *a, ta_finding *f, int r, const int *peers, int npeers, int g_stop);
+/* f's other side: the members of g that are not among the culprit traces */
+void ta_others_of(ta_an *a, ta_finding *f, int g, const int *cul_t, int ncul, int rep_t, int64_t rep_c);
+void ta_diverge_done(ta_an *a);   /* frees what the comparisons cached */
 
 /* symbolize.c */
 char *ta_symbolize_frame(ta_an *a, const ta_frame *fr, int innermost);  /* "fn (file:line)" */

@@ -5,9 +5,11 @@
 #include <stdint.h>
 #include "ta.h"
 
-/* positions of a call, named by call_fields */
+/* positions of a call, named by call_fields: F_NREQ required ones, then
+ * optional ones (absent in older traces) */
 enum { F_OP, F_COMM, F_SEQ, F_COUNT, F_DTYPE, F_REDOP, F_ROOT, F_PEER, F_STREAM, F_GROUP,
-       F_ENTER, F_EXIT, F_RC, F_STACK, F_NREQ };
+       F_ENTER, F_EXIT, F_RC, F_STACK, F_NREQ,
+       F_DONE = F_NREQ, F_GPU, F_NROLES };
 
 /* "0x..." (hexadecimal, nothing after it) into *out: 0, -1 when it is not */
 int ta_parse_hex(const char *s, uint64_t *out);
@@ -36,4 +38,9 @@ int ta_find_members(const char *b, size_t n, const char *const *names, int k, si
  * returns as ta_parse_calls; skipped checks in t->skipped_checks. */
 int ta_parse_checks(const char *b, size_t n, const int8_t *role, int npos, int64_t nraw, ta_trace *t,
                     size_t *err_at, const char **first_why, int *first_i);
+/* Drops the repeats of a communicator listed twice in t->comms (the first
+ * listing is kept), the calls made on them and their checks; calls and
+ * checks are renumbered. Returns the number of repeats, the calls dropped
+ * in *ncalls_dropped. */
+int ta_drop_repeated_comms(ta_trace *t, int64_t *ncalls_dropped);
 #endif

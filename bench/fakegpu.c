@@ -80,6 +80,19 @@ API cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStat
     return cudaSuccess;
 }
 API cudaError_t cudaStreamGetDevice(cudaStream_t s, int *d) { (void)s; *d = 0; return cudaSuccess; }
+/* events: the shim's completion tracking records one after each collective
+ * and its poller queries it (complete at once here) */
+static _Atomic uintptr_t next_event = 1;
+API cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
+{
+    (void)flags;
+    *e = (cudaEvent_t)atomic_fetch_add(&next_event, 1);
+    return cudaSuccess;
+}
+API cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { (void)e; (void)s; return cudaSuccess; }
+API cudaError_t cudaEventQuery(cudaEvent_t e) { (void)e; return cudaSuccess; }
+API cudaError_t cudaEventDestroy(cudaEvent_t e) { (void)e; return cudaSuccess; }
+API cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *m) { (void)m; return cudaSuccess; }
 API cudaError_t cudaPeekAtLastError(void) { return cudaSuccess; }
 API cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 API cudaError_t cudaMemGetInfo(size_t *f, size_t *t) { *f = *t = (size_t)80 << 30; return cudaSuccess; }

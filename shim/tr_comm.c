@@ -5,7 +5,12 @@
  *
  * Records are appended and never removed: a destroyed communicator stays in
  * the trace, and a handle NCCL reuses later maps to the new record. The
- * writer reads everything lock-free while wrappers run. */
+ * writer reads everything lock-free while wrappers run.
+ *
+ * Each communicator also has a slot in the ring file (tr_ring.h) of the same
+ * index, which mirrors every field here as it changes, so that a killed
+ * process leaves them behind; beyond the ring's slots, a private copy of
+ * the same layout holds its fingerprint. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,7 +105,42 @@ typedef struct {
     int has_color, color, key;
     uint64_t enter;
     int32_t stack;
+    int from_uid;
 } comm_init;
+
+/* stores into a ring comm slot: each field is meaningful on its own */
+#define RING_SET(field, v) __atomic_store_n(&(field), (v), __ATOMIC_RELEASE)
+
+/* The ring slot of communicator idx, with its identity written (then
+ * valid); a private copy when the ring has no slot for it. */
+static trr_comm *ring_slot(int32_t idx, const tr_comm *c, const tr_comm *parent, int from_uid, int32_t *slot)
+{
+    *slot = idx;
+    trr_comm *k = tr_ring_comm_claim(idx);
+    if (!k) {
+        *slot = -1;
+        if (!(k = calloc(1, sizeof *k))) return NULL;
+        k->init_stack = -1;
+        k->fp_step = tr_ring_fp_interval();
+    }
+    k->kind = c->kind;
+    k->id = c->id;
+    k->parent_id = c->parent_id;
+    k->parent = parent && parent->slot >= 0 ? parent->slot : -1;
+    k->blocking = c->blocking;
+    k->has_color = c->has_color;
+    k->color = c->color;
+    k->key = c->key;
+    k->group = c->group;
+    k->init_enter = c->init_enter;
+    k->init_stack = c->init_stack;
+    k->from_uid = from_uid;
+    k->size = atomic_load(&c->size);
+    k->rank = atomic_load(&c->rank);
+    k->device = atomic_load(&c->device);
+    RING_SET(k->valid, 1);
+    return k;
+}
 
 static int32_t comm_add(const comm_init *in)
 {
@@ -128,6 +168,7 @@ static int32_t comm_add(const comm_init *in)
     atomic_init(&c->size, in->size);
     atomic_init(&c->rank, in->rank);
     atomic_init(&c->resolved, in->size >= 0 && in->rank >= 0);
+    c->ring = ring_slot(idx, c, parent, in->from_uid, &c->slot);
     atomic_store_explicit(&g_comms[idx], c, memory_order_release);
     if (c->group && !atomic_load(&c->resolved) && t_npending < MAX_GROUP_PENDING)
         t_pending[t_npending++] = idx;
@@ -145,9 +186,15 @@ static void comm_init_done(int32_t idx, ncclResult_t r, ncclComm_t *out)
         atomic_store(&c->handle, (uintptr_t)h);
         map_bind((uintptr_t)h, idx);
     }
+    uint64_t t = tr_now_ns();
     atomic_store(&c->init_rc, (int)r);
-    atomic_store_explicit(&c->init_exit, tr_now_ns(), memory_order_release);
+    atomic_store_explicit(&c->init_exit, t, memory_order_release);
     atomic_store_explicit(&c->init_done, 1, memory_order_release);
+    if (c->ring) {
+        RING_SET(c->ring->init_rc, (int32_t)r);
+        RING_SET(c->ring->init_exit, t);
+        RING_SET(c->ring->init_done, 1);
+    }
     /* a blocking split outside a group is ready now */
     if (h && r == ncclSuccess && c->blocking && !c->group) tr_comm_resolve(c, h);
 }
@@ -167,6 +214,11 @@ void tr_comm_resolve(tr_comm *c, ncclComm_t h)
     atomic_store(&c->rank, r);
     if (atomic_load(&c->device) < 0 && dev_fn && dev_fn(h, &d) == ncclSuccess) atomic_store(&c->device, d);
     atomic_store_explicit(&c->resolved, 1, memory_order_release);
+    if (c->ring) {
+        RING_SET(c->ring->size, n);
+        RING_SET(c->ring->rank, r);
+        RING_SET(c->ring->device, atomic_load(&c->device));
+    }
 }
 
 void tr_comm_group_ended(ncclResult_t r)
@@ -226,7 +278,8 @@ static int32_t add_uid_comm(int kind, uint64_t id, int nranks, int rank, int blo
                             int32_t stack)
 {
     comm_init in = {.kind = kind, .id = id, .parent = -1, .size = nranks, .rank = rank,
-                    .device = tr_cuda_device(), .blocking = blocking, .enter = enter, .stack = stack};
+                    .device = tr_cuda_device(), .blocking = blocking, .enter = enter, .stack = stack,
+                    .from_uid = 1};
     note_uid_comm(id);
     return comm_add(&in);
 }
@@ -411,18 +464,30 @@ static tr_comm *end_begin(ncclComm_t comm, int kind)
     tr_comm *c = tr_comm_at(tr_comm_lookup(comm));
     if (!c) return NULL;
     if (kind == TR_END_FINALIZE || kind == TR_END_DESTROY) tr_comm_resolve(c, comm);
+    uint64_t t = tr_now_ns();
     atomic_store(&c->end_exit, 0);
     atomic_store(&c->end_rc, 0);
-    atomic_store(&c->end_enter, tr_now_ns());
+    atomic_store(&c->end_enter, t);
     atomic_store_explicit(&c->end_kind, kind, memory_order_release);
+    if (c->ring) {
+        RING_SET(c->ring->end_exit, 0);
+        RING_SET(c->ring->end_rc, 0);
+        RING_SET(c->ring->end_enter, t);
+        RING_SET(c->ring->end_kind, kind);
+    }
     return c;
 }
 
 static void end_finish(tr_comm *c, int kind, ncclResult_t r)
 {
     if (!c) return;
+    uint64_t t = tr_now_ns();
     atomic_store(&c->end_rc, (int)r);
-    atomic_store_explicit(&c->end_exit, tr_now_ns(), memory_order_release);
+    atomic_store_explicit(&c->end_exit, t, memory_order_release);
+    if (c->ring) {
+        RING_SET(c->ring->end_rc, (int32_t)r);
+        RING_SET(c->ring->end_exit, t);
+    }
     if ((kind == TR_END_DESTROY || kind == TR_END_ABORT) && (r == ncclSuccess || r == ncclInProgress))
         atomic_store(&c->dead, 1);
     if (kind == TR_END_DESTROY || kind == TR_END_ABORT) tr_writer_request(TR_WRITE_COMM_END);
@@ -551,6 +616,49 @@ int tr_comm_busy(const tr_comm *c0)
            atomic_load_explicit(&c->end_exit, memory_order_acquire) == 0;
 }
 
+/* "fingerprint": a consistent copy (the owner thread may be updating it:
+ * read again until two reads agree) */
+static void write_fingerprint(tr_json *j, trr_comm *k)
+{
+    if (!k) {
+        trj_null(j, "fingerprint");
+        return;
+    }
+    trr_checkpoint cp[TRR_COMM_CHECKPOINTS];
+    uint64_t seq = 0, hash = 0;
+    uint32_t step = 0, n = 0;
+    for (int tries = 0; tries < 1000; tries++) {
+        n = __atomic_load_n(&k->ncheckpoints, __ATOMIC_ACQUIRE);
+        step = __atomic_load_n(&k->fp_step, __ATOMIC_ACQUIRE);
+        seq = __atomic_load_n(&k->fp_seq, __ATOMIC_ACQUIRE);
+        hash = __atomic_load_n(&k->fp_hash, __ATOMIC_ACQUIRE);
+        if (n > TRR_COMM_CHECKPOINTS) n = TRR_COMM_CHECKPOINTS;
+        for (uint32_t i = 0; i < n; i++) {
+            cp[i].seq = __atomic_load_n(&k->checkpoints[i].seq, __ATOMIC_ACQUIRE);
+            cp[i].hash = __atomic_load_n(&k->checkpoints[i].hash, __ATOMIC_ACQUIRE);
+        }
+        atomic_thread_fence(memory_order_acquire);
+        if (__atomic_load_n(&k->ncheckpoints, __ATOMIC_RELAXED) == n &&
+            __atomic_load_n(&k->fp_step, __ATOMIC_RELAXED) == step &&
+            __atomic_load_n(&k->fp_seq, __ATOMIC_RELAXED) == seq &&
+            (seq != 0 || __atomic_load_n(&k->colls, __ATOMIC_RELAXED) == 0))
+            break;
+    }
+    trj_object_begin(j, "fingerprint");
+    trj_uint(j, "seq", seq);
+    trj_hex(j, "hash", hash);
+    trj_uint(j, "step", step);
+    trj_array_begin(j, "checkpoints");
+    for (uint32_t i = 0; i < n; i++) {
+        trj_array_begin(j, NULL);
+        trj_uint(j, NULL, cp[i].seq);
+        trj_hex(j, NULL, cp[i].hash);
+        trj_array_end(j);
+    }
+    trj_array_end(j);
+    trj_object_end(j);
+}
+
 int tr_comm_write_json(tr_json *j, const tr_rank_view *view, int32_t *map, int n)
 {
     int32_t next = 0;
@@ -609,6 +717,8 @@ int tr_comm_write_json(tr_json *j, const tr_rank_view *view, int32_t *map, int n
             trj_null(j, "end");
         }
         trj_uint(j, "colls", atomic_load(&c->colls));
+        write_fingerprint(j, c->ring);
+        trj_int(j, "slot", c->slot);
         trj_object_end(j);
     }
     trj_array_end(j);

@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -16,6 +17,7 @@
 #include <sys/syscall.h>
 
 #include "tr_core.h"
+#include "tr_ring.h"
 
 #define TR_TLS __thread __attribute__((tls_model("initial-exec")))
 
@@ -23,7 +25,10 @@ static tr_settings g_cfg = {
     .enabled = 1,
     .dir = "./traces",
     .stack_depth = 64,
-    .max_records = 1000000,
+    .ring = 131072,
+    .hang_sec = 300,
+    .snapshot_signal = SIGUSR1,
+    .completion = 1,
     .nancheck = TR_NAN_ALL,
     .nancheck_engine = TR_NAN_ENGINE_AUTO,
     .nancheck_max_bytes = 64ull << 20,
@@ -138,7 +143,9 @@ static long long parse_count(const char *s, long long max)
 
 #define TR_MAX_STACK_DEPTH 256
 #define TR_MAX_NANCHECK_MB (1ll << 20)     /* 1 TiB */
-#define TR_MAX_RECORDS_LIMIT (1ll << 28)
+#define TR_RING_MIN 64
+#define TR_RING_MAX (1ll << 26)
+#define TR_HANG_MAX (7 * 24 * 3600)
 
 static void read_settings(void)
 {
@@ -159,12 +166,38 @@ static void read_settings(void)
         if (n >= 0) g_cfg.stack_depth = (int)n;
         else pending("ignoring %s=%s (want frames, 0 to 256); using %s", "TRSHIM_STACK_DEPTH", v, "64");
     }
-    v = getenv("TRSHIM_MAX_RECORDS");
+    v = getenv("TRSHIM_RING");
     if (v && *v) {
-        long long n = parse_count(v, TR_MAX_RECORDS_LIMIT);
-        if (n >= 0) g_cfg.max_records = (uint64_t)n;
-        else pending("ignoring %s=%s (want a count, 0 to 268435456); using %s", "TRSHIM_MAX_RECORDS", v,
-                     "1000000");
+        long long n = parse_count(v, TR_RING_MAX);
+        if (n >= TR_RING_MIN) g_cfg.ring = (uint64_t)n;
+        else pending("ignoring %s=%s (want records, 64 to 67108864); using %s", "TRSHIM_RING", v, "131072");
+    }
+    v = getenv("TRSHIM_HANG_SEC");
+    if (v && *v) {
+        long long n = parse_count(v, TR_HANG_MAX);
+        if (n >= 0) g_cfg.hang_sec = (int)n;
+        else pending("ignoring %s=%s (want seconds, 0 to 604800; 0: off); using %s", "TRSHIM_HANG_SEC", v, "300");
+    }
+    v = getenv("TRSHIM_SNAPSHOT_SIGNAL");
+    if (v && *v) {
+        long long n = -1;
+        if (!strcmp(v, "off") || !strcmp(v, "0")) n = 0;
+        else if (!strcmp(v, "USR1") || !strcmp(v, "SIGUSR1")) n = SIGUSR1;
+        else if (!strcmp(v, "USR2") || !strcmp(v, "SIGUSR2")) n = SIGUSR2;
+        else {
+            n = parse_count(v, 64);
+            /* signals the job or the shim already gives a meaning */
+            if (n == SIGKILL || n == SIGSTOP || n == SIGTERM || n == SIGINT || n == SIGABRT || n == SIGSEGV ||
+                n == SIGBUS || n == SIGFPE || n == SIGILL || n == SIGCHLD || n == SIGCONT || n < 1) n = -1;
+        }
+        if (n >= 0) g_cfg.snapshot_signal = (int)n;
+        else pending("ignoring %s=%s (want USR1, USR2, a free signal number, or off); using %s",
+                     "TRSHIM_SNAPSHOT_SIGNAL", v, "USR1");
+    }
+    v = getenv("TRSHIM_COMPLETION");
+    if (v && *v) {
+        if (!strcmp(v, "0")) g_cfg.completion = 0;
+        else if (strcmp(v, "1") != 0) pending("ignoring %s=%s (want 0 or 1); using %s", "TRSHIM_COMPLETION", v, "1");
     }
     v = getenv("TRSHIM_NANCHECK");
     if (v && *v) {
@@ -271,6 +304,7 @@ static void at_exit(void)
 static void activate_once(void)
 {
     for (int i = 0; i < g_npending; i++) warn_line(g_pending[i]);
+    tr_ring_open();      /* before anything records: the file behind every record */
     tr_writer_start();
     atexit(at_exit);
     atomic_store_explicit(&g_active, 1, memory_order_release);

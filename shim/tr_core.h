@@ -5,6 +5,7 @@
  *   tr_symbols.c modules, build ids, ELF symbols, JSON of modules/stacks
  *   tr_memtable.c the live-allocation table of tr_memory.c
  *   tr_nccl.c    NCCL wrappers, communicator table, call records
+ *   tr_ring.c    the ring file: records, communicators, stacks (mmap)
  *   tr_memory.c  allocation wrappers and per-device accounting
  *   tr_memjson.c the "memory" member of a trace
  *   tr_nancheck.c NaN/Inf checks: staging pool, checker thread, hooks
@@ -32,7 +33,10 @@ typedef struct {
     int enabled;              /* TRSHIM=0 turns the shim into pure forwarding */
     char dir[1024];           /* TRSHIM_DIR, default "./traces" */
     int stack_depth;          /* TRSHIM_STACK_DEPTH, frames kept, default 64 (0: no stacks) */
-    uint64_t max_records;     /* TRSHIM_MAX_RECORDS, default 1,000,000 */
+    uint64_t ring;            /* TRSHIM_RING, record slots of the ring file (newest kept), default 131072 */
+    int hang_sec;             /* TRSHIM_HANG_SEC, watchdog: seconds a collective may stay incomplete, 0 off, default 300 */
+    int snapshot_signal;      /* TRSHIM_SNAPSHOT_SIGNAL: signal that writes the trace and goes on (0: none), default SIGUSR1 */
+    int completion;           /* TRSHIM_COMPLETION=0 turns off GPU completion events, default 1 */
     int nancheck;             /* TRSHIM_NANCHECK: TR_NAN_OFF, TR_NAN_OUTPUT, TR_NAN_ALL (default) */
     int nancheck_engine;      /* TRSHIM_NANCHECK_ENGINE: TR_NAN_ENGINE_AUTO (default), _HOST, _GPU */
     uint64_t nancheck_max_bytes;   /* TRSHIM_NANCHECK_MAX_MB, MiB checked per buffer, default 64 */
@@ -173,7 +177,10 @@ int tr_nccl_ranks(tr_rank_view *out, int max);
  * writes in checks (tr_nan_place; NULL: NaN checks off). */
 struct tr_nan_snap;
 int tr_nccl_write_json(tr_json *j, const tr_rank_view *view, struct tr_nan_snap *checks);
-/* Records not kept (TRSHIM_MAX_RECORDS). */
+/* The ring's window the last tr_nccl_write_json wrote: records [first,
+ * next) (first = records lost, overwritten by newer ones); writer only. */
+void tr_nccl_window(uint64_t *first, uint64_t *next);
+/* Records lost before that window (the trace's "dropped" = ring.lost). */
 uint64_t tr_nccl_dropped(void);
 /* Id of the first communicator made from a unique id (job identity), 0 if none. */
 uint64_t tr_nccl_first_comm_id(void);
@@ -186,7 +193,7 @@ void tr_memory_write_json(tr_json *j, int device);
 
 /* ---- trace files (tr_writer.c) ------------------------------------------------ */
 
-typedef enum { TR_WRITE_EXIT, TR_WRITE_SIGNAL, TR_WRITE_COMM_END, TR_WRITE_SNAPSHOT } tr_write_reason;
+typedef enum { TR_WRITE_EXIT, TR_WRITE_SIGNAL, TR_WRITE_COMM_END, TR_WRITE_SNAPSHOT, TR_WRITE_HANG } tr_write_reason;
 /* Asks the background writer to write every rank's trace now; never blocks
  * the caller on I/O. */
 void tr_writer_request(tr_write_reason reason);

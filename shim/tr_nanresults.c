@@ -1,9 +1,14 @@
 /* The table of NaN/Inf checks and the trace's part of it (tr_nanresults.h);
  * the checks themselves are run by tr_nancheck.c.
  *
- * Results are kept per check in an append-only table (record index of the
- * call, which buffer, status, counts); the writer places them in the trace
- * next to the calls (tr_nan_snapshot, tr_nan_place, tr_nan_write_json). */
+ * Results are kept per check (ring record index of the call, which buffer,
+ * status, counts) in a table that, like the ring of call records, keeps
+ * the newest: entry i lives in slot i % (2 x TRSHIM_RING), two checks at
+ * most per call, so the checks of every call still in the ring's window
+ * are kept. A slot's stamp (i + 1) tells whose it is: a result that arrives
+ * for an entry whose slot was taken since is not stored. The writer places
+ * them in the trace next to the calls (tr_nan_snapshot, tr_nan_place,
+ * tr_nan_write_json); results of calls that left the window are not. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,74 +35,76 @@ static const unsigned char reason_err[R_COUNT] = {
     [R_CALL_FAILED] = ERR_NC, [R_GROUP_FAILED] = ERR_NC, [R_COMM_ERROR] = ERR_NC};
 
 typedef struct {
-    uint32_t rec;                 /* record index of the call */
+    _Atomic uint64_t stamp;       /* entry index + 1 once the slot is this entry's */
+    uint64_t rec;                 /* ring record index of the call */
     _Atomic uint32_t status;      /* ST_*, stored last (release) */
-    uint8_t buffer, engine, reason, pad;
+    uint8_t buffer, engine, reason, first_kind;   /* first_kind: 1 NaN, 2 infinity */
     int32_t err;
-    uint32_t detail;              /* ST_NONFINITE: index + 1 into the details */
-    uint32_t pad2;
+    uint32_t pad;
     uint64_t checked, elems;      /* elements checked (or to be), in the buffer */
+    uint64_t nan, inf, first;     /* ST_NONFINITE */
 } entry;
 
-typedef struct {
-    uint64_t nan, inf, first;
-    int first_kind;               /* 1 NaN, 2 infinity */
-} detail;
-
-/* Chunked, append-only, lock-free to read: like the call records. */
+/* Slots in chunks allocated when first used, lock-free to read. */
 #define CHUNK_BITS 12
 #define CHUNK (1u << CHUNK_BITS)
-#define MAX_CHUNKS (1u << 17)     /* 2^29 checks: two per record at most */
+#define MAX_CHUNKS (1u << 16)     /* 2^28 slots: 2 x the largest TRSHIM_RING */
 static _Atomic(entry *) g_ent[MAX_CHUNKS];
-static _Atomic(detail *) g_det[MAX_CHUNKS];
-static _Atomic uint64_t g_nent, g_ndet, g_dropped;
+static _Atomic uint64_t g_nent, g_dropped;
 _Atomic uint64_t tr_nan_used_host, tr_nan_used_gpu;
 
-static void *chunk_slot(void *_Atomic *chunks, uint64_t i, size_t esize)
+/* slots: two per ring record */
+static uint64_t nslots(void)
 {
-    void *_Atomic *slot = &chunks[i >> CHUNK_BITS];
-    char *c = atomic_load_explicit(slot, memory_order_acquire);
-    if (!c) {
-        char *fresh = calloc(CHUNK, esize);
+    uint64_t n = 2 * tr_cfg()->ring;
+    return n < (uint64_t)MAX_CHUNKS * CHUNK ? n : (uint64_t)MAX_CHUNKS * CHUNK;
+}
+
+static entry *slot_at(uint64_t i, int make)
+{
+    uint64_t k = i % nslots();
+    _Atomic(entry *) *chunk = &g_ent[k >> CHUNK_BITS];
+    entry *c = atomic_load_explicit(chunk, memory_order_acquire);
+    if (!c && make) {
+        entry *fresh = calloc(CHUNK, sizeof *fresh);
         if (!fresh) return NULL;
-        void *expect = NULL;
-        if (atomic_compare_exchange_strong(slot, &expect, fresh)) c = fresh;
+        entry *expect = NULL;
+        if (atomic_compare_exchange_strong(chunk, &expect, fresh)) c = fresh;
         else {
             free(fresh);
             c = expect;
         }
     }
-    return c + (i & (CHUNK - 1)) * esize;
+    return c ? &c[k & (CHUNK - 1)] : NULL;
 }
 
+/* Entry i, NULL when its slot holds a newer entry (or none yet). */
 static entry *entry_at(uint64_t i)
 {
-    if (i >> CHUNK_BITS >= MAX_CHUNKS) return NULL;
-    entry *c = atomic_load_explicit((_Atomic(entry *) *)&g_ent[i >> CHUNK_BITS], memory_order_acquire);
-    return c ? &c[i & (CHUNK - 1)] : NULL;
+    entry *e = slot_at(i, 0);
+    return e && atomic_load_explicit(&e->stamp, memory_order_acquire) == i + 1 ? e : NULL;
 }
-
-static detail *detail_at(uint64_t i)
-{
-    if (i >> CHUNK_BITS >= MAX_CHUNKS) return NULL;
-    detail *c = atomic_load_explicit((_Atomic(detail *) *)&g_det[i >> CHUNK_BITS], memory_order_acquire);
-    return c ? &c[i & (CHUNK - 1)] : NULL;
-}
-
 
 uint64_t tr_nan_entry_new(uint64_t rec, int buffer, uint64_t elems)
 {
-    uint64_t limit = 2 * tr_cfg()->max_records;
     uint64_t i = atomic_fetch_add(&g_nent, 1);
-    entry *e = i < limit && i >> CHUNK_BITS < MAX_CHUNKS ? chunk_slot((void *_Atomic *)g_ent, i, sizeof(entry))
-                                                          : NULL;
+    entry *e = slot_at(i, 1);
     if (!e) {
         atomic_fetch_add_explicit(&g_dropped, 1, memory_order_relaxed);
         return NO_ENTRY;
     }
-    e->rec = (uint32_t)rec;
+    atomic_store_explicit(&e->stamp, 0, memory_order_relaxed);
+    atomic_store_explicit(&e->status, ST_NONE, memory_order_release);
+    e->rec = rec;
     e->buffer = (uint8_t)buffer;
+    e->engine = ENG_NONE;
+    e->reason = R_NONE;
+    e->first_kind = 0;
+    e->err = 0;
+    e->checked = 0;
     e->elems = elems;
+    e->nan = e->inf = e->first = 0;
+    atomic_store_explicit(&e->stamp, i + 1, memory_order_release);
     return i;
 }
 
@@ -127,17 +134,10 @@ void tr_nan_entry_result(uint64_t i, const tr_nanscan_result *r)
     entry *e = entry_at(i);
     if (!e) return;
     if (r->nan || r->inf) {
-        uint64_t d = atomic_fetch_add(&g_ndet, 1);
-        detail *dt = d < 2 * tr_cfg()->max_records && d >> CHUNK_BITS < MAX_CHUNKS
-                         ? chunk_slot((void *_Atomic *)g_det, d, sizeof(detail))
-                         : NULL;
-        if (dt) {
-            dt->nan = r->nan;
-            dt->inf = r->inf;
-            dt->first = r->first_nan < r->first_inf ? r->first_nan : r->first_inf;
-            dt->first_kind = r->first_nan < r->first_inf ? 1 : 2;
-            e->detail = (uint32_t)(d + 1);
-        }
+        e->nan = r->nan;
+        e->inf = r->inf;
+        e->first = r->first_nan < r->first_inf ? r->first_nan : r->first_inf;
+        e->first_kind = r->first_nan < r->first_inf ? 1 : 2;
         atomic_store_explicit(&e->status, ST_NONFINITE, memory_order_release);
     } else {
         atomic_store_explicit(&e->status, ST_CLEAN, memory_order_release);
@@ -157,7 +157,7 @@ void tr_nan_note_gpu_why(const char *why, int err)
 /* ---- the trace ------------------------------------------------------------------------ */
 
 typedef struct {
-    uint32_t rec;
+    uint64_t rec;
     uint8_t buffer;
     uint64_t idx;       /* entry index */
     int64_t pos;        /* index in "calls", -1: not in this trace */
@@ -181,11 +181,11 @@ tr_nan_snap *tr_nan_snapshot(void)
     if (tr_cfg()->nancheck == TR_NAN_OFF) return NULL;
     tr_nan_snap *s = calloc(1, sizeof *s);
     if (!s) return NULL;
-    uint64_t n = atomic_load(&g_nent), limit = 2 * tr_cfg()->max_records;
-    if (n > limit) n = limit;
-    s->v = n ? malloc(n * sizeof *s->v) : NULL;
-    if (n && !s->v) return s;
-    for (uint64_t i = 0; i < n; i++) {
+    uint64_t end = atomic_load(&g_nent), keep = nslots();
+    uint64_t begin = end > keep ? end - keep : 0;
+    s->v = end > begin ? malloc((end - begin) * sizeof *s->v) : NULL;
+    if (end > begin && !s->v) return s;
+    for (uint64_t i = begin; i < end; i++) {
         entry *e = entry_at(i);
         if (!e || atomic_load_explicit(&e->status, memory_order_acquire) == ST_NONE) continue;
         s->v[s->n++] = (snap_item){.rec = e->rec, .buffer = e->buffer, .idx = i, .pos = -1};
@@ -309,7 +309,7 @@ void tr_nan_write_json(tr_json *j, tr_nan_snap *s)
         if (it->pos < 0 || !e) continue;
         uint32_t st = atomic_load_explicit(&e->status, memory_order_acquire);
         if (st == ST_NONE || st > ST_NOT_CHECKED) continue;
-        const detail *d = st == ST_NONFINITE && e->detail ? detail_at(e->detail - 1) : NULL;
+        const entry *d = st == ST_NONFINITE ? e : NULL;
         char *p = row;
         if (!first) *p++ = ',';
         first = 0;

@@ -1,17 +1,21 @@
-/* NCCL call records: the collective, send/recv and group wrappers, the
- * append-only record store, sequence numbers, and the "calls" part of a
- * trace.
+/* NCCL call records: the collective, send/recv and group wrappers, their
+ * records in the ring file, sequence numbers, communicator fingerprints, and
+ * the "calls" part of a trace.
  *
- * A record is reserved when the call enters (an atomic index into lazily
- * allocated chunks, so records are in entry order and appends from many
- * threads never lock) and completed when it returns: a call that never
- * returns stays visible with exit null. Sequence numbers are taken when the
- * call returns ncclSuccess or ncclInProgress; a failed call gets 0. Until
- * it returns, a record shows the number it would get. */
+ * A record is taken from the ring (tr_ring.h) when the call enters (one
+ * atomic add, so records are in entry order and appends from many threads
+ * never lock), committed once its entry fields are written, and completed
+ * when the call returns: a call that never returns stays visible with exit
+ * null, in the JSON trace and in the ring file a killed process leaves.
+ * The ring keeps the newest TRSHIM_RING records; older ones are overwritten.
+ * Sequence numbers are taken when the call returns ncclSuccess or
+ * ncclInProgress; a failed call gets 0. Until it returns, a record shows the
+ * number it would get. */
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime_api.h>
 
+#include "tr_complete.h"
 #include "tr_nancheck.h"
 #include "tr_nccl_int.h"
 
@@ -19,6 +23,7 @@
 
 enum { OP_ALLREDUCE, OP_BROADCAST, OP_BCAST, OP_REDUCE, OP_ALLGATHER, OP_REDUCESCATTER, OP_ALLTOALL,
        OP_GATHER, OP_SCATTER, OP_SEND, OP_RECV, OP_GROUPSTART, OP_GROUPEND };
+_Static_assert((int)OP_GROUPEND == (int)TRR_OP_GROUPEND && (int)OP_SEND == (int)TRR_OP_SEND, "ring ops are the JSON ops");
 static const char *const op_names[] = {"AllReduce", "Broadcast", "Bcast", "Reduce", "AllGather",
                                        "ReduceScatter", "AlltoAll", "Gather", "Scatter", "Send", "Recv",
                                        "GroupStart", "GroupEnd"};
@@ -26,30 +31,12 @@ static const char *const dtype_names[] = {"int8", "uint8", "int32", "uint32", "i
                                           "float32", "float64", "bfloat16", "float8e4m3", "float8e5m2"};
 static const char *const redop_names[] = {"sum", "prod", "max", "min", "avg"};
 
-#define NONE INT32_MIN      /* no reduction op / root / peer */
-enum { REC_EMPTY, REC_ENTERED, REC_RETURNED };
-enum { CAPT_NO, CAPT_YES, CAPT_UNKNOWN };
+#define NONE TRR_NONE    /* no reduction op / root / peer */
+enum { CAPT_NO = TRR_CAPT_NO, CAPT_YES = TRR_CAPT_YES, CAPT_UNKNOWN = TRR_CAPT_UNKNOWN };
 
-/* One call. Fixed size (a later issue maps records into a file-backed ring). */
-typedef struct {
-    _Atomic uint32_t state;        /* REC_*: entry fields valid from ENTERED, the rest from RETURNED */
-    uint8_t op, depth, capturing, pad;
-    int32_t comm;                  /* communicator index, -1 */
-    int32_t dtype, redop, root;    /* root holds the peer of Send/Recv */
-    int32_t stack, tid, device, rc;
-    uint32_t group;
-    _Atomic uint64_t seq;
-    uint64_t count, sendbuff, recvbuff, stream, enter_ns, exit_ns;
-} tr_rec;
-_Static_assert(sizeof(tr_rec) <= 128, "records are at most 128 bytes");
-
-#define CHUNK_BITS 12
-#define CHUNK (1u << CHUNK_BITS)
-#define MAX_CHUNKS (1u << 16)         /* 2^28 records: TRSHIM_MAX_RECORDS's limit */
-static _Atomic(tr_rec *) g_chunks[MAX_CHUNKS];
-static _Atomic uint64_t g_nrec;       /* indexes handed out (may pass the limit) */
-static _Atomic uint64_t g_dropped;
 static atomic_uint g_groups;          /* outermost groups numbered */
+/* the window of records the last tr_nccl_write_json wrote (writer thread only) */
+static uint64_t g_win_first, g_win_next;
 
 static TR_TLS int t_gdepth;           /* this thread's group nesting */
 static TR_TLS uint32_t t_gnum;        /* its current outermost group */
@@ -59,35 +46,23 @@ static _Atomic uint64_t g_last[MAX_DEV + 1];   /* (comm index + 1) << 40 | seq; 
 #define SEQ_MASK ((1ull << 40) - 1)
 
 uint32_t tr_group_current(void) { return t_gdepth > 0 ? t_gnum : 0; }
-uint64_t tr_nccl_dropped(void) { return atomic_load(&g_dropped); }
+uint64_t tr_nccl_dropped(void) { return g_win_first; }
 
-static tr_rec *rec_get(uint64_t i)
+void tr_nccl_window(uint64_t *first, uint64_t *next)
 {
-    tr_rec *chunk = atomic_load_explicit(&g_chunks[i >> CHUNK_BITS], memory_order_acquire);
-    return chunk ? &chunk[i & (CHUNK - 1)] : NULL;
+    *first = g_win_first;
+    *next = g_win_next;
 }
 
-static tr_rec *rec_alloc(uint64_t *index)
+/* The return fields of record ri, unless the ring went round while the
+ * call ran and the slot holds a newer record now. */
+static void rec_return(trr_record *r, uint64_t ri, uint64_t seq, ncclResult_t rc)
 {
-    uint64_t i = atomic_fetch_add(&g_nrec, 1);
-    *index = i;
-    if (i >= tr_cfg()->max_records) {
-        atomic_fetch_add_explicit(&g_dropped, 1, memory_order_relaxed);
-        return NULL;
-    }
-    _Atomic(tr_rec *) *slot = &g_chunks[i >> CHUNK_BITS];
-    tr_rec *chunk = atomic_load_explicit(slot, memory_order_acquire);
-    if (!chunk) {
-        tr_rec *fresh = calloc(CHUNK, sizeof *fresh);
-        if (!fresh) {
-            atomic_fetch_add_explicit(&g_dropped, 1, memory_order_relaxed);
-            return NULL;
-        }
-        tr_rec *expect = NULL;
-        if (atomic_compare_exchange_strong(slot, &expect, fresh)) chunk = fresh;
-        else { free(fresh); chunk = expect; }
-    }
-    return &chunk[i & (CHUNK - 1)];
+    if (__atomic_load_n(&r->stamp, __ATOMIC_ACQUIRE) != ri + 1) return;
+    __atomic_store_n(&r->seq, seq, __ATOMIC_RELAXED);
+    r->rc = (int32_t)rc;
+    r->exit_ns = tr_now_ns();
+    __atomic_store_n(&r->state, TRR_REC_RETURNED, __ATOMIC_RELEASE);
 }
 
 /* ---- CUDA queries that leave the application's error state alone ------------- */
@@ -127,12 +102,15 @@ static int stream_capturing(cudaStream_t s)
 /* ---- one call -------------------------------------------------------------------- */
 
 typedef struct {
-    tr_rec *r;
+    trr_record *r;                 /* NULL: no ring */
     uint64_t ri;                   /* index of r */
     tr_comm *c;
     int32_t ci;
     ncclComm_t h;
     int op, peer;
+    int32_t dtype, redop, device;
+    int capturing;                 /* CAPT_*, asked only when there is a record */
+    uint64_t count;
 } call_ctx;
 
 /* Inlined into each wrapper, so that tr_stack_capture is called from it. */
@@ -145,11 +123,16 @@ static inline __attribute__((always_inline)) void call_begin(call_ctx *x, int op
     x->op = op;
     x->h = comm;
     x->peer = root;
+    x->dtype = (int32_t)dt;
+    x->redop = redop;
+    x->count = count;
     x->ci = tr_comm_lookup(comm);
     x->c = tr_comm_at(x->ci);
     if (x->c && !atomic_load_explicit(&x->c->resolved, memory_order_relaxed)) tr_comm_resolve(x->c, comm);
-    tr_rec *r = x->r = rec_alloc(&x->ri);
+    trr_record *r = x->r = tr_ring_alloc(&x->ri);
     if (!r) return;
+    x->device = x->c ? atomic_load_explicit(&x->c->device, memory_order_relaxed) : tr_cuda_device();
+    x->capturing = stream_capturing(s);
     r->op = (uint8_t)op;
     r->depth = (uint8_t)(t_gdepth < 255 ? t_gdepth : 255);
     r->comm = x->ci;
@@ -158,21 +141,23 @@ static inline __attribute__((always_inline)) void call_begin(call_ctx *x, int op
     r->root = root;
     r->stack = st;
     r->tid = tr_tid();
-    r->device = x->c ? atomic_load_explicit(&x->c->device, memory_order_relaxed) : tr_cuda_device();
+    r->device = x->device;
     r->group = t_gdepth > 0 ? t_gnum : 0;
+    r->pystack = -1;
     r->count = count;
     r->sendbuff = (uintptr_t)sb;
     r->recvbuff = (uintptr_t)rb;
     r->stream = (uintptr_t)s;
-    r->capturing = (uint8_t)stream_capturing(s);
+    r->capturing = (uint8_t)x->capturing;
     r->enter_ns = t;
     uint64_t seq = 0;
     if (x->c) {
         if (op == OP_SEND || op == OP_RECV) seq = tr_comm_p2p(x->c, comm, root, op == OP_RECV, 0);
         else seq = atomic_load_explicit(&x->c->colls, memory_order_relaxed) + 1;
     }
-    atomic_store_explicit(&r->seq, seq, memory_order_relaxed);
-    atomic_store_explicit(&r->state, REC_ENTERED, memory_order_release);
+    r->seq = seq;
+    r->state = TRR_REC_ENTERED;
+    tr_ring_commit(r, x->ri);
 }
 
 static void note_last(tr_comm *c, int32_t ci, uint64_t seq)
@@ -181,6 +166,54 @@ static void note_last(tr_comm *c, int32_t ci, uint64_t seq)
     int d = atomic_load_explicit(&c->device, memory_order_relaxed);
     atomic_store_explicit(&g_last[0], v, memory_order_release);
     if (d >= 0 && d < MAX_DEV) atomic_store_explicit(&g_last[d + 1], v, memory_order_release);
+}
+
+/* splitmix64's finalizer (the fingerprint's mixing function) */
+static inline uint64_t fp_mix(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Collective number s of communicator c enters its fingerprint (see
+ * docs/trace-format.md, "Fingerprints"): a few multiplies per collective,
+ * stored into its ring slot, which only this call's thread writes (NCCL
+ * calls on one communicator are serialized by the application). Each
+ * store is ordered so that a process killed at any instant leaves either
+ * the old or the new value: fp_seq is 0 while fp_hash changes, and the
+ * checkpoint count is 0 while checkpoints move. */
+static void fp_note(tr_comm *c, uint64_t s, const call_ctx *x)
+{
+    trr_comm *k = c->ring;
+    if (!k) return;
+    uint64_t op = x->op == OP_BCAST ? OP_BROADCAST : (uint64_t)x->op;
+    uint64_t redop_class = x->redop == NONE ? 6 : x->redop >= 0 && x->redop < 5 ? (uint64_t)x->redop : 5;
+    uint64_t root = x->peer == NONE ? 0 : (uint64_t)(uint32_t)(x->peer + 1);
+    uint64_t sig = op | (uint64_t)(uint32_t)x->dtype << 8 | redop_class << 16 | root << 32;
+    uint64_t h = fp_mix(k->fp_hash ^ fp_mix(sig ^ fp_mix(x->count)));
+    __atomic_store_n(&k->fp_seq, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&k->fp_hash, h, __ATOMIC_RELEASE);
+    __atomic_store_n(&k->fp_seq, s, __ATOMIC_RELEASE);
+    __atomic_store_n(&k->colls, s, __ATOMIC_RELEASE);
+    uint32_t step = k->fp_step;
+    if (s & (step - 1)) return;
+    uint32_t n = k->ncheckpoints;
+    if (n >= TRR_COMM_CHECKPOINTS) {
+        /* full: keep every second one (those at multiples of 2 * step) */
+        __atomic_store_n(&k->ncheckpoints, 0, __ATOMIC_RELEASE);
+        uint32_t m = 0;
+        for (uint32_t i = 0; i < n; i++)
+            if ((k->checkpoints[i].seq & (2 * (uint64_t)step - 1)) == 0) k->checkpoints[m++] = k->checkpoints[i];
+        step *= 2;
+        __atomic_store_n(&k->fp_step, step, __ATOMIC_RELEASE);
+        n = m;
+        __atomic_store_n(&k->ncheckpoints, n, __ATOMIC_RELEASE);
+        if (s & (step - 1)) return;
+    }
+    k->checkpoints[n].seq = s;
+    k->checkpoints[n].hash = h;
+    __atomic_store_n(&k->ncheckpoints, n + 1, __ATOMIC_RELEASE);
 }
 
 static void call_end(call_ctx *x, ncclResult_t rc)
@@ -192,14 +225,20 @@ static void call_end(call_ctx *x, ncclResult_t rc)
         } else {
             seq = atomic_fetch_add(&x->c->colls, 1) + 1;
             note_last(x->c, x->ci, seq);
+            fp_note(x->c, seq, x);
         }
     }
-    tr_rec *r = x->r;
-    if (!r) return;
-    atomic_store_explicit(&r->seq, seq, memory_order_relaxed);
-    r->rc = (int32_t)rc;
-    r->exit_ns = tr_now_ns();
-    atomic_store_explicit(&r->state, REC_RETURNED, memory_order_release);
+    if (x->r) rec_return(x->r, x->ri, seq, rc);
+}
+
+/* Completion on the GPU (tr_complete.c): an event after the call, or
+ * remembered for the outermost GroupEnd. */
+static inline void call_complete(const call_ctx *x, cudaStream_t s, ncclResult_t rc)
+{
+    if (!x->r) return;
+    int capturing = x->capturing == CAPT_YES ? 1 : x->capturing == CAPT_NO ? 0 : -1;
+    if (t_gdepth > 0) tr_complete_group_call(x->ri, s, capturing);
+    else tr_complete_after(x->ri, s, capturing, rc);
 }
 
 int tr_nccl_last_collective(int device, uint64_t *comm_id, uint64_t *seq)
@@ -232,8 +271,8 @@ static __attribute__((noinline)) void nan_fill(tr_nan_call *nc, const call_ctx *
     *nc = (tr_nan_call){.rec = x->ri, .op = nop, .dtype = (int)dt, .count = count, .sendbuff = sb,
                         .recvbuff = rb, .root = root, .comm = x->h, .comm_index = x->ci,
                         .nranks = c ? atomic_load(&c->size) : -1, .rank = c ? atomic_load(&c->rank) : -1,
-                        .device = x->r->device, .blocking = c ? c->blocking : 1, .stream = s,
-                        .capturing = x->r->capturing == CAPT_YES ? 1 : x->r->capturing == CAPT_NO ? 0 : -1};
+                        .device = x->device, .blocking = c ? c->blocking : 1, .stream = s,
+                        .capturing = x->capturing == CAPT_YES ? 1 : x->capturing == CAPT_NO ? 0 : -1};
 }
 
 /* Before the real AllReduce, ReduceScatter or Reduce of a floating type:
@@ -274,6 +313,7 @@ static inline __attribute__((always_inline)) int nan_begin(tr_nan_call *nc, cons
         int chk = nan_begin(&nc, &x, opc, count, dt, root, sb, rb, stream);            \
         ncclResult_t r = real args;                                                    \
         call_end(&x, r);                                                               \
+        call_complete(&x, stream, r);                                                  \
         if (chk) tr_nan_after(&nc, chk == 2, r);                                       \
         tr_leave();                                                                    \
         return r;                                                                      \
@@ -331,7 +371,7 @@ CALL_WRAPPER(ncclRecv, OP_RECV,
              (recvbuff, count, datatype, peer, comm, stream), count, datatype, NONE, peer, NULL, recvbuff)
 
 /* GroupStart / GroupEnd: records with the group's number and depth. */
-static inline __attribute__((always_inline)) tr_rec *group_begin(int op)
+static inline __attribute__((always_inline)) trr_record *group_begin(int op, uint64_t *ri)
 {
     uint64_t t = tr_now_ns();
     int32_t st = tr_stack_capture();
@@ -339,8 +379,7 @@ static inline __attribute__((always_inline)) tr_rec *group_begin(int op)
         if (t_gdepth == 0) t_gnum = atomic_fetch_add(&g_groups, 1) + 1;
         t_gdepth++;
     }
-    uint64_t ri;
-    tr_rec *r = rec_alloc(&ri);
+    trr_record *r = tr_ring_alloc(ri);
     if (!r) return NULL;
     r->op = (uint8_t)op;
     r->depth = (uint8_t)(t_gdepth < 255 ? t_gdepth : 255);
@@ -350,18 +389,12 @@ static inline __attribute__((always_inline)) tr_rec *group_begin(int op)
     r->tid = tr_tid();
     r->device = tr_cuda_device();
     r->group = t_gdepth > 0 ? t_gnum : 0;
+    r->pystack = -1;
     r->capturing = CAPT_UNKNOWN;
     r->enter_ns = t;
-    atomic_store_explicit(&r->state, REC_ENTERED, memory_order_release);
+    r->state = TRR_REC_ENTERED;
+    tr_ring_commit(r, *ri);
     return r;
-}
-
-static void group_end(tr_rec *r, ncclResult_t rc)
-{
-    if (!r) return;
-    r->rc = (int32_t)rc;
-    r->exit_ns = tr_now_ns();
-    atomic_store_explicit(&r->state, REC_RETURNED, memory_order_release);
 }
 
 TR_API ncclResult_t ncclGroupStart(void)
@@ -374,9 +407,10 @@ TR_API ncclResult_t ncclGroupStart(void)
         tr_leave();
         return r0;
     }
-    tr_rec *rec = group_begin(OP_GROUPSTART);
+    uint64_t ri;
+    trr_record *rec = group_begin(OP_GROUPSTART, &ri);
     ncclResult_t r = real();
-    group_end(rec, r);
+    if (rec) rec_return(rec, ri, 0, r);
     tr_leave();
     return r;
 }
@@ -391,7 +425,8 @@ TR_API ncclResult_t ncclGroupEnd(void)
         tr_leave();
         return r0;
     }
-    tr_rec *rec = group_begin(OP_GROUPEND);
+    uint64_t ri;
+    trr_record *rec = group_begin(OP_GROUPEND, &ri);
     int outermost = t_gdepth == 1;
     if (outermost) tr_nan_group_end_before();   /* input checks of the group's calls */
     ncclResult_t r = real();
@@ -399,8 +434,11 @@ TR_API ncclResult_t ncclGroupEnd(void)
         tr_comm_group_ended(r);
         t_gnum = 0;
     }
-    if (outermost) tr_nan_group_end_after(r);    /* their output checks */
-    group_end(rec, r);
+    if (outermost) {
+        tr_complete_group_end(r);                /* completion events of the group's calls */
+        tr_nan_group_end_after(r);               /* their output checks */
+    }
+    if (rec) rec_return(rec, ri, 0, r);
     tr_leave();
     return r;
 }
@@ -452,16 +490,16 @@ static char *put_hex(char *p, uint64_t v)
 }
 
 /* One call as the array call_fields names. */
-static char *put_call(char *p, const tr_rec *r, int state, int32_t comm)
+static char *put_call(char *p, const trr_record *r, int32_t comm)
 {
     int grp = r->op >= OP_GROUPSTART;
-    int returned = state == REC_RETURNED;
+    int returned = r->state == TRR_REC_RETURNED;
     *p++ = '[';
     p = put_str(p, op_names[r->op]);
     *p++ = ',';
     p = put_i64(p, comm);
     *p++ = ',';
-    p = put_u64(p, atomic_load_explicit(&((tr_rec *)r)->seq, memory_order_relaxed));
+    p = put_u64(p, r->seq);
     *p++ = ',';
     p = put_u64(p, r->count);
     *p++ = ',';
@@ -515,18 +553,26 @@ static char *put_call(char *p, const tr_rec *r, int state, int32_t comm)
     else p = put_lit(p, "null");
     *p++ = ',';
     p = put_i64(p, r->stack);
+    *p++ = ',';
+    if (r->gpu == TRR_GPU_DONE) p = put_u64(p, r->done_ns);
+    else p = put_lit(p, "null");
+    *p++ = ',';
+    p = put_lit(p, r->gpu == TRR_GPU_PENDING ? "\"pending\""
+                   : r->gpu == TRR_GPU_DONE  ? "\"done\""
+                   : r->gpu == TRR_GPU_ERROR ? "\"error\""
+                                             : "null");
     *p++ = ']';
     return p;
 }
 
 static const char *const call_fields[] = {"op", "comm", "seq", "count", "dtype", "redop", "root", "peer",
                                           "sendbuff", "recvbuff", "stream", "capturing", "group", "depth",
-                                          "enter_ns", "exit_ns", "thread", "rc", "stack"};
+                                          "enter_ns", "exit_ns", "thread", "rc", "stack", "done_ns", "gpu"};
 
 /* Whether record r belongs to the rank of view. Group calls follow the
  * calls and communicators made inside the group; an empty group, the device
  * current when it started. */
-static int rec_in_view(const tr_rec *r, const tr_rank_view *view, const int32_t *map, int ncomm,
+static int rec_in_view(const trr_record *r, const tr_rank_view *view, const int32_t *map, int ncomm,
                        const uint8_t *gm, uint32_t ng)
 {
     if (view->device < 0) return 1;
@@ -537,8 +583,13 @@ static int rec_in_view(const tr_rec *r, const tr_rank_view *view, const int32_t 
 
 int tr_nccl_write_json(tr_json *j, const tr_rank_view *view, tr_nan_snap *checks)
 {
-    uint64_t nrec = atomic_load(&g_nrec);
-    if (nrec > tr_cfg()->max_records) nrec = tr_cfg()->max_records;
+    /* the ring's window as it is now: older records are overwritten; a
+     * record overwritten while this runs is skipped (tr_ring_read) */
+    uint64_t next = tr_ring_head(), cap = tr_ring_capacity();
+    uint64_t first = next > cap ? next - cap : 0;
+    g_win_first = first;
+    g_win_next = next;
+    trr_record rec;
     uint32_t ng = atomic_load(&g_groups);
     int ncomm = tr_comm_count();
     int32_t *map = calloc((size_t)ncomm + 1, sizeof *map);
@@ -561,9 +612,9 @@ int tr_nccl_write_json(tr_json *j, const tr_rank_view *view, tr_nan_snap *checks
             tr_comm *c = tr_comm_at(i);
             if (c && c->group && c->group <= ng) gm[c->group] |= 1 | (map[i] >= 0 ? 2 : 0);
         }
-        for (uint64_t i = 0; i < nrec; i++) {
-            tr_rec *r = rec_get(i);
-            if (!r || !atomic_load_explicit(&r->state, memory_order_acquire)) continue;
+        for (uint64_t i = first; i < next; i++) {
+            if (!tr_ring_read(i, &rec)) continue;
+            const trr_record *r = &rec;
             if (r->op < OP_GROUPSTART && r->group && r->group <= ng)
                 gm[r->group] |= 1 | (r->comm >= 0 && r->comm < ncomm && map[r->comm] >= 0 ? 2 : 0);
         }
@@ -573,25 +624,23 @@ int tr_nccl_write_json(tr_json *j, const tr_rank_view *view, tr_nan_snap *checks
     trj_array_end(j);
 
     trj_array_begin(j, "calls");
-    int first = 1;
+    int first_call = 1;
     char buf[640];
     uint64_t pos = 0;
-    for (uint64_t i = 0; i < nrec && map; i++) {
-        tr_rec *r = rec_get(i);
-        if (!r) continue;
-        int state = (int)atomic_load_explicit(&r->state, memory_order_acquire);
-        if (state == REC_EMPTY) continue;     /* reserved, not filled yet */
+    for (uint64_t i = first; i < next && map; i++) {
+        if (!tr_ring_read(i, &rec)) continue;   /* not committed yet, or overwritten */
+        const trr_record *r = &rec;
         if (!rec_in_view(r, view, map, ncomm, gm, ng)) continue;
         int32_t comm = r->comm >= 0 && r->comm < ncomm ? map[r->comm] : -1;
         char *p = buf;
-        if (!first) *p++ = ',';
-        first = 0;
-        p = put_call(p, r, state, comm);
+        if (!first_call) *p++ = ',';
+        first_call = 0;
+        p = put_call(p, r, comm);
         fwrite(buf, 1, (size_t)(p - buf), j->f);
         tr_nan_place(checks, i, pos++);
-        if (state == REC_ENTERED) busy = 1;
+        if (r->state != TRR_REC_RETURNED) busy = 1;
     }
-    if (!first) j->has_items[j->depth] = 1;
+    if (!first_call) j->has_items[j->depth] = 1;
     trj_array_end(j);
     free(map);
     free(gm);

@@ -9,10 +9,13 @@
 #include <nccl.h>
 
 #include "tr_core.h"
+#include "tr_ring.h"
 
 enum { TR_KIND_INITRANK, TR_KIND_INITRANKCONFIG, TR_KIND_INITRANKSCALABLE, TR_KIND_INITALL,
        TR_KIND_SPLIT, TR_KIND_SHRINK };
 enum { TR_END_NONE, TR_END_FINALIZE, TR_END_DESTROY, TR_END_ABORT, TR_END_REVOKE };
+_Static_assert((int)TR_KIND_SHRINK == (int)TRR_KIND_SHRINK && (int)TR_END_REVOKE == (int)TRR_END_REVOKE,
+               "the ring file numbers kinds and ends as the shim does");
 
 /* One communicator as this process saw it created. Fields above `handle`
  * are set before the record is published and never change. */
@@ -25,6 +28,11 @@ typedef struct {
     uint32_t group;                /* outermost group it was created in, 0 */
     uint64_t init_enter;
     int32_t init_stack;
+    /* its ring file slot (slot index == this index, -1: none, then a
+     * private copy of the same layout): mirrors the fields below as they
+     * change and holds the fingerprint (tr_nccl.c) */
+    int32_t slot;
+    trr_comm *ring;
 
     _Atomic uintptr_t handle;      /* ncclComm_t once init returned it */
     _Atomic int32_t device;        /* -1 unknown */

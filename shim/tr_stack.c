@@ -61,6 +61,7 @@
 
 #include "tr_core.h"
 #include "tr_hash.h"
+#include "tr_ring.h"
 #include "tr_symbols.h"
 
 #define MAX_FRAMES TR_STACK_MAX_DEPTH
@@ -120,6 +121,7 @@ static int32_t intern(const uintptr_t *ip, uint32_t n)
 {
     uint64_t h = hash_ips(ip, n);
     int32_t result = -1;
+    int fresh = 0;
     pthread_mutex_lock(&g_mu);
     uint32_t count = atomic_load_explicit(&g_nstacks, memory_order_relaxed);
     if ((!g_tab || (count + 1) * 2 > g_tab_cap) && !tab_grow() && !g_tab) goto out;
@@ -151,8 +153,11 @@ static int32_t intern(const uintptr_t *ip, uint32_t n)
     g_tab[p] = count + 1;
     atomic_store_explicit(&g_nstacks, count + 1, memory_order_release);
     result = (int32_t)count;
+    fresh = 1;
 out:
     pthread_mutex_unlock(&g_mu);
+    /* into the ring file too (its modules are looked up without g_mu) */
+    if (fresh) tr_ring_add_stack((uint32_t)result, ip, n);
     return result;
 }
 

@@ -97,7 +97,7 @@ static int note_build_id(const unsigned char *p, size_t left, char *out, size_t 
     return 0;
 }
 
-static void hex_build_id(const struct dl_phdr_info *info, char *out, size_t outlen)
+void tr_module_build_id(const struct dl_phdr_info *info, char *out, size_t outlen)
 {
     out[0] = 0;
     for (int i = 0; i < info->dlpi_phnum; i++) {
@@ -106,6 +106,17 @@ static void hex_build_id(const struct dl_phdr_info *info, char *out, size_t outl
         if (note_build_id((const unsigned char *)(info->dlpi_addr + ph->p_vaddr), ph->p_memsz, out, outlen))
             return;
     }
+}
+
+const char *tr_module_path(const struct dl_phdr_info *info, int first, char *buf, size_t cap)
+{
+    const char *name = info->dlpi_name;
+    if (name && *name) return name;
+    if (!first) return info->dlpi_addr == getauxval(AT_SYSINFO_EHDR) ? "[vdso]" : "[unknown]";
+    ssize_t k = cap > 1 ? readlink("/proc/self/exe", buf, cap - 1) : -1;
+    if (k <= 0) return "[exe]";
+    buf[k] = 0;
+    return buf;
 }
 
 static int snap_cb(struct dl_phdr_info *info, size_t size, void *data)
@@ -123,20 +134,10 @@ static int snap_cb(struct dl_phdr_info *info, size_t size, void *data)
     memset(m, 0, sizeof *m);
     m->base = info->dlpi_addr;
     m->out = -1;
-    const char *name = info->dlpi_name;
     char exe[4096];
-    if (!name || !*name) {
-        if (s->nmods == 0) {
-            ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
-            exe[k > 0 ? k : 0] = 0;
-            name = k > 0 ? exe : "[exe]";
-        } else {
-            name = m->base == getauxval(AT_SYSINFO_EHDR) ? "[vdso]" : "[unknown]";
-        }
-    }
-    m->path = strdup(name);
+    m->path = strdup(tr_module_path(info, s->nmods == 0, exe, sizeof exe));
     if (!m->path) return 1;
-    hex_build_id(info, m->build_id, sizeof m->build_id);
+    tr_module_build_id(info, m->build_id, sizeof m->build_id);
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         if (ph->p_type != PT_LOAD) continue;
@@ -449,4 +450,45 @@ void tr_stack_write_json(tr_json *j)
     free(s.outmods);
     free(map.v);
     pthread_mutex_unlock(&g_sym_mu);
+}
+
+/* ---- one call site, as text (the watchdog's line) ------------------------------------ */
+
+char *tr_symbols_site(int32_t stack, char *out, size_t cap)
+{
+    snprintf(out, cap, "an unknown call site");
+    if (stack < 0 || (uint32_t)stack >= tr_stack_count()) return out;
+    const tr_stack_rec *rec = tr_stack_rec_at((uint32_t)stack);
+    if (!rec->n) return out;
+    pthread_mutex_lock(&g_sym_mu);
+    snapshot s = {0};
+    dl_iterate_phdr(snap_cb, &s);
+    qsort(s.segs, s.nsegs, sizeof *s.segs, seg_cmp);
+    s.outmods = malloc((s.nmods ? s.nmods : 1) * sizeof *s.outmods);
+    if (s.outmods) {
+        ipinfo p = {.ip = rec->ip[0]};
+        resolve(&s, &p);
+        if (p.mod < 0) {
+            snprintf(out, cap, "0x%llx", (unsigned long long)p.ip);
+        } else {
+            const module_t *m = &s.mods[p.mod];
+            const char *base = strrchr(m->path, '/');
+            base = base ? base + 1 : m->path;
+            if (p.sym) {
+                /* "name@@VERSION" in .symtab: the name */
+                const char *at = strchr(p.sym, '@');
+                int len = at && at > p.sym ? (int)(at - p.sym) : (int)strlen(p.sym);
+                if (len > 200) len = 200;
+                snprintf(out, cap, "%.*s+0x%llx (%s)", len, p.sym, (unsigned long long)(p.ip - p.sym_start), base);
+            } else {
+                snprintf(out, cap, "0x%llx (%s)", (unsigned long long)(p.ip - m->base), base);
+            }
+        }
+    }
+    for (int i = 0; i < s.nmods; i++) free(s.mods[i].path);
+    free(s.mods);
+    free(s.segs);
+    free(s.outmods);
+    pthread_mutex_unlock(&g_sym_mu);
+    return out;
 }

@@ -1,9 +1,10 @@
 /* Shared by tr_stack.c (capture, the per-thread cache, the stacks table)
  * and tr_symbols.c (modules, symbols, and the trace's "modules" and
- * "stacks", tr_stack_write_json). Not used elsewhere. */
+ * "stacks", tr_stack_write_json); tr_ring.c uses the module helpers. */
 #ifndef TR_SYMBOLS_H
 #define TR_SYMBOLS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* A distinct stack: return addresses, innermost first. Immutable once
@@ -19,5 +20,21 @@ typedef struct {
  * must be below that number. */
 uint32_t tr_stack_count(void);
 const tr_stack_rec *tr_stack_rec_at(uint32_t idx);
+
+/* tr_symbols.c, also used by tr_ring.c (the ring file's module blobs): what
+ * dl_iterate_phdr reports of a module. The GNU build id of the loaded
+ * module (its PT_NOTE in memory), hex, "" when none; and its path: the
+ * loader's name, else the main program's (first: the first module
+ * dl_iterate_phdr reports; from /proc/self/exe), "[vdso]", "[unknown]". */
+struct dl_phdr_info;
+void tr_module_build_id(const struct dl_phdr_info *info, char *out, size_t outlen);
+const char *tr_module_path(const struct dl_phdr_info *info, int first, char *buf, size_t cap);
+
+/* tr_symbols.c, for the hang watchdog (tr_watchdog.c, on its own thread,
+ * never in a signal handler): the innermost frame of stack index stack as
+ * "function+0xoff (module basename)" ("0xoff (module)" without a symbol,
+ * "0xaddr" outside any module, "an unknown call site" without a stack).
+ * Returns out. */
+char *tr_symbols_site(int32_t stack, char *out, size_t cap);
 
 #endif

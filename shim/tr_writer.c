@@ -1,12 +1,16 @@
-/* Trace files: the background writer, the SIGTERM/SIGINT handler and the
+/* Trace files: the background writer, the signal handlers and the
  * exit-time write.
  *
  * The application's threads never do I/O for the shim: they only ask the
  * writer thread (an eventfd write, async-signal-safe) to write. The exit
  * handler writes from the exiting thread, serialized with the writer by a
- * mutex. The signal handler asks for a write, waits up to ~3 s for it, then
- * lets the application's handler or the default action run as before. Every
- * file is written to a temporary name and renamed. */
+ * mutex. Signals (see "signals" below): on SIGTERM, SIGINT, SIGABRT,
+ * SIGSEGV, SIGBUS, SIGFPE and SIGILL the handler marks the ring file, asks
+ * for a write and waits up to ~3 s for it, then lets the application's
+ * handler or the default action run as before (the process still dies of
+ * that signal); on the snapshot signal (TRSHIM_SNAPSHOT_SIGNAL, SIGUSR1) it
+ * asks for a write and returns at once. Every file is written to a
+ * temporary name and renamed. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -18,24 +22,27 @@
 #include <strings.h>
 #include <time.h>
 #include <unistd.h>
+#include <ucontext.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <cuda_runtime_api.h>
 
 #include "tr_core.h"
 #include "trshim/trace_format.h"
+#include "tr_complete.h"
 #include "tr_nancheck.h"
+#include "tr_ring.h"
 
 static int g_efd = -1;
 static atomic_uint g_req_gen, g_done_gen;
 static atomic_int g_req_mask;
-static atomic_int g_signo;
+static atomic_int g_signo;                  /* the fatal signal of a TR_WRITE_SIGNAL write */
+static atomic_int g_snap_signo;             /* the signal that asked for a TR_WRITE_SNAPSHOT write, 0 */
+static atomic_int g_writer_tid;             /* the writer thread (a signal there must not wait for it) */
+static atomic_int g_exit_tid;               /* the thread inside the exit write, 0 */
 static atomic_int g_writer_up;
 static atomic_int g_exited;                 /* the exit write is done: no more writes */
 static pthread_mutex_t g_write_mu = PTHREAD_MUTEX_INITIALIZER;
-
-static const int g_sigs[2] = {SIGTERM, SIGINT};
-static struct sigaction g_old[2];
 
 static int g_ver_rt, g_ver_drv, g_ver_nccl;     /* 0: unknown; only under g_write_mu */
 static atomic_int g_versions_asked;             /* the writer thread asked CUDA once */
@@ -175,6 +182,27 @@ static void version_or_null(tr_json *j, const char *key, int v)
     else trj_null(j, key);
 }
 
+/* "ring": the window of records the calls above were written from */
+static void write_ring(tr_json *j)
+{
+    uint64_t first, next;
+    tr_nccl_window(&first, &next);
+    char path[2400];
+    const char *file = tr_ring_path();
+    trj_object_begin(j, "ring");
+    if (file) {
+        snprintf(path, sizeof path, "%s", file);
+        trj_str(j, "file", utf8_clean(path));
+    } else {
+        trj_null(j, "file");
+    }
+    trj_uint(j, "capacity", tr_ring_capacity());
+    trj_uint(j, "first", first);
+    trj_uint(j, "next", next);
+    trj_uint(j, "lost", first);
+    trj_object_end(j);
+}
+
 typedef struct {
     const char *job_id, *job_source, *host;
     tr_write_reason reason;
@@ -195,7 +223,7 @@ static int write_trace(const char *path, const tr_rank_view *view, const write_c
     const tr_settings *cfg = tr_cfg();
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
-    static const char *const reasons[] = {"exit", "signal", "comm_end", "snapshot"};
+    static const char *const reasons[] = {"exit", "signal", "comm_end", "snapshot", "hang"};
 
     tr_json j;
     trj_init(&j, f);
@@ -229,7 +257,10 @@ static int write_trace(const char *path, const tr_rank_view *view, const write_c
     snprintf(dir, sizeof dir, "%s", cfg->dir);
     trj_str(&j, "dir", utf8_clean(dir));
     trj_int(&j, "stack_depth", cfg->stack_depth);
-    trj_uint(&j, "max_records", cfg->max_records);
+    trj_uint(&j, "ring", cfg->ring);
+    trj_int(&j, "hang_sec", cfg->hang_sec);
+    trj_int(&j, "snapshot_signal", cfg->snapshot_signal);
+    trj_bool(&j, "completion", cfg->completion);
     trj_object_end(&j);
     trj_object_begin(&j, "clock");
     trj_double(&j, "realtime", proc->start_realtime);
@@ -241,10 +272,12 @@ static int write_trace(const char *path, const tr_rank_view *view, const write_c
     tr_memory_write_json(&j, view->device);
     tr_stack_write_json(&j);
     trj_uint(&j, "dropped", tr_nccl_dropped());
+    write_ring(&j);
     /* last: in_call agrees with the calls written above */
     trj_object_begin(&j, "end");
     trj_str(&j, "reason", reasons[w->reason]);
-    if (w->reason == TR_WRITE_SIGNAL && w->signo > 0) trj_int(&j, "signal", w->signo);
+    if ((w->reason == TR_WRITE_SIGNAL || w->reason == TR_WRITE_SNAPSHOT) && w->signo > 0)
+        trj_int(&j, "signal", w->signo);
     else trj_null(&j, "signal");
     trj_bool(&j, "in_call", in_call);
     trj_object_end(&j);
@@ -376,6 +409,7 @@ static void *writer_main(void *arg)
 {
     (void)arg;
     tr_enter();          /* nothing this thread calls is the application's: never leaves */
+    atomic_store(&g_writer_tid, tr_tid());
     /* CUDA's version getters set the calling thread's last error when there
      * is no driver: only this thread asks them */
     pthread_mutex_lock(&g_write_mu);
@@ -391,12 +425,18 @@ static void *writer_main(void *arg)
         }
         unsigned target = atomic_load(&g_req_gen);
         int mask = atomic_exchange(&g_req_mask, 0);
+        /* requests that arrived together make one write, named after the
+         * most telling; none left: an earlier write covered them */
         tr_write_reason reason = mask & (1 << TR_WRITE_SIGNAL)     ? TR_WRITE_SIGNAL
+                                 : mask & (1 << TR_WRITE_HANG)     ? TR_WRITE_HANG
+                                 : mask & (1 << TR_WRITE_SNAPSHOT) ? TR_WRITE_SNAPSHOT
                                  : mask & (1 << TR_WRITE_COMM_END) ? TR_WRITE_COMM_END
-                                 : mask & (1 << TR_WRITE_EXIT)     ? TR_WRITE_EXIT
-                                                                   : TR_WRITE_SNAPSHOT;
+                                                                   : TR_WRITE_EXIT;
+        int signo = reason == TR_WRITE_SIGNAL     ? atomic_load(&g_signo)
+                    : reason == TR_WRITE_SNAPSHOT ? atomic_exchange(&g_snap_signo, 0)
+                                                  : 0;
         pthread_mutex_lock(&g_write_mu);
-        if (!atomic_load(&g_exited)) write_all(reason, atomic_load(&g_signo), 1);
+        if (mask && !atomic_load(&g_exited)) write_all(reason, signo, 1);
         pthread_mutex_unlock(&g_write_mu);
         atomic_store(&g_done_gen, target);
     }
@@ -414,64 +454,196 @@ void tr_writer_exit(void)
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
+    /* A SIGTERM or SIGINT during the exit write goes to another thread,
+     * whose handler waits for this write, or stays pending until it is
+     * done: either way the process dies of it after a complete write. */
+    sigset_t async, prev;
+    sigemptyset(&async);
+    sigaddset(&async, SIGTERM);
+    sigaddset(&async, SIGINT);
+    if (tr_cfg()->snapshot_signal > 0) sigaddset(&async, tr_cfg()->snapshot_signal);
+    pthread_sigmask(SIG_BLOCK, &async, &prev);
     pthread_mutex_lock(&g_write_mu);
+    atomic_store(&g_exit_tid, tr_tid());
     if (!atomic_load(&g_exited)) {
         write_all(TR_WRITE_EXIT, 0, 0);
         atomic_store(&g_exited, 1);
+        tr_ring_set_state(TRR_EXITED, 0);   /* after the write: EXITED means its trace is complete */
     }
+    atomic_store(&g_exit_tid, 0);
     pthread_mutex_unlock(&g_write_mu);
+    pthread_sigmask(SIG_SETMASK, &prev, NULL);
     tr_leave();
 }
 
-/* ---- signals -------------------------------------------------------------------------- */
+/* ---- signals --------------------------------------------------------------------------
+ *
+ * Fatal signals (SIGTERM, SIGINT, SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL):
+ * the ring file is marked SIGNALED, the writer thread is asked for the full
+ * trace and waited for (up to ~3 s; not when the signal arrived on the
+ * writer thread itself or in the thread doing the exit write: they would
+ * wait for themselves), then what the application had runs as if the shim
+ * were not there: its handler (plain or SA_SIGINFO, same arguments, under
+ * its sa_mask, SA_NODEFER and SA_RESETHAND honoured), else the default
+ * action: the disposition goes back to SIG_DFL and the signal is raised
+ * again (delivered once this handler returns), or, for a fault the kernel
+ * raised (si_code > 0), the handler returns and the faulting instruction
+ * faults again, so a core dump shows the real fault. The process dies of
+ * the same signal with the same wait status: SIGTERM, SIGINT and the
+ * snapshot signal stay blocked while a fatal signal is handled, and after
+ * it when it takes the default action (a launcher's SIGTERM to every rank
+ * once one aborted must not turn that rank's SIGABRT into a SIGTERM). A
+ * synchronous fault that comes back (an application handler that returns)
+ * asks for one write only.
+ *
+ * The snapshot signal (TRSHIM_SNAPSHOT_SIGNAL, default SIGUSR1): asks for a
+ * write (end.reason "snapshot") and returns at once; an application
+ * handler of it still runs; its default action (ending the process) does not.
+ *
+ * A disposition of SIG_IGN is left alone. Handlers are installed with
+ * SA_ONSTACK: a SIGSEGV from a stack overflow runs on the thread's
+ * alternate stack when it has one (with none, the kernel kills the process
+ * as it would without the shim). SA_RESTART follows the application's
+ * handler (its own choice of EINTR), and is set where there was none.
+ * Everything here is async-signal-safe: atomics, write() on the eventfd,
+ * nanosleep, sigaction, pthread_sigmask, raise. */
+
+#define MAX_SIGS 8
+static const int g_fatal[] = {SIGTERM, SIGINT, SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL};
+static int g_sig[MAX_SIGS];                  /* the signals taken, in slots; 0: free */
+static struct sigaction g_old[MAX_SIGS];     /* what the application had */
+static atomic_int g_old_spent[MAX_SIGS];     /* its SA_RESETHAND handler ran: the default from now on */
+static atomic_int g_fault_asked[MAX_SIGS];   /* a synchronous fault asked for its write */
+
+static int has_function(const struct sigaction *sa)
+{
+    /* sa_handler and sa_sigaction share storage: SIG_DFL/SIG_IGN read the same */
+    return sa->sa_handler != SIG_DFL && sa->sa_handler != SIG_IGN;
+}
+
+static int synchronous_fault(int sig, const siginfo_t *si)
+{
+    return si && si->si_code > 0 && (sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL);
+}
+
+/* The full trace for fatal signal sig, waited for when that can end. */
+static void write_for_signal(int sig)
+{
+    tr_ring_set_state(TRR_SIGNALED, sig);
+    if (!atomic_load(&g_writer_up)) return;
+    atomic_store(&g_signo, sig);
+    unsigned target = request(TR_WRITE_SIGNAL);
+    int self = tr_tid();
+    if (self == atomic_load(&g_writer_tid) || self == atomic_load(&g_exit_tid)) return;
+    for (int i = 0; i < 3000 && (int)(atomic_load(&g_done_gen) - target) < 0; i++) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* The signals that end a job from outside (and the snapshot signal): kept
+ * pending while a fatal signal is handled, so that one arriving meanwhile
+ * (a launcher's SIGTERM to the other ranks once one aborted) neither
+ * replaces the write nor kills the process with another signal. */
+static void add_outside_signals(sigset_t *set)
+{
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGINT);
+    if (tr_cfg()->snapshot_signal > 0) sigaddset(set, tr_cfg()->snapshot_signal);
+}
+
+/* What the application had for signal slot k. */
+static void chain(int k, int sig, siginfo_t *si, void *uc)
+{
+    const struct sigaction *old = &g_old[k];
+    ucontext_t *ctx = uc;
+    if (has_function(old) && !atomic_load(&g_old_spent[k])) {
+        if (old->sa_flags & SA_RESETHAND) atomic_store(&g_old_spent[k], 1);
+        /* the mask the kernel would have set for it: the interrupted
+         * code's, its sa_mask, and sig unless SA_NODEFER */
+        sigset_t mask, prev;
+        if (ctx) mask = ctx->uc_sigmask;
+        else pthread_sigmask(SIG_SETMASK, NULL, &mask);
+        for (int s = 1; s < NSIG; s++)
+            if (sigismember(&old->sa_mask, s) == 1) sigaddset(&mask, s);
+        if (old->sa_flags & SA_NODEFER) sigdelset(&mask, sig);
+        else sigaddset(&mask, sig);
+        pthread_sigmask(SIG_SETMASK, &mask, &prev);
+        if (old->sa_flags & SA_SIGINFO) old->sa_sigaction(sig, si, uc);
+        else old->sa_handler(sig);
+        pthread_sigmask(SIG_SETMASK, &prev, NULL);
+        return;
+    }
+    /* the snapshot signal's default would end the job: the snapshot replaces it (not in a forked child,
+     * which takes no snapshot) */
+    if (sig == tr_cfg()->snapshot_signal && !tr_is_forked_child()) return;
+    if (old->sa_handler == SIG_IGN) return;
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, NULL);
+    /* the mask restored on return: sig open, the outside signals still
+     * blocked, so that sig is the one the process dies of */
+    if (ctx) {
+        add_outside_signals(&ctx->uc_sigmask);
+        sigdelset(&ctx->uc_sigmask, sig);
+    }
+    if (!synchronous_fault(sig, si)) raise(sig);     /* pending until this handler returns */
+}
 
 static void on_signal(int sig, siginfo_t *si, void *uc)
 {
     int saved = errno;
-    int k = sig == SIGTERM ? 0 : 1;
-    if (!tr_is_forked_child() && atomic_load(&g_writer_up) && !atomic_load(&g_exited)) {
-        atomic_store(&g_signo, sig);
-        unsigned target = request(TR_WRITE_SIGNAL);
-        for (int i = 0; i < 3000 && (int)(atomic_load(&g_done_gen) - target) < 0; i++) {
-            struct timespec ts = {0, 1000000};
-            nanosleep(&ts, NULL);
+    int k = 0;
+    while (k < MAX_SIGS && g_sig[k] != sig) k++;
+    if (k == MAX_SIGS) {                 /* not one of ours: cannot happen */
+        errno = saved;
+        return;
+    }
+    int live = !tr_is_forked_child() && !atomic_load(&g_exited);
+    if (sig == tr_cfg()->snapshot_signal) {
+        if (live && atomic_load(&g_writer_up)) {
+            atomic_store(&g_snap_signo, sig);
+            request(TR_WRITE_SNAPSHOT);
         }
+    } else if (live && !(synchronous_fault(sig, si) && atomic_exchange(&g_fault_asked[k], 1))) {
+        write_for_signal(sig);
     }
-    const struct sigaction *old = &g_old[k];
-    if (old->sa_flags & SA_SIGINFO) {
-        if (old->sa_sigaction) old->sa_sigaction(sig, si, uc);
-    } else if (old->sa_handler == SIG_DFL) {
-        /* as if we had never been here: the default action, once we return */
-        struct sigaction dfl;
-        memset(&dfl, 0, sizeof dfl);
-        dfl.sa_handler = SIG_DFL;
-        sigemptyset(&dfl.sa_mask);
-        sigaction(sig, &dfl, NULL);
-        raise(sig);
-    } else if (old->sa_handler != SIG_IGN) {
-        old->sa_handler(sig);
-    }
+    chain(k, sig, si, uc);
     errno = saved;
+}
+
+static void take_signal(int sig)
+{
+    int k = 0;
+    while (k < MAX_SIGS && g_sig[k] && g_sig[k] != sig) k++;
+    if (k == MAX_SIGS || g_sig[k]) return;
+    /* g_old first: the handler may run as soon as it is installed */
+    if (sigaction(sig, NULL, &g_old[k]) != 0 || g_old[k].sa_handler == SIG_IGN) return;
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | (has_function(&g_old[k]) ? g_old[k].sa_flags & SA_RESTART : SA_RESTART);
+    sigemptyset(&sa.sa_mask);
+    add_outside_signals(&sa.sa_mask);
+    g_sig[k] = sig;
+    if (sigaction(sig, &sa, &old) != 0) {
+        g_sig[k] = 0;
+        return;
+    }
+    if (old.sa_handler == SIG_IGN) {
+        sigaction(sig, &old, NULL);         /* set to ignore meanwhile: keep it */
+        g_sig[k] = 0;
+        return;
+    }
+    g_old[k] = old;
 }
 
 static void install_handlers(void)
 {
-    for (int k = 0; k < 2; k++) {
-        struct sigaction sa, old;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_sigaction = on_signal;
-        sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
-        sigemptyset(&sa.sa_mask);
-        /* g_old first: the handler may run as soon as it is installed */
-        if (sigaction(g_sigs[k], NULL, &g_old[k]) != 0) continue;
-        if (!(g_old[k].sa_flags & SA_SIGINFO) && g_old[k].sa_handler == SIG_IGN) continue;
-        if (sigaction(g_sigs[k], &sa, &old) != 0) continue;
-        if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_IGN) {
-            sigaction(g_sigs[k], &old, NULL);   /* set to ignore meanwhile: keep it */
-            continue;
-        }
-        g_old[k] = old;
-    }
+    for (size_t i = 0; i < sizeof g_fatal / sizeof g_fatal[0]; i++) take_signal(g_fatal[i]);
+    if (tr_cfg()->snapshot_signal > 0) take_signal(tr_cfg()->snapshot_signal);
 }
 
 void tr_writer_start(void)
@@ -482,14 +654,21 @@ void tr_writer_start(void)
         snprintf(g_dir, sizeof g_dir, "%s/%s", cwd, dir);
     else
         snprintf(g_dir, sizeof g_dir, "%s", dir);
+    tr_complete_start();          /* the completion poller: heartbeat, GPU completion, watchdog */
     g_efd = eventfd(0, EFD_CLOEXEC);
     if (g_efd < 0) {
         tr_warn("cannot create the writer's eventfd (%s): traces are written at exit only", strerror(errno));
         return;
     }
+    /* the writer takes no signal but a fault of its own (whose handler must
+     * not wait for it) */
     sigset_t all, prev;
     sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &prev);   /* the writer never takes a signal */
+    sigdelset(&all, SIGSEGV);
+    sigdelset(&all, SIGBUS);
+    sigdelset(&all, SIGFPE);
+    sigdelset(&all, SIGILL);
+    pthread_sigmask(SIG_SETMASK, &all, &prev);
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);

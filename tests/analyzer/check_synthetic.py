@@ -10,9 +10,11 @@ be named in the input problems; text and markdown outputs must work too.
 """
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
+import tempfile
 
 
 def fail(msg):
@@ -54,10 +56,73 @@ def check_nan(i, w, g):
     for sub in w.get("reason_contains", []):
         if sub not in (g.get("reason") or ""):
             fail("finding %d: %r not in the reason: %r" % (i, sub, g.get("reason")))
+    if "lost" in w:       # members whose call lies before their ring window
+        got = sorted(m["rank"] for m in g["members"] if m.get("lost"))
+        if got != w["lost"]:
+            fail("finding %d: members outside their ring window %r, expected %r" % (i, got, w["lost"]))
     if "independent" in w:
         got = [{k: x.get(k) for k in ("comm", "seq", "cause", "ranks")} for x in g["independent"]]
         if got != w["independent"]:
             fail("finding %d: independent points %r, expected %r" % (i, got, w["independent"]))
+
+
+def check_stuck(i, w, g):
+    """issue 6: the members' states at a hang's stuck collective, the window
+    and groups of a divergence placed by fingerprints"""
+    if "stuck" in w:
+        got, want = g.get("stuck_at"), w["stuck"]
+        if want is None:
+            if got is not None:
+                fail("finding %d: stuck_at %r, expected null" % (i, got))
+        else:
+            if not got or got.get("comm") != want["comm"] or got.get("seq") != want["seq"]:
+                fail("finding %d: stuck_at %r, expected comm %s seq %s" % (i, got, want["comm"], want["seq"]))
+            members = {m["rank"]: m for m in got["members"] if m["rank"] is not None}
+            if sorted(members) != sorted(int(r) for r in want["members"]):
+                fail("finding %d: stuck_at members %r, expected ranks %r" % (i, sorted(members), sorted(want["members"])))
+            for r, wm in want["members"].items():
+                m = members[int(r)]
+                if m["state"] != wm["state"]:
+                    fail("finding %d: rank %s is %r at the stuck collective, expected %r" % (i, r, m["state"], wm["state"]))
+                ws, gs = wm.get("pending_s"), m.get("pending_s")
+                if (ws is None) != (gs is None) or (ws is not None and abs(gs - ws) > 0.0015):
+                    fail("finding %d: rank %s pending_s %r, expected %r" % (i, r, gs, ws))
+    if "seq_window" in w and g.get("seq_window") != w["seq_window"]:
+        fail("finding %d: seq_window %r, expected %r" % (i, g.get("seq_window"), w["seq_window"]))
+    if "fingerprints" in w:
+        got = [x["ranks"] for x in g.get("fingerprints") or []]
+        if got != w["fingerprints"]:
+            fail("finding %d: ranks by fingerprint %r, expected %r" % (i, got, w["fingerprints"]))
+    if "tie" in w and g.get("tie") != w["tie"]:
+        fail("finding %d: tie %r, expected %r" % (i, g.get("tie"), w["tie"]))
+    if g.get("kind") != "nan":        # (nan findings: check_nan)
+        for sub in w.get("message_contains", []):
+            if sub not in (g.get("message") or "") + " " + (g.get("hint") or ""):
+                fail("finding %d: %r not in the message/hint: %s" % (i, sub, g.get("message")))
+
+
+def as_limit(as_mib):
+    """a preexec_fn: an address-space limit of as_mib MiB (an allocation past
+    it fails at once instead of swallowing the machine); None: no limit"""
+    if not as_mib:
+        return None
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (as_mib << 20, as_mib << 20))
+    return limit
+
+
+def run_measured(cmd, as_mib):
+    """runs cmd under as_limit(as_mib): (status, stdout, stderr, peak RSS in
+    MiB of that child: tranalyze's, or the forked Python's before the exec
+    when larger, ~11 MiB; an upper bound)"""
+    with tempfile.TemporaryFile() as o, tempfile.TemporaryFile() as e:
+        p = subprocess.Popen(cmd, stdout=o, stderr=e, preexec_fn=as_limit(as_mib))
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        o.seek(0)
+        e.seek(0)
+        return p.returncode, o.read().decode(), e.read().decode(), ru.ru_maxrss / 1024.0
 
 
 def main():
@@ -68,7 +133,16 @@ def main():
     with open(os.path.join(out, "expected.json")) as f:
         exp = json.load(f)
     os.rename(os.path.join(out, "expected.json"), os.path.join(work, scenario + ".expected.json"))
-    p = subprocess.run([tranalyze, "--json", out], capture_output=True, text=True, timeout=120)
+    args = exp.get("args", [])           # options for every run (e.g. --straggler-ms)
+    as_mib = 4 * exp["max_rss_mib"] + 256 if "max_rss_mib" in exp else None
+    if as_mib:           # memory: the peak RSS of the run, under a limit (every run)
+        rc, stdout, stderr, rss = run_measured([tranalyze, "--json"] + args + [out], as_mib)
+        p = subprocess.CompletedProcess([], rc, stdout, stderr)
+        print("peak RSS %.1f MiB (at most %d)" % (rss, exp["max_rss_mib"]))
+        if rc == exp["exit"] and rss > exp["max_rss_mib"]:
+            fail("peak RSS %.1f MiB, expected at most %d MiB" % (rss, exp["max_rss_mib"]))
+    else:
+        p = subprocess.run([tranalyze, "--json"] + args + [out], capture_output=True, text=True, timeout=120)
     if p.returncode != exp["exit"]:
         print(p.stdout[-3000:], p.stderr[-3000:])
         fail("exit status %d, expected %d" % (p.returncode, exp["exit"]))
@@ -89,10 +163,16 @@ def main():
     for i, w in enumerate(want):
         g = got[i]
         for key in ("kind", "comm", "seq", "ranks", "others", "subkind", "bytes", "cause", "op", "dtype", "limit",
-                    "root_cause", "later_count", "unchecked_inputs", "comm_ranks", "unchecked_before"):
+                    "root_cause", "later_count", "unchecked_inputs", "comm_ranks", "unchecked_before",
+                    # straggler
+                    "examined", "last", "lateness_median_ns", "lateness_max_ns", "jitter_ns", "threshold_ns",
+                    "clock"):
             if key in w and g.get(key) != w[key]:
                 fail("finding %d: %s is %r, expected %r\n%s" % (i, key, g.get(key), w[key], json.dumps(g, indent=1)[:3000]))
         check_nan(i, w, g)
+        check_stuck(i, w, g)
+        if "also_comms" in w and sorted(g.get("also_comms") or []) != sorted(w["also_comms"]):
+            fail("finding %d: also_comms %r, expected %r" % (i, g.get("also_comms"), w["also_comms"]))
         if "function" in w:
             fn = (g.get("call") or {}).get("function")
             if fn != w["function"]:
@@ -104,7 +184,9 @@ def main():
         for key in ("message", "hint"):
             if not g.get(key):
                 fail("finding %d has no %s" % (i, key))
-    if want:
+    # a job that is only slow (stragglers) has no root cause
+    only_slow = bool(want) and want[0].get("root_cause") is False
+    if want and not only_slow:
         if not got[0].get("root_cause"):
             fail("the first finding is not marked root_cause")
     if "count" in exp and len(got) != exp["count"]:
@@ -115,6 +197,15 @@ def main():
     if "stopped_at" in exp:
         if got[0].get("stopped_at") != exp["stopped_at"]:
             fail("stopped_at is %r, expected %r" % (got[0].get("stopped_at"), exp["stopped_at"]))
+    if "comm_spread" in exp:
+        cs = exp["comm_spread"]
+        c = [c for c in res["comms"] if c["id"] == cs["comm"]]
+        if not c or c[0].get("entry_spread") != {k: v for k, v in cs.items() if k != "comm"}:
+            fail("entry_spread of comm %s is %r, expected %r" % (cs["comm"], c and c[0].get("entry_spread"), cs))
+    if "waiting" in exp:
+        got_w = sorted(r["rank"] for r in res["ranks"] if r.get("waiting"))
+        if got_w != exp["waiting"]:
+            fail("ranks waiting %r, expected %r" % (got_w, exp["waiting"]))
     if "job" in exp and res["job"]["id"] != exp["job"]:
         fail("analysed job %r, expected %r" % (res["job"]["id"], exp["job"]))
     if "other_job" in exp:
@@ -132,7 +223,8 @@ def main():
     # explicit files give the same answer as the folder
     if exp["exit"] == 1:
         files = sorted(os.path.join(out, f) for f in os.listdir(out) if f.endswith(".json"))
-        q = subprocess.run([tranalyze, "--json"] + files, capture_output=True, text=True, timeout=120)
+        q = subprocess.run([tranalyze, "--json"] + args + files, capture_output=True, text=True, timeout=120,
+                           preexec_fn=as_limit(as_mib))
         r2 = json.loads(q.stdout)
         if q.returncode != 1 or [(f["kind"], f["seq"], f["ranks"]) for f in r2["findings"]] != \
                 [(f["kind"], f["seq"], f["ranks"]) for f in got]:
@@ -145,13 +237,20 @@ def main():
                     fail("ranks entry without %s" % key)
     # text and markdown: same exit status, root cause on top
     for mode in ([], ["--markdown"]):
-        t = subprocess.run([tranalyze] + mode + [out], capture_output=True, text=True, timeout=120)
+        t = subprocess.run([tranalyze] + mode + args + [out], capture_output=True, text=True, timeout=120,
+                           preexec_fn=as_limit(as_mib))
         if t.returncode != exp["exit"]:
             fail("%s: exit status %d" % (mode or "text", t.returncode))
+        for sub in exp.get("text_contains", []):
+            if sub not in t.stdout:
+                fail("%s output does not say %r:\n%s" % (mode or "text", sub, t.stdout[:3000]))
         if exp["exit"] == 1 and want:
             text = t.stdout
             head = text[: text.find("RANKS") if "RANKS" in text else len(text)]
-            if ("ROOT CAUSE" not in head and "Root cause" not in head) or want[0]["kind"] not in head:
+            if only_slow:
+                if "ROOT CAUSE" in head or "Root cause" in head or want[0]["kind"] not in head:
+                    fail("%s output of a job that is only slow:\n%s" % (mode or "text", text[:2000]))
+            elif ("ROOT CAUSE" not in head and "Root cause" not in head) or want[0]["kind"] not in head:
                 fail("%s output does not start with the root cause:\n%s" % (mode or "text", text[:2000]))
         if exp["exit"] == 2 and not mode and not t.stderr:
             fail("nothing usable, but no message on stderr")

@@ -5,8 +5,11 @@ spreads: every kind of check record), damages one
 file at a time (truncation, flipped bytes, every field replaced by a value
 of each wrong type, fields removed, out-of-range indices and numbers) and
 runs tranalyze on the folder. Each run must end with status 0, 1 or 2 (never
-a signal or a sanitizer report), within a time limit, and a damaged file that
-was skipped must be named in --json's "inputs".
+a signal or a sanitizer report), within a time limit and an address-space
+limit, and a damaged file that was skipped must be named in --json's
+"inputs". Valid but crafted values (seqs up to 2^31-1, far apart; a
+communicator listed twice) must cost nothing special: the file is used
+(status 0 or 1), in the same memory limit.
 
     fuzz_inputs.py TRANALYZE GEN_TRACES WORKDIR [ROUNDS]
 """
@@ -14,15 +17,42 @@ import copy
 import json
 import os
 import random
+import resource
 import shutil
 import subprocess
 import sys
 
 WRONG = [None, True, "x", "0xzz", -1, 2**70, 1.5, [], {}, [[1]], {"a": None}, "", 10**9]
+AS_LIMIT = 512 << 20      # bytes of address space: a table sized by a crafted number fails at once
+
+
+def as_limit():
+    resource.setrlimit(resource.RLIMIT_AS, (AS_LIMIT, AS_LIMIT))
+
+
+def crafted(doc, rnd):
+    """valid values that once cost memory or crashed: (what, JSON text)"""
+    seq = doc["call_fields"].index("seq")
+    colls = [i for i, c in enumerate(doc["calls"]) if c[seq] and c[0] not in ("Send", "Recv")]
+    out = []
+    for v in (2**31 - 1, 2_000_000_000, 10**7):
+        for i in rnd.sample(colls, 2) + [colls[-1]]:        # one call far from the others
+            m = copy.deepcopy(doc)
+            m["calls"][i][seq] = v
+            out.append(("calls[%d].seq = %d" % (i, v), json.dumps(m)))
+        m = copy.deepcopy(doc)                               # every collective shifted up
+        for i in colls:
+            m["calls"][i][seq] += v - 2**20
+        out.append(("every seq + %d" % (v - 2**20), json.dumps(m)))
+    for at in (1, len(doc["comms"])):                        # a communicator listed twice
+        m = copy.deepcopy(doc)
+        m["comms"].insert(at, copy.deepcopy(doc["comms"][0]))
+        out.append(("comms[0] repeated at %d" % at, json.dumps(m)))
+    return out
 
 
 def run(tranalyze, d):
-    p = subprocess.run([tranalyze, "--json", d], capture_output=True, text=True, timeout=60)
+    p = subprocess.run([tranalyze, "--json", d], capture_output=True, text=True, timeout=60, preexec_fn=as_limit)
     if p.returncode not in (0, 1, 2):
         raise SystemExit("FAIL: status %d on %s\n%s" % (p.returncode, d, p.stderr[-2000:]))
     if p.returncode != 2 or p.stdout:
@@ -93,6 +123,9 @@ def main():
                 setp(m, p, v)
                 what = "%s = %r" % (p, v)
             cases.append((what, json.dumps(m)))
+        valid = crafted(doc, rnd)
+        cases = valid + cases
+        valid = set(w for w, _ in valid)
         for what, content in cases:
             shutil.rmtree(d, ignore_errors=True)
             shutil.copytree(base, d)
@@ -114,6 +147,9 @@ def main():
             elsewhere = bool(res.get("job", {}).get("other_jobs"))
             if not used and not named and not elsewhere:
                 raise SystemExit("FAIL: %s was neither used nor named (%s)" % (victim, what))
+            if what in valid and (p.returncode == 2 or not used):
+                raise SystemExit("FAIL: status %d, %s %s with %s (valid: it must be used)\n%s" % (
+                    p.returncode, victim, "used" if used else "not used", what, p.stderr[-2000:]))
             n += 1
     print("ok: %d damaged inputs, no crash" % n)
 

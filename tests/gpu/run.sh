@@ -167,6 +167,7 @@ timeout 120 gcc -shared -o "$SHIM" "${objs[@]}" "$UNWIND_A" -Wl,--exclude-libs,A
 LINK=(-L"$CUDART_DIR" "-Wl,-rpath,$CUDART_DIR" -lcudart "$NCCL_SO" "-Wl,-rpath,$(dirname "$NCCL_SO")")
 timeout 120 gcc "${CFLAGS[@]}" tests/gpu/nan_gpu.c -o "$B/nan_gpu" "${LINK[@]}" -lm || stop "building nan_gpu failed"
 timeout 120 gcc "${CFLAGS[@]}" -DTR_NANGPU_IMAGE -Ishim bench/nangpu_bench.c shim/tr_nangpu.c shim/tr_real.c \
+    shim/tr_dlreal.c shim/tr_dynsym.c \
     shim/tr_nanscan.c "$B/tr_nangpu_image.c" -o "$B/nangpu_bench" "${LINK[@]}" -ldl -lpthread -lm ||
     stop "building nangpu_bench failed"
 row "build: gcc + nvcc ${ARCH[*]}" "ok ($((SECONDS - t)) s)"

@@ -10,6 +10,12 @@
  *   lifecycle  (under trsim-launch) InitRankScalable, InitRankConfig + Abort,
  *              InitRank + Destroy twice (NCCL may hand the same handle
  *              out again), Revoke
+ *   loop N     N AllReduces of counts 1..N, destroy
+ *   killme N   N AllReduces of counts 1..N, then writes N into the marker
+ *              "killme" (TRSHIM_TEST_MARKERS) and sleeps until killed
+ *   unblock    after its first CUDA call (the shim's activation) removes the
+ *              file TRSHIM_TEST_BLOCKER, which stood where TRSHIM_DIR's
+ *              parent folder should be; then three AllReduces
  * Prints "pid N" for each process that records. */
 #include <signal.h>
 #include <sys/wait.h>
@@ -19,6 +25,7 @@
 
 static ncclComm_t comm;
 static float *buf;
+static size_t buf_bytes = 4096;    /* the largest count misc_allreduce is given, x 4 */
 static cudaStream_t stream;
 
 NOINLINE void misc_init(void)
@@ -26,7 +33,7 @@ NOINLINE void misc_init(void)
     ncclUniqueId id;
     NCCLCHECK(ncclGetUniqueId(&id));
     CUDACHECK(cudaStreamCreate(&stream));
-    CUDACHECK(cudaMalloc((void **)&buf, 4096));
+    CUDACHECK(cudaMalloc((void **)&buf, buf_bytes));
     NCCLCHECK(ncclCommInitRank(&comm, 1, id, 0));
 }
 
@@ -151,6 +158,32 @@ int main(int argc, char **argv)
         misc_finish();
     } else if (!strcmp(mode, "lifecycle")) {
         misc_lifecycle();
+    } else if (!strcmp(mode, "loop") || !strcmp(mode, "killme")) {
+        int n = argc > 2 ? atoi(argv[2]) : 0;
+        if ((size_t)n * sizeof(float) > buf_bytes) buf_bytes = (size_t)n * sizeof(float);
+        misc_init();
+        for (int i = 1; i <= n; i++) misc_allreduce(i);
+        if (!strcmp(mode, "loop")) {
+            misc_finish();
+        } else {
+            CUDACHECK(cudaStreamSynchronize(stream));
+            printf("pid %d\n", (int)getpid());
+            fflush(stdout);
+            const char *dir = getenv("TRSHIM_TEST_MARKERS");
+            char path[4096], tmp[4200];
+            snprintf(path, sizeof path, "%s/killme", dir ? dir : ".");
+            snprintf(tmp, sizeof tmp, "%s.tmp", path);
+            FILE *f = fopen(tmp, "w");
+            if (!f || fprintf(f, "%d\n", n) < 0 || fclose(f) != 0 || rename(tmp, path) != 0)
+                FAIL("cannot write %s", path);
+            for (;;) pause();
+        }
+    } else if (!strcmp(mode, "unblock")) {
+        misc_init();
+        const char *blocker = getenv("TRSHIM_TEST_BLOCKER");
+        if (!blocker || unlink(blocker) != 0) FAIL("cannot remove TRSHIM_TEST_BLOCKER");
+        for (int i = 1; i <= 3; i++) misc_allreduce(i);
+        misc_finish();
     } else if (!strcmp(mode, "chdir")) {
         misc_init();
         misc_allreduce(1);

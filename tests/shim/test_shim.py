@@ -20,6 +20,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 from checks import Failure, check, eq, path_of  # noqa: E402
+import ring  # noqa: E402
 
 
 # Assert that the innermost frame of each call's stack is the test function
@@ -27,7 +28,10 @@ from checks import Failure, check, eq, path_of  # noqa: E402
 CHECK_CALL_SITES = True
 
 CALL_FIELDS = ["op", "comm", "seq", "count", "dtype", "redop", "root", "peer", "sendbuff", "recvbuff",
-               "stream", "capturing", "group", "depth", "enter_ns", "exit_ns", "thread", "rc", "stack"]
+               "stream", "capturing", "group", "depth", "enter_ns", "exit_ns", "thread", "rc", "stack", "done_ns",
+               "gpu"]
+DTYPES = ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64", "bfloat16",
+          "float8e4m3", "float8e5m2"]
 IN_PROGRESS = 7
 
 
@@ -82,6 +86,7 @@ class Case:
 # ---- reading traces ------------------------------------------------------------------
 
 NAME = re.compile(r"^trshim\.([A-Za-z0-9_-]{1,48})\.r(\d+|x)\.([A-Za-z0-9._-]+)\.(\d+)\.json$")
+RING_NAME = re.compile(r"^trshim\.([A-Za-z0-9._-]+)\.(\d+)\.ring$")
 
 
 def clean(s, keep_dot=False):
@@ -92,7 +97,7 @@ def clean(s, keep_dot=False):
 def load_traces(d):
     """All traces in d, checked against the file-name and top-level contract."""
     check(os.path.isdir(d), "no trace folder %s" % d)
-    names = sorted(os.listdir(d))
+    names = sorted(n for n in os.listdir(d) if not RING_NAME.match(n))
     leftovers = [n for n in names if not n.endswith(".json")]
     check(not leftovers, "files that are not traces: %s" % leftovers)
     out = []
@@ -110,14 +115,93 @@ def load_traces(d):
         eq(t["call_fields"], CALL_FIELDS, "call_fields")
         for k in ("job", "rank", "rank_source", "world_size", "local_rank", "device", "host", "pid", "cmdline",
                   "start_time", "write_time", "end", "versions", "env", "settings", "clock", "comms", "calls",
-                  "memory", "modules", "stacks", "dropped"):
+                  "memory", "modules", "stacks", "dropped", "ring"):
             check(k in t, "%s: no %s" % (n, k))
+        rg = t["ring"]
+        eq(sorted(rg), ["capacity", "file", "first", "lost", "next"], "%s: ring members" % n)
+        eq(os.path.realpath(rg["file"]), os.path.realpath(ring_path(d, t["host"], t["pid"])), "%s: ring file" % n)
+        eq((rg["lost"], t["dropped"]), (rg["first"], rg["first"]), "%s: ring.lost and dropped" % n)
         t["calls"] = [dict(zip(CALL_FIELDS, c)) for c in t["calls"]]
         for c in t["calls"]:
             eq(len(c), len(CALL_FIELDS), "fields of a call")
         t["_name"] = n
         out.append(t)
     return out
+
+
+def ring_path(d, host, pid):
+    return os.path.join(d, "trshim.%s.%d.ring" % (clean(host, True), pid))
+
+
+def ring_files(d):
+    return sorted(os.path.join(d, n) for n in os.listdir(d) if RING_NAME.match(n))
+
+
+def ring_of(t):
+    """The ring file a trace names, read."""
+    check(t["ring"]["file"] and os.path.exists(t["ring"]["file"]), "no ring file %s" % t["ring"]["file"])
+    return ring.read_ring(t["ring"]["file"])
+
+
+def check_ring_matches(t, what, rg=None):
+    """The ring file of a process with one rank (t) holds what its trace
+    holds: the same calls (its window), communicators, fingerprints and
+    stacks (modules and offsets)."""
+    rg = rg or ring_of(t)
+    h = rg["header"]
+    eq((h["pid"], h["host"], h["capacity"], h["trshim_version"]), (t["pid"], t["host"], t["ring"]["capacity"],
+                                                                    "0.1.0"), what + " ring header")
+    recs = rg["records"]
+    eq(len(recs), len(t["calls"]), what + ": records in the ring")
+    eq(recs[0]["index"] if recs else t["ring"]["first"], t["ring"]["first"], what + ": first record")
+    for x, r in zip(t["calls"], recs):
+        w = "%s ring record %d" % (what, r["index"])
+        eq(ring.OPS[r["op"]], x["op"], w + " op")
+        eq(r["comm"], x["comm"], w + " comm")
+        eq(DTYPES[r["dtype"]] if 0 <= r["dtype"] < len(DTYPES) else None,
+           x["dtype"] if x["dtype"] in DTYPES else None, w + " dtype")
+        for f, g in (("seq", "seq"), ("count", "count"), ("group", "group"), ("depth", "depth"),
+                     ("enter_ns", "enter_ns"), ("tid", "thread"), ("stack", "stack")):
+            eq(r[f], x[g], "%s %s" % (w, f))
+        eq(ring.REC_STATES[r["state"]], "returned" if x["exit_ns"] is not None else "entered", w + " state")
+        if x["exit_ns"] is not None:
+            eq((r["exit_ns"], r["rc"]), (x["exit_ns"], x["rc"]), w + " return")
+        eq(ring.CAPTURING[r["capturing"]], x["capturing"] if not x["op"].startswith("Group") else None,
+           w + " capturing")
+        # gpu/done_ns are not compared: the completion poller may update a
+        # record between the exit write and the process's end
+    eq(len(rg["comms"]), len(t["comms"]), what + ": comm slots")
+    for i, (k, c) in enumerate(zip(rg["comms"], t["comms"])):
+        w = "%s comm slot %d" % (what, i)
+        check(k is not None, w + " not valid")
+        eq(c["slot"], i, w + ": slot in the trace")
+        eq(("0x%x" % k["id"], ring.KINDS[k["kind"]], k["size"], k["rank"], k["colls"]),
+           (c["id"], c["kind"], c["size"] if c["size"] is not None else -1,
+            c["rank"] if c["rank"] is not None else -1, c["colls"]), w + " identity")
+        eq(k["parent_id"] and "0x%x" % k["parent_id"], c["parent"] or 0, w + " parent")
+        eq((k["init_enter"], k["init_done"], k["init_exit"], k["init_rc"]),
+           (c["init"]["enter_ns"], 1, c["init"]["exit_ns"], c["init"]["rc"]), w + " init")
+        if c["end"]:
+            eq((ring.ENDS[k["end_kind"]], k["end_enter"], k["end_exit"], k["end_rc"]),
+               (c["end"]["kind"], c["end"]["enter_ns"], c["end"]["exit_ns"], c["end"]["rc"]), w + " end")
+        fp = c["fingerprint"]
+        eq((k["fp_seq"], "0x%x" % k["fp_hash"], k["fp_step"], [[a, "0x%x" % b] for a, b in k["checkpoints"]]),
+           (fp["seq"], fp["hash"], fp["step"], fp["checkpoints"]), w + " fingerprint")
+    # stacks: the same frames, by module path and offset
+    mods = t["modules"]
+    for i, st in enumerate(t["stacks"]):
+        check(i in rg["stacks"], "%s: stack %d not in the ring" % (what, i))
+        ips = rg["stacks"][i]
+        eq(len(ips), len(st["frames"]), "%s stack %d frames" % (what, i))
+        for ip, f in zip(ips, st["frames"]):
+            m = ring.module_of(rg, ip)
+            if f["module"] < 0:
+                continue
+            check(m is not None, "%s stack %d: 0x%x in no ring module" % (what, i, ip))
+            eq((m["path"], "0x%x" % (ip - m["base"]), m["build_id"] or None),
+               (mods[f["module"]]["path"], f["offset"], mods[f["module"]]["build_id"]),
+               "%s stack %d frame" % (what, i))
+    return rg
 
 
 def site(t, stack):
@@ -316,6 +400,8 @@ def job_model(r, W):
 def check_common(t, what, reason="exit", in_call=False, signal_no=None):
     eq(t["end"], {"reason": reason, "signal": signal_no, "in_call": in_call}, what + " end")
     eq(t["dropped"], 0, what + " dropped")
+    eq(t["ring"]["first"], 0, what + " ring.first")
+    check(t["ring"]["next"] >= len(t["calls"]), what + ": ring.next below the calls written")
     check(t["start_time"] <= t["write_time"], what + ": start after write")
     eq(t["versions"]["trshim"], "0.1.0", what + " trshim version")
     eq(t["versions"]["nccl"], 22809, what + " nccl version")
@@ -355,6 +441,20 @@ def case_job(c, n):
         # the peak came after some collective of this rank
         for d in t["memory"]["devices"]:
             eq(d["device"], t["device"], what + " memory device")
+        eq(t["ring"]["next"], len(t["calls"]), what + " ring.next")
+        rg = check_ring_matches(t, what)
+        eq((rg["header"]["state_name"], rg["header"]["env_rank"], rg["header"]["world_size"]), ("exited", r, W),
+           what + " ring state and identity")
+    # a communicator's fingerprint is the same on every member (same collectives)
+    fps = collections.defaultdict(dict)
+    for r, t in ranks.items():
+        for k in t["comms"]:
+            fps[k["id"]][r] = (k["colls"], k["fingerprint"])
+    for cid, per_rank in fps.items():
+        eq(len({json.dumps(v) for v in per_rank.values()}), 1, "fingerprints of %s on ranks %s: %s" % (
+            cid, sorted(per_rank), per_rank))
+        for colls, fp in per_rank.values():
+            eq((fp["seq"], fp["step"]), (colls, 64), "fingerprint of %s covers every collective" % cid)
     eq(len({t["job"]["id"] for t in traces}), 1, "one job id")
     eq(len({t["pid"] for t in traces}), W, "one process per rank")
     # the same communicator has the same id on every member, different ones differ
@@ -501,41 +601,217 @@ def warnings(stderr):
 
 def case_unwritable(c):
     bad = "/dev/null/traces"     # not a folder, whoever we are (root too)
+    plain = c.launch(2, [path_of("SHIM_MISC"), "basic"], preload=[path_of("TRSIM_LIB")])
     p = c.launch(2, [path_of("SHIM_MISC"), "basic"], extra={"TRSHIM_DIR": bad})
     w = warnings(p.stderr)
-    eq(len(w), 2, "one trshim: line per rank (%s)" % w)
+    # per rank: the ring file (records then live in anonymous memory) and the trace
+    eq(len(w), 4, "two trshim: lines per rank (%s)" % w)
+    eq(len([l for l in w if "ring file" in l and "memory only" in l]), 2, "ring warnings: %s" % w)
     check(all(bad in l for l in w), "the warning names the folder: %s" % w)
     check(not os.path.exists(c.traces), "traces were written somewhere")
+    eq(sorted(re.sub(r"pid \d+", "pid", p.stdout).splitlines()),
+       sorted(re.sub(r"pid \d+", "pid", plain.stdout).splitlines()), "the job's output")
+
+
+def case_ring_anon(c):
+    """The ring file cannot be made at activation (a file stands where the
+    folder should be); the JSON trace written later works from the ring in
+    anonymous memory."""
+    blocker = os.path.join(c.tmp, "blocker")
+    with open(blocker, "w") as f:
+        f.write("not a folder\n")
+    d = os.path.join(blocker, "traces")
+    p = c.run([path_of("SHIM_MISC"), "unblock"], preload=[path_of("TRSHIM_LIB")],
+              extra={"TRSHIM_DIR": d, "TRSHIM_TEST_BLOCKER": blocker})
+    w = warnings(p.stderr)
+    eq(len(w), 1, "one trshim: line (%s)" % w)
+    check("ring file" in w[0] and d in w[0] and "memory only" in w[0], "the warning: %s" % w)
+    names = os.listdir(d)
+    eq([n for n in names if n.endswith(".ring")], [], "ring files")
+    t = None
+    for n in names:
+        with open(os.path.join(d, n)) as f:
+            t = json.load(f)
+    check(t is not None, "no trace")
+    t["calls"] = [dict(zip(CALL_FIELDS, x)) for x in t["calls"]]
+    eq(t["ring"], {"file": None, "capacity": 131072, "first": 0, "next": 3, "lost": 0}, "ring")
+    eq([(x["op"], x["seq"], x["count"], x["rc"]) for x in t["calls"]], [("AllReduce", i, i, 0) for i in (1, 2, 3)],
+       "calls")
+    h, step, cps = allreduce_fingerprint(3)
+    eq((t["comms"][0]["slot"], t["comms"][0]["fingerprint"]), (0, {"seq": 3, "hash": "0x%x" % h, "step": 64,
+                                                                   "checkpoints": []}), "comm")
 
 
 def case_settings(c):
     # bytes that are not UTF-8 (\udcff is byte 0xff) in the command line and environment
     p = c.run([path_of("SHIM_MISC"), "basic", "arg\udcff\u00e9"], preload=[path_of("TRSHIM_LIB")],
-              extra={"TRSHIM": "maybe", "TRSHIM_STACK_DEPTH": "deep", "TRSHIM_MAX_RECORDS": "-5",
+              extra={"TRSHIM": "maybe", "TRSHIM_STACK_DEPTH": "deep", "TRSHIM_RING": "-5",
+                     "TRSHIM_HANG_SEC": "soon", "TRSHIM_SNAPSHOT_SIGNAL": "KILL", "TRSHIM_COMPLETION": "yes",
                      "NCCL_ODD\udcfe": "v\udcc3\u00e9"})
     w = warnings(p.stderr)
-    eq(len(w), 3, "one trshim: line per bad setting (%s)" % w)
-    for var in ("TRSHIM=", "TRSHIM_STACK_DEPTH=", "TRSHIM_MAX_RECORDS="):
+    eq(len(w), 6, "one trshim: line per bad setting (%s)" % w)
+    for var in ("TRSHIM=", "TRSHIM_STACK_DEPTH=", "TRSHIM_RING=", "TRSHIM_HANG_SEC=", "TRSHIM_SNAPSHOT_SIGNAL=",
+                "TRSHIM_COMPLETION="):
         check(any(var in l for l in w), "no warning about %s" % var)
     (t,) = load_traces(c.traces)
-    eq(t["settings"], {"enabled": True, "dir": c.traces, "stack_depth": 64, "max_records": 1000000}, "settings")
+    eq(t["settings"], {"enabled": True, "dir": c.traces, "stack_depth": 64, "ring": 131072, "hang_sec": 300,
+                       "snapshot_signal": int(signal.SIGUSR1), "completion": True}, "settings")
     eq(t["cmdline"][1:], ["basic", "arg?\u00e9"], "cmdline with a byte that is not UTF-8")
     eq(t["env"].get("NCCL_ODD?"), "v?\u00e9", "environment with bytes that are not UTF-8")
     eq(len(t["calls"]), 5, "calls")
 
 
-def case_max_records(c):
-    c.run([path_of("SHIM_MISC"), "basic"], preload=[path_of("TRSHIM_LIB")],
-          extra={"TRSHIM_MAX_RECORDS": "3", "TRSHIM_STACK_DEPTH": "0"})
+def allreduce_fingerprint(n, interval=64):
+    """(hash, step, checkpoints) of n float32 sum AllReduces of counts 1..n."""
+    return ring.fingerprint([(0, 7, 0, None, i) for i in range(1, n + 1)], interval)
+
+
+def case_ring(c):
+    """TRSHIM_RING=64 and 200 calls: the trace and the ring file hold exactly
+    the newest 64; numbering and fingerprints cover all 200."""
+    c.run([path_of("SHIM_MISC"), "loop", "200"], preload=[path_of("TRSHIM_LIB")],
+          extra={"TRSHIM_RING": "64", "TRSHIM_STACK_DEPTH": "0"})
     (t,) = load_traces(c.traces)
     eq([(x["op"], x["seq"], x["count"]) for x in t["calls"]],
-       [("AllReduce", 1, 1), ("AllReduce", 2, 2), ("AllReduce", 3, 3)], "calls kept")
-    eq(t["dropped"], 2, "dropped")
-    eq(t["comms"][0]["colls"], 5, "collectives numbered past the limit")
+       [("AllReduce", i, i) for i in range(137, 201)], "calls kept")
+    eq(t["ring"], {"file": ring_path(c.traces, t["host"], t["pid"]), "capacity": 64, "first": 136, "next": 200,
+                   "lost": 136}, "ring")
+    eq(t["dropped"], 136, "dropped")
+    eq(t["comms"][0]["colls"], 200, "collectives numbered past the ring")
     eq({x["stack"] for x in t["calls"]}, {-1}, "no stacks with TRSHIM_STACK_DEPTH=0")
-    eq(t["settings"]["max_records"], 3, "settings.max_records")
+    eq(t["settings"]["ring"], 64, "settings.ring")
+    h, step, cps = allreduce_fingerprint(200)
+    eq(t["comms"][0]["fingerprint"], {"seq": 200, "hash": "0x%x" % h, "step": 64,
+                                      "checkpoints": [[s, "0x%x" % v] for s, v in cps]}, "fingerprint")
+    eq([s for s, _ in cps], [64, 128, 192], "checkpoint seqs")
     # rank: no RANK variable, so the rank in the first communicator
     eq((t["rank"], t["rank_source"], t["device"]), (0, "comm", 0), "rank from the communicator")
+    rg = check_ring_matches(t, "ring")
+    eq([(r["index"], r["seq"], r["count"]) for r in rg["records"]], [(i - 1, i, i) for i in range(137, 201)],
+       "ring records")
+    eq((rg["header"]["head"], rg["header"]["capacity"], rg["header"]["state_name"]), (200, 64, "exited"),
+       "ring header")
+    eq(rg["stacks"], {}, "no stacks with TRSHIM_STACK_DEPTH=0")
+
+
+def case_ring_file(c):
+    """The ring file of a clean run: where, how big, its header, and the same
+    calls, communicator and stacks as the JSON trace."""
+    p = c.run([path_of("SHIM_MISC"), "basic"], preload=[path_of("TRSHIM_LIB")])
+    (t,) = load_traces(c.traces)
+    files = ring_files(c.traces)
+    eq(files, [ring_path(c.traces, t["host"], t["pid"])], "ring files")
+    eq(t["ring"], {"file": files[0], "capacity": 131072, "first": 0, "next": 5, "lost": 0}, "ring")
+    rg = check_ring_matches(t, "basic")
+    h = rg["header"]
+    cap = 131072
+    eq((h["version"], h["capacity"], h["max_comms"], h["fp_interval"], h["off_comms"], h["off_records"],
+        h["off_blobs"], h["blob_bytes"], h["file_bytes"]),
+       (1, cap, 1024, 64, 4096, 4096 + 1024 * 1024, 4096 + 1024 * 1024 + cap * 128, 32 << 20,
+        4096 + 1024 * 1024 + cap * 128 + (32 << 20)), "layout")
+    st = os.stat(files[0])
+    eq(st.st_size, h["file_bytes"], "file size")
+    check(st.st_blocks * 512 < h["file_bytes"] - (16 << 20),
+          "the file is not sparse: %d bytes on disk" % (st.st_blocks * 512))
+    eq((h["pid"], h["env_rank"], h["world_size"], h["local_rank"], h["state_name"], h["signo"], h["head"],
+        h["ncomms"], h["stack_depth"], h["stacks_dropped"], h["comms_dropped"]),
+       (t["pid"], -1, -1, -1, "exited", 0, 5, 1, 64, 0, 0), "header")
+    check(h["end_ns"] >= t["calls"][-1]["exit_ns"], "end_ns before the last call")
+    check(h["start_mono_ns"] == t["clock"]["monotonic_ns"] and h["start_realtime"] == t["clock"]["realtime"],
+          "start clocks")
+    eq(h["job_id"], t["job"]["id"] if t["job"]["source"] not in ("comm", "process") else "", "job id")
+    eq([r["seq"] for r in rg["records"]], [1, 2, 3, 4, 5], "records")
+    k = rg["comms"][0]
+    eq((k["from_uid"], k["parent"], k["blocking"], ring.ENDS[k["end_kind"]]), (1, -1, 1, "Destroy"), "comm slot")
+    # modules come before the stacks that use them, every frame of the
+    # program's own code is in a module
+    used = {t["calls"][0]["stack"]}
+    for i in used:
+        m = ring.module_of(rg, rg["stacks"][i][0])
+        check(m and m["path"] == path_of("SHIM_MISC"), "innermost frame's module: %s" % m)
+    eq(p.returncode, 0, "exit status")
+
+
+def case_ring_kill(c):
+    """SIGKILL after N calls: the ring file still has exactly those N calls
+    (all returned), the communicator's count, and says RUNNING."""
+    n = 37
+    cmd = [path_of("SHIM_MISC"), "killme", str(n)]
+    proc = subprocess.Popen(cmd, env=c.env(preload=[path_of("TRSHIM_LIB")]), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        marker = os.path.join(c.markers, "killme")
+        t0 = time.monotonic()
+        while not os.path.exists(marker) and proc.poll() is None and time.monotonic() - t0 < 60:
+            time.sleep(0.02)
+        check(os.path.exists(marker), "the program did not get through its calls (rc %s)" % proc.poll())
+        with open(marker) as f:
+            eq(int(f.read()), n, "calls made")
+        proc.kill()
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    sys.stdout.write("$ %s\nrc=%d\n--- stdout\n%s--- stderr\n%s\n" % (" ".join(cmd), proc.returncode, out, err))
+    eq(proc.returncode, -signal.SIGKILL, "killed")
+    names = os.listdir(c.traces)
+    eq([x for x in names if x.endswith(".json")], [], "JSON traces of a killed process")
+    files = ring_files(c.traces)
+    eq(len(files), 1, "ring files")
+    rg = ring.read_ring(files[0])
+    h = rg["header"]
+    eq((h["pid"], h["state_name"], h["head"], h["end_ns"]), (proc.pid, "running", n, 0), "header")
+    eq([(ring.OPS[r["op"]], r["index"], r["seq"], r["count"], ring.REC_STATES[r["state"]], r["rc"], r["comm"])
+        for r in rg["records"]],
+       [("AllReduce", i - 1, i, i, "returned", 0, 0) for i in range(1, n + 1)], "records")
+    (k,) = rg["comms"]
+    eq((ring.KINDS[k["kind"]], k["size"], k["rank"], k["init_done"], k["init_rc"], k["colls"], k["end_kind"]),
+       ("InitRank", 1, 0, 1, 0, n, 0), "comm slot")
+    hsh, step, cps = allreduce_fingerprint(n)
+    eq((k["fp_seq"], k["fp_hash"], k["fp_step"], k["checkpoints"]), (n, hsh, 64, cps), "fingerprint")
+    st = rg["records"][0]["stack"]
+    check(st >= 0 and st in rg["stacks"], "the call's stack %d is in the ring" % st)
+    m = ring.module_of(rg, rg["stacks"][st][0])
+    check(m and m["path"] == path_of("SHIM_MISC") and m["build_id"], "innermost frame's module: %s" % m)
+
+
+def case_ring_torn(c):
+    """A record whose stamp is not its index + 1 (torn mid-write, or a slot
+    that holds another index) is not read."""
+    c.run([path_of("SHIM_MISC"), "basic"], preload=[path_of("TRSHIM_LIB")])
+    (path,) = ring_files(c.traces)
+    with open(path, "rb") as f:
+        data = bytearray(f.read())
+    h = ring.parse_header(data)
+    eq([r["index"] for r in ring.read_ring_bytes(bytes(data))["records"]], [0, 1, 2, 3, 4], "intact")
+
+    def stamp_at(i, v):
+        struct_off = h["off_records"] + (i % h["capacity"]) * h["record_bytes"]
+        data[struct_off:struct_off + 8] = v.to_bytes(8, "little")
+
+    stamp_at(4, 0)                      # the last one torn: its stamp cleared, fields half written
+    stamp_at(2, 2 + h["capacity"] + 1)  # a slot stamped for another index
+    torn = os.path.join(c.tmp, "torn.ring")
+    with open(torn, "wb") as f:
+        f.write(data)
+    rg = ring.read_ring(torn)
+    eq([(r["index"], r["seq"]) for r in rg["records"]], [(0, 1), (1, 2), (3, 4)], "records kept")
+
+
+def case_fingerprint(c):
+    """3200 collectives: the checkpoint list fills (48) at 3072, halves, and
+    goes on every 128; the hashes are exactly the documented function."""
+    n = 3200
+    c.run([path_of("SHIM_MISC"), "loop", str(n)], preload=[path_of("TRSHIM_LIB")],
+          extra={"TRSHIM_RING": "64", "TRSHIM_STACK_DEPTH": "0", "TRSHIM_NANCHECK": "off"})
+    (t,) = load_traces(c.traces)
+    h, step, cps = allreduce_fingerprint(n)
+    eq(step, 128, "model step")
+    eq([s for s, _ in cps], list(range(128, 3201, 128)), "model checkpoints")
+    eq(t["comms"][0]["fingerprint"], {"seq": n, "hash": "0x%x" % h, "step": 128,
+                                      "checkpoints": [[s, "0x%x" % v] for s, v in cps]}, "fingerprint")
+    check_ring_matches(t, "fingerprint")
 
 
 def case_disabled(c):
@@ -718,12 +994,329 @@ def case_exports(c):
     eq(bad, [], "libraries the shim must not link")
 
 
+# ---- signals, completion on the GPU, hang watchdog (issue 6 items 3-5) ----------------------
+
+FATAL = {"abort": signal.SIGABRT, "segv": signal.SIGSEGV, "overflow": signal.SIGSEGV, "bus": signal.SIGBUS,
+         "fpe": signal.SIGFPE}
+# what the program's own handler leaves (shim_signal.c): SIGSEGV's notes si_code SEGV_MAPERR and the null
+# address; the stack overflow's, that it ran on the alternate stack
+OWN_MARKERS = {("abort", "handler"): ["apphandler.6"], ("segv", "handler"): ["apphandler.11.1.1"],
+               ("overflow", "alt"): ["apphandler.11.altstack"]}
+
+
+def json_traces(d):
+    return sorted(n for n in os.listdir(d) if n.endswith(".json")) if os.path.isdir(d) else []
+
+
+def poll_traces(c, want, limit=60):
+    """Traces of c, read again and again (while the job runs) until want(traces) holds."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < limit:
+        try:
+            traces = load_traces(c.traces)
+            if want(traces):
+                return traces
+        except (Failure, ValueError, OSError):
+            pass                  # a write in progress (its .tmp file), or none yet
+        time.sleep(0.05)
+    raise Failure("traces never became as expected; there are %s" % json_traces(c.traces))
+
+
+def check_done(calls, what):
+    """Every call completed on the GPU after it returned."""
+    for x in calls:
+        eq(x["gpu"], "done", "%s %s seq %d gpu" % (what, x["op"], x["seq"]))
+        check(x["done_ns"] is not None and x["done_ns"] >= x["exit_ns"],
+              "%s %s seq %d: done_ns %s before exit_ns %s" % (what, x["op"], x["seq"], x["done_ns"], x["exit_ns"]))
+
+
+def popen_job(c, n, prog, extra=None):
+    cmd = [path_of("TRSIM_LAUNCH"), "-n", str(n), "--timeout", "120", "--", "env",
+           "LD_PRELOAD=" + path_of("TRSHIM_LIB")] + prog
+    return cmd, subprocess.Popen(cmd, env=c.env(extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def end_job(c, cmd, p, sig=signal.SIGTERM):
+    """Sends sig to the launcher, which forwards it to the ranks; their output."""
+    try:
+        p.send_signal(sig)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    sys.stdout.write("$ %s\nrc=%d\n--- stdout\n%s--- stderr\n%s\n" % (" ".join(cmd), p.returncode, out, err))
+    eq(p.returncode, 128 + sig, "launcher exit status")
+    return out, err
+
+
+def case_signal(c, mode, own=None):
+    """A fatal signal (a real fault, or abort()): the trace is written with
+    reason "signal" and the signal, the program's own handler still runs,
+    and the process dies of that signal as it would without the shim."""
+    sig = FATAL[mode]
+    # no core files: the wait status still says which signal
+    cmd = ["sh", "-c", 'ulimit -c 0; exec "$@"', "sh", path_of("SHIM_SIGNAL"), mode] + ([own] if own else [])
+    p = c.run(cmd, preload=[path_of("TRSHIM_LIB")], want_rc=-sig, cwd=c.tmp)
+    eq(p.stdout, "usr1: handler\n", "SIGUSR1 as the program sees it (the shim's snapshot handler)")
+    eq(warnings(p.stderr), [], "warnings")
+    eq(sorted(os.listdir(c.markers)), OWN_MARKERS.get((mode, own), []), "markers of the program's own handler")
+    if mode == "overflow" and not own:
+        # no alternate stack: no handler can run, the kernel kills the
+        # process as it would without the shim (only the ring file is left)
+        eq(json_traces(c.traces), [], "traces after a stack overflow without an alternate stack")
+        return
+    (t,) = load_traces(c.traces)
+    check_common(t, "trace", reason="signal", signal_no=sig)
+    eq([(x["op"], x["seq"], x["count"], x["rc"]) for x in t["calls"]], [("AllReduce", i, 16, 0) for i in (1, 2, 3)],
+       "calls")
+    check_done(t["calls"], "trace")
+    check_site(t, t["calls"][0]["stack"], "signal_work", "AllReduce")
+
+
+def case_snapshot(c, own=None):
+    """SIGUSR1: a trace with reason "snapshot" while the process goes on; it
+    later exits normally (reason "exit"); its own SIGUSR1 handler still runs."""
+    cmd = [path_of("SHIM_SIGNAL"), "usr1"] + ([own] if own else [])
+    p = subprocess.Popen(cmd, env=c.env(preload=[path_of("TRSHIM_LIB")]), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        wait_markers(c, ["ready"])
+        eq(json_traces(c.traces), [], "traces before the signal")
+        p.send_signal(signal.SIGUSR1)
+        (snap,) = poll_traces(c, lambda ts: len(ts) == 1)
+        check(p.poll() is None, "the process ended on SIGUSR1")
+        open(os.path.join(c.markers, "go"), "w").close()
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    sys.stdout.write("$ %s\nrc=%d\n--- stdout\n%s--- stderr\n%s\n" % (" ".join(cmd), p.returncode, out, err))
+    eq(p.returncode, 0, "exit status")
+    eq(out, "usr1: handler\n", "SIGUSR1 as the program sees it")
+    eq(warnings(err), [], "warnings")
+    eq(os.path.exists(os.path.join(c.markers, "apphandler.10")), own is not None, "the program's own handler ran")
+    check_common(snap, "snapshot", reason="snapshot", signal_no=signal.SIGUSR1)
+    eq([(x["op"], x["seq"], x["count"]) for x in snap["calls"]], [("AllReduce", i, 16) for i in (1, 2, 3)],
+       "calls in the snapshot")
+    check_done(snap["calls"], "snapshot")
+    (t,) = load_traces(c.traces)
+    check_common(t, "final trace")
+    eq([(x["op"], x["seq"], x["count"]) for x in t["calls"]],
+       [("AllReduce", i, 16) for i in (1, 2, 3)] + [("AllReduce", i, 32) for i in (4, 5)], "calls at exit")
+    check_done(t["calls"], "final trace")
+    check_site(t, t["calls"][3]["stack"], "signal_more", "AllReduce #4")
+
+
+def case_snapshot_off(c):
+    """TRSHIM_SNAPSHOT_SIGNAL=off: SIGUSR1 keeps its default action (the
+    process dies of it, without a trace)."""
+    cmd = [path_of("SHIM_SIGNAL"), "usr1"]
+    p = subprocess.Popen(cmd, env=c.env({"TRSHIM_SNAPSHOT_SIGNAL": "off"}, preload=[path_of("TRSHIM_LIB")]),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_markers(c, ["ready"])
+        p.send_signal(signal.SIGUSR1)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    sys.stdout.write("$ %s\nrc=%d\n--- stdout\n%s--- stderr\n%s\n" % (" ".join(cmd), p.returncode, out, err))
+    eq(p.returncode, -signal.SIGUSR1, "wait status")
+    eq(out, "usr1: default\n", "SIGUSR1 as the program sees it")
+    eq(json_traces(c.traces), [], "traces")
+
+
+def gpu_expected(x, group_rc):
+    """What gpu a call of a clean job has: untracked (None) for group calls,
+    failed calls, ncclInProgress, and calls of a group that did not succeed."""
+    if x["op"].startswith("Group") or x["rc"] != 0:
+        return None
+    if x["group"] and group_rc.get(x["group"]) != 0:
+        return None
+    return "done"
+
+
+def case_complete_clean(c):
+    """The job of case "job" (groups, p2p, threads, splits, a non-blocking
+    communicator): every enqueued operation ends "done", done_ns >= exit_ns."""
+    c.launch(4, [path_of("SHIM_JOB")])
+    ranks = by_rank(load_traces(c.traces))
+    eq(sorted(ranks), [0, 1, 2, 3], "ranks")
+    for r, t in ranks.items():
+        what = "rank %d" % r
+        group_rc = {x["group"]: x["rc"] for x in t["calls"] if x["op"] == "GroupEnd" and x["depth"] == 1}
+        tracked = 0
+        for i, x in enumerate(t["calls"]):
+            w = "%s call %d (%s seq %d rc %d)" % (what, i, x["op"], x["seq"], x["rc"])
+            want = gpu_expected(x, group_rc)
+            eq(x["gpu"], want, w + " gpu")
+            if want is None:
+                eq(x["done_ns"], None, w + " done_ns")
+            else:
+                tracked += 1
+                check(x["done_ns"] >= x["exit_ns"], "%s: done_ns %d before exit_ns %d" % (w, x["done_ns"],
+                                                                                          x["exit_ns"]))
+        # 14 + 1 collectives, splits 4-5, pipeline, 3 groups of 2, 2 exchanges, 80 on threads, teardown
+        check(tracked >= 100, "%s: only %d operations tracked" % (what, tracked))
+        eq([x["gpu"] for x in t["calls"] if x["rc"] == IN_PROGRESS], [None], what + ": the non-blocking AllReduce")
+
+
+def case_complete_off(c):
+    """TRSHIM_COMPLETION=0: nothing is tracked."""
+    c.run([path_of("SHIM_MISC"), "basic"], preload=[path_of("TRSHIM_LIB")], extra={"TRSHIM_COMPLETION": "0"})
+    (t,) = load_traces(c.traces)
+    eq([(x["op"], x["seq"], x["gpu"], x["done_ns"]) for x in t["calls"]],
+       [("AllReduce", i, None, None) for i in range(1, 6)], "calls")
+
+
+def check_stuck_rank(t, r, reason, signal_no=None):
+    """A trace of shim_stuck: ranks 0 and 2 issued AllReduce #4, which is
+    enqueued (returned) but pending on the GPU; ranks 1 and 3 never issued it."""
+    what = "rank %d" % r
+    check_common(t, what, reason=reason, signal_no=signal_no)
+    ar = t["calls"]
+    eq([(x["op"], x["seq"], x["count"], x["redop"], x["rc"]) for x in ar],
+       [("AllReduce", i, 16, "sum", 0) for i in (1, 2, 3)] + ([("AllReduce", 4, 8, "max", 0)] if r % 2 == 0 else []),
+       what + " calls")
+    check_done(ar[:3], what)
+    check_site(t, ar[0]["stack"], "stuck_common", what + " AllReduce #1")
+    if r % 2 == 0:
+        x = ar[3]
+        eq((x["gpu"], x["done_ns"]), ("pending", None), what + " AllReduce #4 on the GPU")
+        check(x["exit_ns"] is not None and x["exit_ns"] >= x["enter_ns"], what + ": AllReduce #4 did not return")
+        check_site(t, x["stack"], "stuck_extra", what + " AllReduce #4")
+
+
+def case_complete_hang(c):
+    """A collective two ranks issue and two never do: issued-and-stuck
+    ("pending", returned) is told from never-issued (absent)."""
+    cmd, p = popen_job(c, 4, [path_of("SHIM_STUCK")], {"TRSHIM_HANG_SEC": "0"})
+    try:
+        wait_markers(c, ["ready.%d" % r for r in range(4)])
+        open(os.path.join(c.markers, "go"), "w").close()
+        wait_markers(c, ["alive.%d" % r for r in range(4)])
+    finally:
+        out, err = end_job(c, cmd, p)
+    eq(warnings(err), [], "warnings (no watchdog with TRSHIM_HANG_SEC=0)")
+    ranks = by_rank(load_traces(c.traces))
+    eq(sorted(ranks), [0, 1, 2, 3], "ranks")
+    for r, t in ranks.items():
+        check_stuck_rank(t, r, "signal", signal.SIGTERM)
+
+
+def hang_line(rank, what, site, state):
+    """The watchdog's line, as a regex; group 1: the seconds waited."""
+    return re.compile(r"^trshim: hang: rank %d: %s%s %s after (\d+) s; trace written with end\.reason \"hang\", "
+                      r"the job goes on$" % (rank, re.escape(what), " \\(called from %s\\)" % re.escape(site)
+                                             if site else "", re.escape(state)))
+
+
+def site_text(t, stack, module):
+    """A call site as the watchdog names it: function+0xoff (module)."""
+    f = t["stacks"][stack]["frames"][0]
+    return "%s+0x%x (%s)" % (f["symbol"], f["symbol_offset"], module)
+
+
+def check_lines(err, want):
+    """Exactly one line per rank of want ({rank: regex}), none from other ranks."""
+    lines = warnings(err)
+    eq(len(lines), len(want), "watchdog lines: %s" % lines)
+    for r, rx in want.items():
+        mine = [l for l in lines if l.startswith("trshim: hang: rank %d: " % r)]
+        eq(len(mine), 1, "watchdog lines of rank %d: %s" % (r, mine))
+        m = rx.match(mine[0])
+        check(m, "rank %d's line %r does not match %r" % (r, mine[0], rx.pattern))
+        check(2 <= int(m.group(1)) <= 60, "rank %d waited %s s" % (r, m.group(1)))
+
+
+def case_watchdog(c):
+    """TRSHIM_HANG_SEC=2: each rank whose AllReduce #4 stays pending writes
+    its trace (reason "hang") and prints one line naming the communicator,
+    sequence number and call site; the job goes on."""
+    cmd, p = popen_job(c, 4, [path_of("SHIM_STUCK")], {"TRSHIM_HANG_SEC": "2"})
+    try:
+        wait_markers(c, ["ready.%d" % r for r in range(4)])
+        hung = by_rank(poll_traces(c, lambda ts: sorted(t["rank"] for t in ts) == [0, 2]))
+        eq(json_traces(c.traces), sorted(hung[r]["_name"] for r in (0, 2)), "only the stuck ranks wrote")
+        open(os.path.join(c.markers, "go"), "w").close()
+        wait_markers(c, ["alive.%d" % r for r in range(4)])      # every rank went on
+    finally:
+        out, err = end_job(c, cmd, p)
+    for r, t in hung.items():
+        check_stuck_rank(t, r, "hang")
+    comm = hung[0]["comms"][0]["id"]
+    check_lines(err, {r: hang_line(r, "AllReduce seq 4 on communicator %s" % comm,
+                                   site_text(hung[r], hung[r]["calls"][3]["stack"], "shim_stuck"),
+                                   "has not completed on the GPU") for r in (0, 2)})
+    ranks = by_rank(load_traces(c.traces))
+    for r, t in ranks.items():
+        check_stuck_rank(t, r, "signal", signal.SIGTERM)
+
+
+def case_watchdog_hang(c):
+    """The hung job of case "hang-*" with TRSHIM_HANG_SEC=2: ranks 0-2 wait for
+    AllReduce #3 on the GPU (rank 1 also inside ncclCommDestroy, rank 2 inside
+    ncclGroupEnd: the older GPU operation is the one named), rank 3 inside
+    ncclCommSplit; one line each, then SIGTERM gives the usual traces."""
+    cmd, p = popen_job(c, 4, [path_of("SHIM_HANG")], {"TRSHIM_HANG_SEC": "2"})
+    try:
+        wait_markers(c, ["ready.%d" % r for r in range(4)])
+        hung = by_rank(poll_traces(c, lambda ts: sorted(t["rank"] for t in ts) == [0, 1, 2, 3]))
+    finally:
+        out, err = end_job(c, cmd, p)
+    for r, t in hung.items():
+        eq(t["end"], {"reason": "hang", "signal": None, "in_call": r != 0}, "rank %d hang trace end" % r)
+    comm = hung[0]["comms"][0]["id"]
+    want = {}
+    for r in (0, 1, 2):
+        x = [x for x in hung[r]["calls"] if x["op"] == "AllReduce"][2]
+        eq((x["seq"], x["gpu"], x["done_ns"]), (3, "pending", None), "rank %d AllReduce #3" % r)
+        want[r] = hang_line(r, "AllReduce seq 3 on communicator %s" % comm,
+                            site_text(hung[r], x["stack"], "shim_hang"), "has not completed on the GPU")
+    split = hung[3]["comms"][1]
+    want[3] = hang_line(3, "ncclCommSplit of communicator %s (new communicator %s)" % (comm, split["id"]),
+                        site_text(hung[3], split["init"]["stack"], "shim_hang"), "has not returned")
+    check_lines(err, want)
+    check_hang(c, signal.SIGTERM)
+
+
+def case_watchdog_host(c):
+    """Host-side stalls alone (TRSHIM_COMPLETION=0, so no GPU operation is
+    watched): rank 1 inside ncclCommDestroy, rank 2 inside ncclGroupEnd,
+    rank 3 inside ncclCommSplit get one line each; rank 0, which waits in
+    cudaStreamSynchronize (not a wrapped call), none."""
+    cmd, p = popen_job(c, 4, [path_of("SHIM_HANG")], {"TRSHIM_HANG_SEC": "2", "TRSHIM_COMPLETION": "0"})
+    try:
+        wait_markers(c, ["ready.%d" % r for r in range(4)])
+        hung = by_rank(poll_traces(c, lambda ts: sorted(t["rank"] for t in ts) == [1, 2, 3]))
+        time.sleep(3)      # rank 0 had as long: still no line, no trace
+        eq(json_traces(c.traces), sorted(hung[r]["_name"] for r in (1, 2, 3)), "traces of hung calls")
+    finally:
+        out, err = end_job(c, cmd, p)
+    comm = hung[1]["comms"][0]["id"]
+    ge = hung[2]["calls"][-1]
+    eq((ge["op"], ge["exit_ns"]), ("GroupEnd", None), "rank 2's last call")
+    split = hung[3]["comms"][1]
+    check_lines(err, {
+        1: hang_line(1, "ncclCommDestroy of communicator %s" % comm, None, "has not returned"),
+        2: hang_line(2, "GroupEnd", site_text(hung[2], ge["stack"], "shim_hang"), "has not returned"),
+        3: hang_line(3, "ncclCommSplit of communicator %s (new communicator %s)" % (comm, split["id"]),
+                     site_text(hung[3], split["init"]["stack"], "shim_hang"), "has not returned")})
+    for t in hung.values():
+        eq({x["gpu"] for x in t["calls"]}, {None}, "rank %d: nothing tracked" % t["rank"])
+
+
 CASES = {
     "job": case_job, "initall": case_initall, "hang-timeout": case_hang_timeout, "hang-sigint": case_hang_sigint,
-    "unwritable": case_unwritable, "settings": case_settings, "max-records": case_max_records,
+    "unwritable": case_unwritable, "settings": case_settings, "ring": case_ring, "ring-file": case_ring_file,
+    "ring-kill": case_ring_kill, "ring-torn": case_ring_torn, "fingerprint": case_fingerprint,
+    "ring-anon": case_ring_anon,
     "disabled": case_disabled, "nocuda": case_nocuda, "fork": case_fork, "forkfirst": case_forkfirst,
     "sigign": case_sigign, "dlopen": case_dlopen, "lifecycle": case_lifecycle, "default-dir": case_default_dir, "rank-sources": case_rank_sources, "cxx": case_cxx, "real": case_real,
     "real-sim": case_real_sim, "exports": case_exports,
+    "signal": case_signal, "snapshot": case_snapshot, "snapshot-off": case_snapshot_off,
+    "complete-clean": case_complete_clean, "complete-off": case_complete_off, "complete-hang": case_complete_hang,
+    "watchdog": case_watchdog, "watchdog-hang": case_watchdog_hang, "watchdog-host": case_watchdog_host,
 }
 
 

@@ -1,8 +1,8 @@
 /* trsim-launch: starts the N ranks of a multi-process job, like torchrun, for
  * the tests and examples that run on the simulated CUDA runtime + NCCL.
  *
- *   trsim-launch -n N [--timeout SEC] [--grace SEC] [--no-kill-on-fail]
- *                [--quiet] -- PROG [ARGS...]
+ *   trsim-launch -n N [--timeout SEC] [--signal SIG] [--grace SEC]
+ *                [--no-kill-on-fail] [--quiet] -- PROG [ARGS...]
  *
  * Each rank runs in a process group of its own (so that a signal reaches its
  * children too) with RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
@@ -11,7 +11,9 @@
  * NCCL names its shared memory /dev/shm/trsim.<tag>.*; whatever remains of it
  * is unlinked at the end). A failing rank makes the launcher terminate the
  * others (SIGTERM, then SIGKILL after the grace period) unless
- * --no-kill-on-fail; so does the timeout. SIGINT/SIGTERM are forwarded.
+ * --no-kill-on-fail; so does the timeout (with --signal: that signal first,
+ * as a scheduler or a watchdog would send it). SIGINT/SIGTERM are forwarded;
+ * SIGUSR1/SIGUSR2 are forwarded and the job goes on (a live look at it).
  * Exit status: 0 when every rank exited 0, 124 on timeout, 128+SIG when the
  * launcher was interrupted by SIG, else the status of the first rank that
  * failed (128+signal for a signal death). Ranks get SIGKILL should the
@@ -52,11 +54,14 @@ static int quiet;
 static void usage(FILE *f)
 {
     fprintf(f,
-        "usage: " ME " -n N [--timeout SEC] [--grace SEC] [--no-kill-on-fail] [--quiet] -- PROG [ARGS...]\n"
+        "usage: " ME " -n N [--timeout SEC] [--signal SIG] [--grace SEC] [--no-kill-on-fail] [--quiet]\n"
+        "       -- PROG [ARGS...]\n"
         "  -n N               number of ranks to start (1..%d)\n"
         "  --timeout SEC      terminate the job after SEC seconds, exit 124 (default: none;\n"
         "                     env TRSIM_LAUNCH_TIMEOUT)\n"
-        "  --grace SEC        seconds between SIGTERM and SIGKILL (default 5)\n"
+        "  --signal SIG       the signal the timeout sends first: TERM (default), INT, ABRT, KILL,\n"
+        "                     QUIT, HUP, USR1, USR2 or a number\n"
+        "  --grace SEC        seconds between that signal and SIGKILL (default 5)\n"
         "  --no-kill-on-fail  keep waiting for the other ranks when one fails\n"
         "  --quiet            no report of the ranks that failed\n", MAX_RANKS);
 }
@@ -81,6 +86,21 @@ static double parse_secs(const char *s)
     double v = strtod(s, &end);
     if (!*s || *end || errno || !isfinite(v) || v < 0) return -1;
     return v;
+}
+
+/* A signal by name (with or without SIG) or number; -1 when unknown. */
+static int parse_signal(const char *s)
+{
+    static const struct { const char *name; int sig; } names[] = {
+        {"TERM", SIGTERM}, {"INT", SIGINT}, {"ABRT", SIGABRT}, {"KILL", SIGKILL}, {"QUIT", SIGQUIT},
+        {"HUP", SIGHUP}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
+    };
+    if (!strncmp(s, "SIG", 3)) s += 3;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(s, names[i].name)) return names[i].sig;
+    char *end;
+    long v = strtol(s, &end, 10);
+    return *s && !*end && v >= 1 && v < 64 ? (int)v : -1;
 }
 
 static double now(void)
@@ -229,14 +249,14 @@ static void __attribute__((noreturn)) run_rank(int r, char **argv, const sigset_
 int main(int argc, char **argv)
 {
     double timeout = 0, grace = 5;
-    int kill_on_fail = 1, have_timeout = 0, i;
+    int kill_on_fail = 1, have_timeout = 0, timeout_sig = SIGTERM, i;
 
     /* ---- arguments ---- */
     for (i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
         const char *a = argv[i], *val = NULL;
-        static const char *const with_value[] = {"-n", "--timeout", "--grace"};
+        static const char *const with_value[] = {"-n", "--timeout", "--grace", "--signal"};
         int opt = -1;
-        for (int k = 0; k < 3 && opt < 0; k++) {
+        for (int k = 0; k < 4 && opt < 0; k++) {
             size_t l = strlen(with_value[k]);
             if (strncmp(a, with_value[k], l) != 0) continue;
             if (a[l] == '\0') {
@@ -257,6 +277,8 @@ int main(int argc, char **argv)
             have_timeout = 1;
         } else if (opt == 2) {
             if ((grace = parse_secs(val)) < 0) bad_usage("--grace wants seconds, not '%s'", val);
+        } else if (opt == 3) {
+            if ((timeout_sig = parse_signal(val)) < 0) bad_usage("--signal wants a signal name or number, not '%s'", val);
         } else if (strcmp(a, "--no-kill-on-fail") == 0) {
             kill_on_fail = 0;
         } else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) {
@@ -305,6 +327,8 @@ int main(int argc, char **argv)
     sigaddset(&set, SIGCHLD);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGUSR1);
+    sigaddset(&set, SIGUSR2);
     signal(SIGCHLD, SIG_DFL);   /* an inherited SIG_IGN would make waitpid fail */
     sigprocmask(SIG_BLOCK, &set, &oldmask);
     prctl(PR_SET_CHILD_SUBREAPER, 1);   /* orphaned grandchildren: ours to reap */
@@ -368,13 +392,15 @@ int main(int argc, char **argv)
         if (!terminating && t >= deadline) {
             char why[64];
             snprintf(why, sizeof why, "timeout after %g s", timeout);
-            signal_ranks(SIGTERM, why, 1);
+            signal_ranks(timeout_sig, why, 1);
             timed_out = terminating = 1;
             kill_at = t + grace;
         }
         if (t >= kill_at) {
             char why[64];
-            snprintf(why, sizeof why, "still running %g s after SIGTERM", grace);
+            char tmpn[32];
+            snprintf(why, sizeof why, "still running %g s after %s", grace,
+                     timed_out ? signame(timeout_sig, tmpn, sizeof tmpn) : "SIGTERM");
             signal_ranks(SIGKILL, why, 0);
             kill_at = INFINITY;
         }
@@ -389,7 +415,11 @@ int main(int argc, char **argv)
             struct timespec ts = {(time_t)w, (long)((w - (time_t)w) * 1e9)};
             sig = sigtimedwait(&set, &si, &ts);
         }
-        if (sig == SIGINT || sig == SIGTERM) {
+        if (sig == SIGUSR1 || sig == SIGUSR2) {
+            char why[64], tmpn[32];
+            snprintf(why, sizeof why, "received %s", signame(sig, tmpn, sizeof tmpn));
+            signal_ranks(sig, why, 0);
+        } else if (sig == SIGINT || sig == SIGTERM) {
             char why[64], tmpn[32];
             if (!got_sig) {
                 snprintf(why, sizeof why, "received %s", signame(sig, tmpn, sizeof tmpn));

@@ -25,7 +25,32 @@ static inline void job_setup(void)
     NCCLCHECK(ncclCommInitRank(&wcomm, world, id, rank));
 }
 
-static inline void job_sync(void) { CUDACHECK(cudaStreamSynchronize(stream)); }
+/* JOB_WATCHDOG=exit:SEC or abort:SEC makes job_sync a watchdog like
+ * PyTorch's: the stream is polled, and when it is still busy after SEC
+ * seconds the rank exits with status 3 (a hung job that ends by itself) or
+ * calls abort() (TORCH_NCCL_ASYNC_ERROR_HANDLING's SIGABRT). Unset: block. */
+static inline void job_sync(void)
+{
+    const char *w = getenv("JOB_WATCHDOG");
+    if (!w || !*w) {
+        CUDACHECK(cudaStreamSynchronize(stream));
+        return;
+    }
+    int do_abort = !strncmp(w, "abort:", 6);
+    double limit = atof(strchr(w, ':') ? strchr(w, ':') + 1 : w);
+    for (double waited = 0;; waited += 0.001) {
+        cudaError_t e = cudaStreamQuery(stream);
+        if (e == cudaSuccess) return;
+        if (e != cudaErrorNotReady) CUDACHECK(e);
+        if (waited >= limit) {
+            fprintf(stderr, "rank %d: watchdog: the stream is still busy after %g s: %s\n", rank, limit,
+                    do_abort ? "abort()" : "exit(3)");
+            if (do_abort) abort();
+            exit(3);
+        }
+        trtest_sleep_ms(1);
+    }
+}
 
 static inline void job_finish(void)
 {

@@ -1,7 +1,7 @@
 /* Catalog: one rank is killed (OOM killer, node failure): SIGKILL leaves it
- * no chance to write a trace. Rank 2 is killed before step 2
- * (die_suddenly()); the launcher then stops the others, which wait in
- * collective #3. */
+ * no chance to write its JSON trace, only its ring file. Rank 2 is killed
+ * before step 2 (die_suddenly()); the launcher then stops the others, which
+ * wait in collective #3: rank 2 never issued #3, and was killed. */
 #include <signal.h>
 #include "job.h"
 

@@ -91,10 +91,15 @@ def main():
                     fail("finding %d: %s function %r, expected %r" % (i, side, fn, w[key]), log)
         if "site_has_line" in w and ":" not in ((g.get("call") or {}).get("site") or ""):
             fail("finding %d: call site %r without file:line" % (i, (g.get("call") or {}).get("site")), log)
+        for r, state in w.get("ended", {}).items():
+            ended = [x.get("ended", {}).get("state") for x in res["ranks"] if x.get("rank") == int(r)]
+            if ended != [state]:
+                fail("finding %d: rank %s ended %r, expected %r" % (i, r, ended, state), log)
     if "count" in exp and len(got) != exp["count"]:
         fail("%d findings, expected exactly %d" % (len(got), exp["count"]), log)
-    if exp["findings"] and not got[0]["root_cause"]:
-        fail("the top finding is not the root cause", log)
+    if exp["findings"] and got[0]["root_cause"] != exp["findings"][0].get("root_cause", True):
+        fail("the top finding's root_cause is %r, expected %r" %
+             (got[0]["root_cause"], exp["findings"][0].get("root_cause", True)), log)
     print(log)
     print("ok: %s" % name)
 

@@ -1,0 +1,259 @@
+/* The earliest point of divergence (root cause, second step): where a
+ * stuck point's culprit first left the common path of its peers.
+ *
+ * The culprit's own order of collectives, across all its communicators, is
+ * compared with its peers'; the first call where it differs (another
+ * operation or communicator, or another line of code that shifts the rest)
+ * is reported, and where the job stopped is kept as stop_comm/stop_seq.
+ * Apart from rootcause.c because it looks at whole call histories, not at
+ * the stuck points: its only state is the per-trace token cache below. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ta.h"
+
+static int ihas(const int *v, int n, int x)
+{
+    for (int i = 0; i < n; i++) if (v[i] == x) return 1;
+    return 0;
+}
+
+/* ---- tokens: a rank's collectives in its own order ----
+ * Two ranks are compared on the communicator families they both belong to
+ * (a rank of a DP group and a rank outside it see different sequences
+ * otherwise); peers with the same families as the culprit are preferred. */
+static int64_t **tokv;
+static int64_t *tokn;
+
+static const int64_t *tokens(ta_an *a, int t, int64_t *n)
+{
+    if (!tokv) {            /* first use in this analysis: freed by ta_diverge_done */
+        tokv = xcalloc((size_t)a->ntr + 1, sizeof *tokv);
+        tokn = xcalloc((size_t)a->ntr + 1, sizeof *tokn);
+    }
+    if (!tokv[t]) {
+        ta_trace *tr = a->tr[t];
+        tokv[t] = xmalloc(sizeof(int64_t) * (size_t)(tr->ncalls + 1));
+        int64_t k = 0;
+        for (int64_t i = 0; i < tr->ncalls; i++) {
+            const ta_call *c = &tr->calls[i];
+            if (ta_op_is_coll(c->op) && c->seq > 0 && c->comm >= 0) tokv[t][k++] = i;
+        }
+        tokn[t] = k;
+    }
+    *n = tokn[t];
+    return tokv[t];
+}
+
+static uint64_t fam_bit(int family) { return family < 63 ? 1ull << family : 1ull << 63; }
+
+static uint64_t fam_mask(ta_an *a, int t)
+{
+    uint64_t m = 0;
+    const ta_trace *tr = a->tr[t];
+    for (int i = 0; i < tr->ncomms; i++)
+        if (tr->comms[i].nseq) m |= fam_bit(tr->comms[i].family);
+    return m;
+}
+
+typedef struct { int t; int64_t *v; int64_t n; } seqv;
+
+/* the lowest seq of family fam that trace t's ring window still holds (1: all) */
+static uint32_t fam_window(const ta_trace *t, int fam)
+{
+    if (t->ring_lost <= 0) return 1;
+    for (int i = 0; i < t->ncomms; i++)
+        if (t->comms[i].family == fam) return ta_window_start(t, i);
+    return 1;
+}
+
+/* t's tokens on the families of mask, from where both t's and the other
+ * trace's ring windows hold each family (calls older than either window
+ * cannot be compared: one side is gone) */
+static seqv filtered(ta_an *a, int t, int other, uint64_t mask)
+{
+    int64_t n;
+    const int64_t *all = tokens(a, t, &n);
+    seqv s = {t, xmalloc(sizeof(int64_t) * (size_t)(n + 1)), 0};
+    const ta_trace *tr = a->tr[t], *ot = a->tr[other];
+    int windowed = tr->ring_lost > 0 || ot->ring_lost > 0;
+    for (int64_t i = 0; i < n; i++) {
+        const ta_call *c = &tr->calls[all[i]];
+        int fam = tr->comms[c->comm].family;
+        if (!(fam_bit(fam) & mask)) continue;
+        if (windowed) {
+            uint32_t w1 = fam_window(tr, fam), w2 = fam_window(ot, fam);
+            if (c->seq < (w1 > w2 ? w1 : w2)) continue;
+        }
+        s.v[s.n++] = all[i];
+    }
+    return s;
+}
+
+static int tok_eq(ta_an *a, int ta_, int64_t ca, int tb, int64_t cb, int site)
+{
+    const ta_trace *x = a->tr[ta_], *y = a->tr[tb];
+    const ta_call *c = &x->calls[ca], *d = &y->calls[cb];
+    if (x->comms[c->comm].family != y->comms[d->comm].family) return 0;
+    if (!ta_sig_equal(c, d)) return 0;
+    return !site || ta_site_equal(a, x, c->stack, y, d->stack);
+}
+
+/* length of the run where R[i+dr+j] == Q[i+dp+j] (site-aware), up to w */
+static int run(ta_an *a, const seqv *R, const seqv *Q, int64_t i, int dr, int dp, int w)
+{
+    int j = 0;
+    while (j < w && i + dr + j < R->n && i + dp + j < Q->n &&
+           tok_eq(a, R->t, R->v[i + dr + j], Q->t, Q->v[i + dp + j], 1))
+        j++;
+    return j;
+}
+
+/* 1: R has an extra call at i; 2: R skipped Q's call at i; 0 neither */
+static int shift_kind(ta_an *a, const seqv *R, const seqv *Q, int64_t i)
+{
+    int64_t ax = R->n - i - 1 < Q->n - i ? R->n - i - 1 : Q->n - i;
+    int64_t as = R->n - i < Q->n - i - 1 ? R->n - i : Q->n - i - 1;
+    int avail_x = (int)(ax > 8 ? 8 : ax), avail_s = (int)(as > 8 ? 8 : as);
+    int ex = avail_x > 0 ? run(a, R, Q, i, 1, 0, avail_x) : 0;
+    int sk = avail_s > 0 ? run(a, R, Q, i, 0, 1, avail_s) : 0;
+    int ex_ok = avail_x > 0 && ex == avail_x, sk_ok = avail_s > 0 && sk == avail_s;
+    if (ex_ok && sk_ok) return ex >= sk ? 1 : 2;
+    if (ex_ok) return 1;
+    if (sk_ok) return 2;
+    return 0;
+}
+
+/* first accepted divergence of R against Q, an index into both, -1 none */
+static int64_t first_div(ta_an *a, const seqv *R, const seqv *Q)
+{
+    int64_t n = R->n < Q->n ? R->n : Q->n;
+    for (int64_t i = 0; i < n; i++) {
+        if (tok_eq(a, R->t, R->v[i], Q->t, Q->v[i], 1)) continue;
+        if (!tok_eq(a, R->t, R->v[i], Q->t, Q->v[i], 0)) return i;   /* another op, comm, count... */
+        if (shift_kind(a, R, Q, i)) return i;                        /* another line that shifts the rest */
+        /* another line of code for the same call, then in step again: legal */
+    }
+    return -1;
+}
+
+typedef struct { int found; int shift; int peer; int64_t rc, pc; } refine_t;
+
+static refine_t refine(ta_an *a, int r, const int *peers, int npeers)
+{
+    refine_t res = {0, 0, -1, -1, -1};
+    uint64_t mr = fam_mask(a, r);
+    int same = 0;
+    for (int k = 0; k < npeers; k++) same += peers[k] != r && fam_mask(a, peers[k]) == mr;
+    int64_t iv[16];
+    int pv[16], n = 0;
+    for (int k = 0; k < npeers && n < 16; k++) {
+        if (peers[k] == r || (same && fam_mask(a, peers[k]) != mr)) continue;
+        uint64_t m = mr & fam_mask(a, peers[k]);
+        seqv R = filtered(a, r, peers[k], m), Q = filtered(a, peers[k], r, m);
+        pv[n] = peers[k];
+        iv[n++] = first_div(a, &R, &Q);
+        free(R.v); free(Q.v);
+    }
+    if (!n) return res;
+    int best = -1, bestc = 0;
+    for (int k = 0; k < n; k++) {
+        int c = 0;
+        for (int j = 0; j < n; j++) c += iv[j] == iv[k];
+        if (c > bestc || (c == bestc && iv[k] >= 0 && (iv[best] < 0 || iv[k] < iv[best]))) { best = k; bestc = c; }
+    }
+    if (iv[best] < 0) return res;
+    uint64_t m = mr & fam_mask(a, pv[best]);
+    seqv R = filtered(a, r, pv[best], m), Q = filtered(a, pv[best], r, m);
+    res.found = 1;
+    res.peer = pv[best];
+    res.shift = shift_kind(a, &R, &Q, iv[best]);
+    res.rc = R.v[iv[best]];
+    res.pc = Q.v[iv[best]];
+    free(R.v); free(Q.v);
+    return res;
+}
+
+
+/* the other side: members of g that are not culprits */
+void ta_others_of(ta_an *a, ta_finding *f, int g, const int *cul_t, int ncul, int rep_t, int64_t rep_c)
+{
+    int *o = xmalloc(sizeof(int) * (size_t)(a->ntr + 1)), no = 0;
+    if (g >= 0) {
+        const ta_gcomm *n = &a->gc[g];
+        for (int p = 0; p < n->npos; p++)
+            if (n->member[p] >= 0 && !ihas(cul_t, ncul, n->member[p])) o[no++] = a->tr[n->member[p]]->rank;
+    }
+    ta_side_set(&f->other, o, no, rep_t, rep_c);
+    free(o);
+}
+
+
+/* Moves a finding with culprit trace r to its earliest divergence, if any. */
+void ta_move_earlier(ta_an *a, ta_finding *f, int r, const int *peers, int npeers, int g_stop)
+{
+    refine_t rf = refine(a, r, peers, npeers);
+    if (!rf.found) return;
+    int64_t rc = rf.rc, pc = rf.pc;
+    ta_trace *rt = a->tr[r], *pt = a->tr[rf.peer];
+    const ta_call *rcall = &rt->calls[rc], *pcall = &pt->calls[pc];
+    int rfam = rt->comms[rcall->comm].family, pfam = pt->comms[pcall->comm].family;
+    int rg = rt->comms[rcall->comm].g;
+    int stop_fam = -1;
+    int lc = g_stop >= 0 ? ta_comm_local(rt, g_stop) : -1;
+    if (lc >= 0) stop_fam = rt->comms[lc].family;
+    /* the peer's call, on r's communicator of the same family */
+    int pg = pt->comms[pcall->comm].g;
+    if (ta_comm_local(rt, pg) < 0)
+        for (int i = 0; i < rt->ncomms; i++)
+            if (rt->comms[i].family == pfam) pg = rt->comms[i].g;
+    int g;
+    uint32_t seq;
+    if (rf.shift == 1) {
+        g = rg; seq = rcall->seq;
+        snprintf(f->subkind, sizeof f->subkind, "extra_call");
+    } else if (rf.shift == 2) {
+        g = pg; seq = pcall->seq;
+        snprintf(f->subkind, sizeof f->subkind, "skipped_call");
+    } else if (rfam != pfam) {
+        /* another communicator at this point: report the call r put off */
+        if (rfam == stop_fam && pfam != stop_fam) { g = rg; seq = rcall->seq; }
+        else { g = pg; seq = pcall->seq; }
+        snprintf(f->subkind, sizeof f->subkind, "order");
+    } else {
+        g = rg; seq = rcall->seq;
+        snprintf(f->subkind, sizeof f->subkind, "different_call");
+    }
+    if (f->stop_g < 0) { f->stop_g = f->g; f->stop_seq = f->seq; }
+    f->kind = K_DIVERGENCE;
+    f->g = g;
+    f->seq = seq;
+    if (f->stop_g == g && f->stop_seq == (int64_t)seq) f->stop_g = -1, f->stop_seq = -1;
+    int *cul = xmalloc(sizeof(int) * (size_t)(f->culprit.nranks + 1));
+    int *cult = xmalloc(sizeof(int) * (size_t)(f->culprit.nranks + 1));
+    int nc = 0;
+    for (int k = 0; k < f->culprit.nranks; k++) {
+        cul[nc] = f->culprit.ranks[k];
+        cult[nc] = -1;
+        for (int t = 0; t < a->ntr; t++) if (a->tr[t]->rank == cul[nc]) cult[nc] = t;
+        nc++;
+    }
+    ta_side_set(&f->culprit, cul, nc, r, rc);
+    ta_others_of(a, f, g, cult, nc, rf.peer, pc);
+    f->t = ta_wall(rt, rcall->enter_ns);
+    free(cul); free(cult);
+}
+
+int ta_diverges(ta_an *a, int r, const int *peers, int npeers)
+{
+    return refine(a, r, peers, npeers).found;
+}
+
+void ta_diverge_done(ta_an *a)
+{
+    if (tokv)
+        for (int t = 0; t < a->ntr; t++) free(tokv[t]);
+    free(tokv); free(tokn);
+    tokv = NULL;
+    tokn = NULL;
+}

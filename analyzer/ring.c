@@ -1,0 +1,533 @@
+/* Ring files: the binary half of a trace, written by the shim as events
+ * happen, so that it survives SIGKILL (include/trshim/ring_format.h, the
+ * layout; docs/trace-format.md "Ring file").
+ *
+ * The file is mapped read-only and every value in it is hostile until
+ * checked: each offset and count is checked against the file's actual size
+ * before anything is read there, each structure is copied out of the
+ * mapping before its fields are used (a live process may still be writing),
+ * and a damaged part costs that part only, with one note naming the file
+ * and what is wrong. A header that cannot be trusted makes the file
+ * unusable. ring_trace.c makes the traces of what is read here. */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ring_int.h"
+#include "trshim/trace_format.h"
+
+typedef struct { uint64_t lo, hi, base; int gid; } rmod;
+
+static int fits(const rd *r, uint64_t off, uint64_t len) { return off <= r->n && len <= r->n - off; }
+
+void ring_note(rd *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char one[1];
+    va_list aq;
+    va_copy(aq, ap);
+    int len = vsnprintf(one, sizeof one, fmt, aq);
+    va_end(aq);
+    char *s = xmalloc((size_t)len + 1);
+    vsnprintf(s, (size_t)len + 1, fmt, ap);
+    va_end(ap);
+    ta_ring_info *i = r->info;
+    i->notes = xrealloc(i->notes, sizeof *i->notes * (size_t)(i->nnotes + 1));
+    i->notes[i->nnotes++] = s;
+}
+
+static int utf8_ok(const unsigned char *s)
+{
+    while (*s) {
+        int k = *s < 0x80 ? 0 : (*s & 0xe0) == 0xc0 ? 1 : (*s & 0xf0) == 0xe0 ? 2 : (*s & 0xf8) == 0xf0 ? 3 : -1;
+        if (k < 0) return 0;
+        s++;
+        for (int j = 0; j < k; j++, s++)
+            if ((*s & 0xc0) != 0x80) return 0;
+    }
+    return 1;
+}
+
+/* a fixed-size char array of the file as a string: cut at its NUL or its
+ * end, control characters (and, unless it is valid UTF-8, bytes >= 0x80)
+ * replaced, so it can go into any output as it is */
+char *ring_str(const char *s, size_t cap)
+{
+    size_t n = strnlen(s, cap);
+    char *o = xmalloc(n + 1);
+    memcpy(o, s, n);
+    o[n] = 0;
+    int ok = utf8_ok((const unsigned char *)o);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)o[i];
+        if (c < 0x20 || c == 0x7f || (c >= 0x80 && !ok)) o[i] = '?';
+    }
+    return o;
+}
+
+int ta_ring_name(const char *name)
+{
+    size_t l = strlen(name), pl = strlen(TRSHIM_TRACE_PREFIX), sl = strlen(TRSHIM_RING_SUFFIX);
+    return l > pl + sl && !strncmp(name, TRSHIM_TRACE_PREFIX, pl) && !strcmp(name + l - sl, TRSHIM_RING_SUFFIX);
+}
+
+int ta_ring_sniff(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    char m[8];
+    ssize_t k = read(fd, m, sizeof m);
+    close(fd);
+    return k == (ssize_t)sizeof m && !memcmp(m, TRSHIM_RING_MAGIC, sizeof m);
+}
+
+/* ---- header ---- */
+
+/* NULL, or why the file cannot be used (in r->err) */
+static const char *check_header(rd *r)
+{
+    const trr_header *h = &r->h;
+    static const char zero[8];
+    if (memcmp(h->magic, TRSHIM_RING_MAGIC, 8))
+        return !memcmp(h->magic, zero, 8)
+                   ? "the ring header was never completed (the process stopped while creating the file)"
+                   : "not a trshim ring file (no \"" TRSHIM_RING_MAGIC "\" magic)";
+    if (h->version != TRSHIM_RING_VERSION) {
+        snprintf(r->err, sizeof r->err, "unknown ring format version %u (this tranalyze reads version %d)",
+                 h->version, TRSHIM_RING_VERSION);
+        return r->err;
+    }
+    if (h->header_bytes != TRR_HEADER_BYTES || h->record_bytes != TRR_RECORD_BYTES || h->comm_bytes != TRR_COMM_BYTES) {
+        snprintf(r->err, sizeof r->err,
+                 "damaged header: header/record/communicator sizes %u/%u/%u, expected %d/%d/%d",
+                 h->header_bytes, h->record_bytes, h->comm_bytes, TRR_HEADER_BYTES, TRR_RECORD_BYTES, TRR_COMM_BYTES);
+        return r->err;
+    }
+    /* the areas in order, none overlapping, all below AREA_MAX (no
+     * arithmetic below can overflow after this) */
+    if (h->capacity < 1 || h->capacity > (1ull << 40) || h->max_comms > (1u << 20) ||
+        h->off_comms < TRR_HEADER_BYTES || h->off_comms > AREA_MAX ||
+        h->off_records < h->off_comms + (uint64_t)h->max_comms * TRR_COMM_BYTES || h->off_records > AREA_MAX ||
+        h->off_blobs < h->off_records + h->capacity * TRR_RECORD_BYTES || h->off_blobs > AREA_MAX ||
+        h->blob_bytes > AREA_MAX || h->file_bytes < h->off_blobs + h->blob_bytes) {
+        snprintf(r->err, sizeof r->err,
+                 "damaged header: the areas do not fit together (capacity %llu, max_comms %u, communicators at %llu, "
+                 "records at %llu, blobs at %llu + %llu, file %llu bytes)",
+                 (unsigned long long)h->capacity, h->max_comms, (unsigned long long)h->off_comms,
+                 (unsigned long long)h->off_records, (unsigned long long)h->off_blobs,
+                 (unsigned long long)h->blob_bytes, (unsigned long long)h->file_bytes);
+        return r->err;
+    }
+    if (h->head > AREA_MAX) {
+        snprintf(r->err, sizeof r->err, "damaged header: head %llu", (unsigned long long)h->head);
+        return r->err;
+    }
+    if (h->start_mono_ns > (uint64_t)INT64_MAX || !isfinite(h->start_realtime)) {
+        snprintf(r->err, sizeof r->err, "damaged header: start clocks %g / %llu", h->start_realtime,
+                 (unsigned long long)h->start_mono_ns);
+        return r->err;
+    }
+    return NULL;
+}
+
+/* A ring still RUNNING is of a killed process, unless that process still
+ * runs: read live on its own host. The pid must be the same process, not a
+ * later one that got its number: one that started before the shim did
+ * (/proc/PID/stat's start time, of the boot clock, against the ring's
+ * CLOCK_MONOTONIC start); without /proc, a heartbeat of the last 10 s. */
+static int still_alive(const rd *r)
+{
+    const trr_header *h = &r->h;
+    if (h->state != TRR_RUNNING || h->pid <= 0) return 0;
+    char host[256] = "";
+    if (gethostname(host, sizeof host - 1) != 0 || strncmp(host, h->host, sizeof h->host - 1)) return 0;
+    if (kill(h->pid, 0) != 0 && errno != EPERM) return 0;
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)h->pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t k = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0) close(fd);
+    if (k > 0) {
+        buf[k] = 0;
+        const char *q = strrchr(buf, ')');
+        unsigned long long ticks = 0;
+        /* after the name: state, then 18 fields, then starttime (field 22) */
+        if (q && sscanf(q + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+                        &ticks) == 1) {
+            long hz = sysconf(_SC_CLK_TCK);
+            double started = (double)ticks / (double)(hz > 0 ? hz : 100);
+            return started <= (double)h->start_mono_ns / 1e9 + 2.0;
+        }
+    }
+    if (!h->heartbeat_ns) return 0;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    uint64_t ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+    return h->heartbeat_ns > ns ? h->heartbeat_ns - ns < 1000000000ull : ns - h->heartbeat_ns < 10000000000ull;
+}
+
+/* ---- communicator slots ---- */
+
+static void read_comms(rd *r)
+{
+    const trr_header *h = &r->h;
+    uint64_t n = h->ncomms < h->max_comms ? h->ncomms : h->max_comms;
+    /* slots past the end of a truncated file: counted below, not allocated */
+    uint64_t in_file = h->off_comms < r->n ? (r->n - h->off_comms) / TRR_COMM_BYTES + 1 : 0;
+    int lost = 0, bad = 0, norank = 0;
+    if (n > in_file) {
+        lost = (int)(n - in_file);
+        n = in_file;
+    }
+    r->slots = xcalloc((size_t)n + 1, sizeof *r->slots);
+    r->nslots = (int)n;
+    char first[160] = "";
+    for (uint64_t i = 0; i < n; i++) {
+        cslot *s = &r->slots[i];
+        uint64_t off = h->off_comms + i * TRR_COMM_BYTES;
+        if (!fits(r, off, sizeof s->c)) { lost++; continue; }
+        memcpy(&s->c, r->p + off, sizeof s->c);
+        const trr_comm *c = &s->c;
+        if (c->valid == 0) continue;             /* handed out, not written yet */
+        const char *why = NULL;
+        if (c->valid != 1) why = "its valid flag is damaged";
+        else if (c->kind < 0 || c->kind > TRR_KIND_SHRINK) why = "its kind is unknown";
+        else if (c->end_kind < TRR_END_NONE || c->end_kind > TRR_END_REVOKE) why = "its end kind is unknown";
+        else if (c->size < -1 || c->size > RANK_MAX || c->rank < -1 || c->rank > RANK_MAX) why = "its size or rank is out of range";
+        else if (c->device < -1 || c->device > 65535) why = "its device is out of range";
+        else if (c->init_enter > (uint64_t)INT64_MAX || c->init_exit > (uint64_t)INT64_MAX ||
+                 c->end_exit > (uint64_t)INT64_MAX || c->colls > (uint64_t)INT64_MAX)
+            why = "a time or count is out of range";
+        if (why) {
+            if (!bad++) snprintf(first, sizeof first, "slot %llu: %s", (unsigned long long)i, why);
+            continue;
+        }
+        if (c->rank < 0) { norank++; continue; }   /* a JSON trace cannot place it either */
+        s->ok = 1;
+        s->counts = !c->init_done || c->init_rc == 0 || c->init_rc == 7;   /* ncclSuccess, ncclInProgress */
+    }
+    if (bad)
+        ring_note(r, "%d damaged communicator slot(s) ignored (first: %s); their calls are not used", bad, first);
+    if (lost)
+        ring_note(r, "%d communicator slot(s) lie past the end of the file (truncated); their calls are not used", lost);
+    if (norank)
+        ring_note(r, "%d communicator(s) without a rank yet (init had not returned) ignored", norank);
+    if (h->comms_dropped)
+        ring_note(r, "%llu communicator(s) had no slot in the ring (more than %u): their calls are not used",
+              (unsigned long long)h->comms_dropped, h->max_comms);
+}
+
+/* ---- blobs: modules and stacks ---- */
+
+static int cmp_rmod(const void *x, const void *y)
+{
+    const rmod *a = x, *b = y;
+    return (a->lo > b->lo) - (a->lo < b->lo);
+}
+
+static int find_mod(const rmod *m, int nm, uint64_t ip)
+{
+    int lo = 0, hi = nm - 1, best = -1;
+    while (lo <= hi) {           /* the last module starting at or below ip */
+        int mid = lo + (hi - lo) / 2;
+        if (m[mid].lo <= ip) { best = mid; lo = mid + 1; }
+        else hi = mid - 1;
+    }
+    return best >= 0 && ip < m[best].hi ? best : -1;
+}
+
+typedef struct { uint32_t index, n; uint64_t at; } rstack;   /* at: file offset of the ips */
+
+static void read_blobs(rd *r, pthread_mutex_t *modlk)
+{
+    const trr_header *h = &r->h;
+    uint64_t start = h->off_blobs, len = h->blob_bytes;
+    if (start > r->n) len = 0;
+    else if (len > r->n - start) len = r->n - start;     /* truncation noted with the header */
+    rmod *mods = NULL;
+    rstack *st = NULL;
+    int nm = 0, capm = 0, ns = 0, caps = 0, badmods = 0, badstacks = 0;
+    uint64_t pos = 0;
+    while (pos + sizeof(trr_blob) <= len) {
+        trr_blob b;
+        memcpy(&b, r->p + start + pos, sizeof b);
+        if (b.kind == TRR_BLOB_END) break;
+        if (b.bytes % 8 || b.bytes > len - pos - sizeof b) {
+            ring_note(r, "damaged blob at byte %llu of the blob area (kind %u, %u bytes): the stacks and modules after it "
+                  "are lost", (unsigned long long)pos, b.kind, b.bytes);
+            break;
+        }
+        uint64_t at = start + pos + sizeof b;
+        if (b.kind == TRR_BLOB_MODULE) {
+            trr_module m;
+            int ok = b.bytes >= sizeof m;
+            if (ok) {
+                memcpy(&m, r->p + at, sizeof m);
+                const char *path = (const char *)r->p + at + sizeof m;
+                ok = m.path_len >= 2 && m.path_len <= b.bytes - sizeof m && path[m.path_len - 1] == 0 &&
+                     strnlen(path, m.path_len) == m.path_len - 1 && strnlen(m.build_id, sizeof m.build_id) < sizeof m.build_id &&
+                     m.lo < m.hi && m.base <= m.lo;
+                if (ok) {
+                    char *ps = ring_str(path, m.path_len), *bs = ring_str(m.build_id, sizeof m.build_id);
+                    if (nm == capm) { capm = capm ? capm * 2 : 16; mods = xrealloc(mods, sizeof *mods * (size_t)capm); }
+                    pthread_mutex_lock(modlk);
+                    int gid = ta_module_intern(r->a, ps, bs[0] ? bs : NULL);
+                    pthread_mutex_unlock(modlk);
+                    mods[nm++] = (rmod){m.lo, m.hi, m.base, gid};
+                    free(ps);
+                    free(bs);
+                }
+            }
+            badmods += !ok;
+        } else if (b.kind == TRR_BLOB_STACK) {
+            int stack_ok = 0;
+            trr_stack s;
+            if (b.bytes >= sizeof s) {
+                memcpy(&s, r->p + at, sizeof s);
+                if (s.n <= (b.bytes - sizeof s) / 8 && s.n <= FRAMES_MAX) {
+                    if (ns == caps) { caps = caps ? caps * 2 : 64; st = xrealloc(st, sizeof *st * (size_t)caps); }
+                    st[ns++] = (rstack){s.index, s.n, at + sizeof s};
+                    stack_ok = 1;
+                }
+            }
+            badstacks += !stack_ok;
+        }                        /* other kinds: from a newer writer, skipped */
+        pos += sizeof b + b.bytes;
+    }
+    if (badmods) ring_note(r, "%d damaged module record(s) ignored: frames in them have no module", badmods);
+    if (badstacks) ring_note(r, "%d damaged stack record(s) ignored: those call sites are unknown", badstacks);
+    if (mods) qsort(mods, (size_t)nm, sizeof *mods, cmp_rmod);
+    /* stacks by their index (the records' stack field); indices far beyond
+     * the number of stacks are damage */
+    uint64_t limit = (uint64_t)ns * 4 + 4096, maxi = 0;
+    int far = 0;
+    for (int i = 0; i < ns; i++) {
+        if (st[i].index >= limit) { far++; continue; }
+        if (st[i].index + 1 > maxi) maxi = st[i].index + 1;
+    }
+    if (far) ring_note(r, "%d stack record(s) with an out-of-range index ignored", far);
+    r->nstacks = (int)maxi;
+    r->stacks = xcalloc((size_t)maxi + 1, sizeof *r->stacks);
+    for (int i = 0; i < ns; i++) {
+        if (st[i].index >= limit) continue;
+        ta_stack *o = &r->stacks[st[i].index];
+        if (o->frames) continue;    /* the first one of an index counts */
+        o->nframes = (int)st[i].n;
+        o->frames = xcalloc((size_t)st[i].n + 1, sizeof *o->frames);
+        for (uint32_t f = 0; f < st[i].n; f++) {
+            uint64_t ip;
+            memcpy(&ip, r->p + st[i].at + 8 * (uint64_t)f, sizeof ip);
+            int k = find_mod(mods, nm, ip);
+            ta_frame *fr = &o->frames[f];
+            fr->module = k >= 0 ? mods[k].gid : -1;
+            fr->offset = k >= 0 ? ip - mods[k].base : ip;
+            fr->symbol = NULL;             /* symbolize.c names it from the module file */
+            fr->symbol_offset = TA_NULL64;
+        }
+    }
+    if (h->stacks_dropped)
+        ring_note(r, "%llu call stack(s) were not stored (the ring's blob area was full): those call sites are unknown",
+              (unsigned long long)h->stacks_dropped);
+    free(mods);
+    free(st);
+}
+
+/* ---- records ---- */
+
+/* NULL (kept in *o), or why the record of that index is not used */
+static const char *conv_record(rd *r, const trr_record *x, uint64_t index, rcall *o)
+{
+    ta_call *c = &o->c;
+    memset(o, 0, sizeof *o);
+    c->rp = c->comm = c->stack = -1;
+    c->exit_ns = c->done_ns = TA_NULL64;
+    c->rc = INT16_MIN;
+    o->slot = -1;
+    o->device = x->device;
+    if (x->state != TRR_REC_ENTERED && x->state != TRR_REC_RETURNED) return "its state is damaged";
+    if (x->op >= TRR_OP_N) return "its op is not a known NCCL operation";
+    c->op = x->op;
+    int grp = x->op >= TRR_OP_GROUPSTART;
+    if (x->comm >= 0 && !grp) {
+        if (x->comm >= r->nslots || !r->slots[x->comm].ok) return "its communicator has no usable slot";
+        o->slot = x->comm;
+    } else if (x->comm < -1) {
+        return "its communicator index is negative";
+    }
+    /* number s of a communicator (or of a peer and direction) follows s - 1
+     * numbered calls, each a record before this one */
+    if (x->seq > 0x7fffffff || x->seq > index + 1) return "seq is out of range";
+    c->seq = (uint32_t)x->seq;
+    if (x->count > (uint64_t)INT64_MAX) return "count is out of range";
+    c->count = (int64_t)x->count;
+    if (grp || x->dtype == TRR_NONE) c->dtype = DT_NONE;
+    else c->dtype = x->dtype >= 0 && x->dtype < DT_INVALID - 1 ? (uint8_t)(x->dtype + 1) : DT_INVALID;
+    if (x->redop == TRR_NONE) c->redop = RO_NONE;
+    else if (x->redop >= 0 && x->redop < 5) c->redop = (uint8_t)(x->redop + 1);
+    else if (x->redop >= 5) c->redop = RO_PREMULSUM;   /* ncclRedOpCreatePreMulSum handles */
+    else return "redop is not a known reduction";
+    if (x->root != TRR_NONE && x->root < 0) return "root/peer is not a rank";
+    int rp = x->root == TRR_NONE ? -1 : x->root;
+    if (ta_op_is_p2p(c->op) || ta_op_rooted(c->op)) c->rp = rp;
+    c->group = x->group;
+    /* streams numbered in order of appearance, as calls.c does */
+    int k;
+    for (k = 0; k < r->nstreams; k++) if (r->streams[k] == x->stream) break;
+    if (k == r->nstreams) {
+        if (r->nstreams < 254) r->streams[r->nstreams++] = x->stream;
+        else k = 254;
+    }
+    c->stream = (uint8_t)k;
+    if (x->enter_ns > (uint64_t)INT64_MAX) return "enter_ns is out of range";
+    c->enter_ns = (int64_t)x->enter_ns;
+    int64_t last = c->enter_ns;
+    if (x->state == TRR_REC_RETURNED) {
+        if (x->exit_ns > (uint64_t)INT64_MAX) return "exit_ns is out of range";
+        if (x->rc < -32767 || x->rc > 32767) return "rc is out of range";
+        c->exit_ns = (int64_t)x->exit_ns;
+        c->rc = (int16_t)x->rc;
+        last = max64(last, c->exit_ns);
+    }
+    c->gpu = x->gpu <= TRR_GPU_ERROR ? x->gpu : GPU_UNTRACKED;
+    if (c->gpu == GPU_DONE) {
+        if (x->done_ns > (uint64_t)INT64_MAX) return "done_ns is out of range";
+        c->done_ns = (int64_t)x->done_ns;
+        last = max64(last, c->done_ns);
+    }
+    if (x->stack >= 0 && x->stack < r->nstacks) c->stack = x->stack;
+    if ((ta_op_is_coll(c->op) || ta_op_is_p2p(c->op)) && c->seq > 0) {
+        if (o->slot < 0) return "a numbered call has no communicator";
+        if (ta_op_is_p2p(c->op) && c->rp < 0) return "a numbered send/recv has no peer";
+    }
+    r->last_ns = max64(r->last_ns, last);
+    return NULL;
+}
+
+/* the records of the window [max(0, head - capacity), head), in index order;
+ * a slot whose stamp is not its index + 1 is skipped and counted (torn: the
+ * process stopped while writing it, or it was overwritten while read) */
+static void read_records(rd *r)
+{
+    const trr_header *h = &r->h;
+    uint64_t cap = h->capacity, head = h->head, first = head > cap ? head - cap : 0, len = head - first;
+    uint64_t readable = h->off_records <= r->n ? (r->n - h->off_records) / TRR_RECORD_BYTES : 0;
+    if (readable > cap) readable = cap;
+    r->calls = xmalloc(sizeof *r->calls * (size_t)((len < readable ? len : readable) + 1));
+    int64_t torn = 0, bad = 0, gone = 0, torn_last = 0;
+    const char *why1 = NULL;
+    uint64_t bad1 = 0;
+    /* the window is at most two runs of slots: [s0, s0 + len) wrapping at cap */
+    uint64_t s0 = first % cap;
+    uint64_t runs[2][3] = {{s0, s0 + len < cap ? s0 + len : cap, first}, {0, s0 + len > cap ? s0 + len - cap : 0, first + (cap - s0)}};
+    for (int k = 0; k < 2; k++) {
+        uint64_t from = runs[k][0], to = runs[k][1], idx0 = runs[k][2];
+        if (to > readable) {
+            gone += (int64_t)(to - (from > readable ? from : readable));
+            to = readable;
+        }
+        for (uint64_t s = from; s < to; s++) {
+            uint64_t index = idx0 + (s - from);
+            const uint8_t *q = r->p + h->off_records + s * TRR_RECORD_BYTES;
+            trr_record x;
+            memcpy(&x, q, sizeof x);
+            uint64_t again;
+            memcpy(&again, q, sizeof again);      /* a live writer may have reused the slot meanwhile */
+            if (x.stamp != index + 1 || again != x.stamp) {
+                torn++;
+                torn_last += index + 1 == head;
+                continue;
+            }
+            const char *why = conv_record(r, &x, index, &r->calls[r->ncalls]);
+            if (why) {
+                if (!bad++) { why1 = why; bad1 = index; }
+                continue;
+            }
+            r->ncalls++;
+        }
+    }
+    if (torn)
+        ring_note(r, "%lld record(s) of the window [%llu, %llu) were incomplete or overwritten (torn)%s and were skipped",
+              (long long)torn, (unsigned long long)first, (unsigned long long)head,
+              torn_last ? ", the last one included (the process stopped while writing it)" : "");
+    if (gone)
+        ring_note(r, "%lld record slot(s) lie past the end of the file (truncated) and are lost", (long long)gone);
+    if (bad)
+        ring_note(r, "%lld ring record(s) skipped (first: record %llu: %s)", (long long)bad, (unsigned long long)bad1, why1);
+}
+
+void ta_ring_info_free(ta_ring_info *info)
+{
+    free(info->host);
+    for (int i = 0; i < info->nnotes; i++) free(info->notes[i]);
+    free(info->notes);
+    memset(info, 0, sizeof *info);
+}
+
+int ta_ring_read(ta_an *a, const char *path, pthread_mutex_t *modlk, ta_trace ***out, ta_ring_info *info)
+{
+    memset(info, 0, sizeof *info);
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) { ta_note_add(a, path, 1, "cannot open: %s", strerror(errno)); return -1; }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        ta_note_add(a, path, 1, "not a regular file");
+        return -1;
+    }
+    if ((uint64_t)st.st_size < sizeof(trr_header)) {
+        close(fd);
+        ta_note_add(a, path, 1, "truncated: %lld bytes, shorter than a ring header (%zu bytes)", (long long)st.st_size,
+                    sizeof(trr_header));
+        return -1;
+    }
+    const uint8_t *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) { ta_note_add(a, path, 1, "cannot read: %s", strerror(errno)); return -1; }
+    rd r = {.a = a, .path = path, .p = p, .n = (uint64_t)st.st_size, .info = info, .last_ns = TA_NULL64};
+    memcpy(&r.h, p, sizeof r.h);
+    int n = -1;
+    const char *bad = check_header(&r);
+    if (bad) {
+        ta_note_add(a, path, 1, "%s", bad);
+        goto done;
+    }
+    if (r.n < r.h.file_bytes)
+        ring_note(&r, "truncated: the file has %llu bytes, its header says %llu: what lay past the end is lost",
+              (unsigned long long)r.n, (unsigned long long)r.h.file_bytes);
+    info->alive = still_alive(&r);
+    read_comms(&r);
+    read_blobs(&r, modlk);
+    read_records(&r);
+    if (r.h.heartbeat_ns && r.h.heartbeat_ns <= (uint64_t)INT64_MAX) r.last_ns = max64(r.last_ns, (int64_t)r.h.heartbeat_ns);
+    if (r.h.end_ns && r.h.end_ns <= (uint64_t)INT64_MAX) r.last_ns = max64(r.last_ns, (int64_t)r.h.end_ns);
+    if (r.h.state != TRR_RUNNING && r.h.state != TRR_EXITED && r.h.state != TRR_SIGNALED)
+        ring_note(&r, "the process state %d in the header is unknown: how it ended is unknown", r.h.state);
+    n = ring_views(&r, out);
+    if (n >= 0) {
+        info->host = ring_str(r.h.host, sizeof r.h.host);
+        info->pid = r.h.pid;
+        info->start_time = r.h.start_realtime;
+        info->head = r.h.head;
+        info->state = r.h.state;
+        info->signo = r.h.signo;
+        info->last_ns = r.last_ns;
+    }
+done:
+    for (int i = 0; i < r.nstacks; i++) free(r.stacks[i].frames);
+    free(r.stacks);
+    free(r.slots);
+    free(r.calls);
+    munmap((void *)p, (size_t)st.st_size);
+    if (n < 0) ta_ring_info_free(info);
+    return n;
+}

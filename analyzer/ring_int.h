@@ -1,0 +1,56 @@
+/* Internals shared by ring.c (reading and checking a ring file) and
+ * ring_trace.c (the traces a ring gives, and rings next to JSON traces). */
+#ifndef RING_INT_H
+#define RING_INT_H
+
+#include <stdint.h>
+
+#include "ta.h"
+#include "ta_ring.h"
+#include "trshim/ring_format.h"
+
+#define RANK_MAX (1 << 24)          /* ranks, sizes: as for JSON traces */
+#define AREA_MAX (1ull << 56)       /* offsets and lengths beyond it are damage, not data */
+#define FRAMES_MAX 65536
+
+/* a communicator slot, copied out of the file */
+typedef struct {
+    int ok;                 /* a valid, usable slot */
+    int counts;             /* its init did not fail: a communicator of the rank (shim: comm_counts) */
+    trr_comm c;
+} cslot;
+
+/* a record of the window, converted */
+typedef struct {
+    ta_call c;
+    int32_t slot;           /* comm slot, -1 */
+    int32_t device;
+} rcall;
+
+/* a ring file being read */
+typedef struct {
+    ta_an *a;
+    const char *path;
+    const uint8_t *p;
+    uint64_t n;             /* bytes mapped: the file's size */
+    trr_header h;
+    ta_ring_info *info;
+    char err[300];
+    /* contents */
+    cslot *slots; int nslots;
+    ta_stack *stacks; int nstacks;
+    rcall *calls; int64_t ncalls;
+    int64_t last_ns;
+    uint64_t streams[256]; int nstreams;
+} rd;
+
+static inline int64_t max64(int64_t x, int64_t y) { return x > y ? x : y; }
+
+/* a note kept with the ring: load.c adds it once it knows the ring's traces are used */
+void ring_note(rd *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* a fixed-size char array of the file as a string, safe for any output */
+char *ring_str(const char *s, size_t cap);
+/* the traces of the ring (ring_trace.c): the number, -1 with a note */
+int ring_views(rd *r, ta_trace ***out);
+
+#endif

@@ -1,0 +1,474 @@
+/* Stragglers: ranks that enter the collectives of a communicator
+ * consistently later than its other members (a slow input pipeline, a busy
+ * host, rank-specific work). Every other member waits for them in each
+ * collective, so the whole job runs at their pace; nothing hangs.
+ *
+ * Per communicator, over the collectives every member issued (not inside a
+ * group, not failed, with the same arguments on all members), the members'
+ * entry times are put on one clock (docs/analysis-format.md, "Stragglers"):
+ * the CLOCK_MONOTONIC times as they are when all members share a host, else
+ * each host's times relative to when its members left the communicator's
+ * init (they leave it together), else wall time. The rule:
+ *   - at least MIN_COLLECTIVES such collectives;
+ *   - a set S of k ranks (k <= members / 2, the smallest k that fits) is the
+ *     last k to enter in at least LAST_FRACTION of them;
+ *   - gap(c) = first entry of S - median entry of the other members, at each
+ *     collective c; jitter(c) = last entry of the others - their median;
+ *     median gap >= max(--straggler-ms, NOISE_FACTOR * median jitter).
+ * Random jitter makes no rank last most of the time, a single slow
+ * collective moves no median, and a rank that is always last by less than
+ * the others' own spread is not singled out. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ta.h"
+
+#define MIN_COLLECTIVES 8
+#define LAST_FRACTION_NUM 3          /* last in at least 3/4 of the collectives examined */
+#define LAST_FRACTION_DEN 4
+#define NOISE_FACTOR 3
+
+const char *const ta_strag_clock_names[3] = {"monotonic", "init", "wall"};
+
+static int cmp64(const void *x, const void *y)
+{
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* median of v[0..n) (reorders v); n > 0 */
+static int64_t median64(int64_t *v, int64_t n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp64);
+    return n % 2 ? v[n / 2] : v[n / 2 - 1] + (v[n / 2] - v[n / 2 - 1]) / 2;
+}
+
+typedef struct { int64_t e; int p; } entry;
+
+static int cmp_entry(const void *x, const void *y)
+{
+    const entry *a = x, *b = y;
+    if (a->e != b->e) return (a->e > b->e) - (a->e < b->e);
+    return (a->p > b->p) - (a->p < b->p);
+}
+
+static uint64_t mix64(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* "30 ms", "5.5 ms", "0.42 ms", "1.2 s" */
+static char *dur_text(int64_t ns)
+{
+    double ms = (double)ns / 1e6;
+    if (ms >= 10000) return xasprintf("%.0f s", ms / 1000);
+    if (ms >= 1000) return xasprintf("%.1f s", ms / 1000);
+    if (ms >= 10) return xasprintf("%.0f ms", ms);
+    if (ms >= 1) return xasprintf("%.1f ms", ms);
+    return xasprintf("%.2f ms", ms);
+}
+
+static int call_failed(const ta_call *c)
+{
+    return c->rc != INT16_MIN && c->rc != 0 && c->rc != 7;   /* 7: ncclInProgress */
+}
+
+/* One communicator's collectives, entry times on one clock. */
+typedef struct {
+    int n;                /* members (places) */
+    int64_t nrows;        /* collectives examined */
+    int64_t *e;           /* [row * n + place]: entry time */
+    uint32_t *seq;        /* [row] */
+    int *ord;             /* [row * n + i]: place of the i-th to enter */
+    int clock;            /* SC_* */
+} table;
+
+/* Offsets that put each place's CLOCK_MONOTONIC times on a common clock; 0
+ * when the communicator cannot be examined (a place without a trace). */
+typedef struct { const char *host; int p; } hostplace;
+
+static int cmp_hostplace(const void *x, const void *y)
+{
+    const hostplace *a = x, *b = y;
+    int c = strcmp(a->host, b->host);
+    return c ? c : (a->p > b->p) - (a->p < b->p);
+}
+
+static int clock_bases(ta_an *a, const ta_gcomm *gc, int64_t *base, int *clock)
+{
+    int n = gc->npos, same_host = 1, have_init = 1;
+    for (int p = 0; p < n; p++) {
+        if (gc->member[p] < 0) return 0;
+        const ta_trace *t = a->tr[gc->member[p]];
+        if (strcmp(t->host, a->tr[gc->member[0]]->host)) same_host = 0;
+        if (t->comms[gc->local[p]].init_exit == TA_NULL64) have_init = 0;
+    }
+    if (same_host) {
+        *clock = SC_MONOTONIC;
+        for (int p = 0; p < n; p++) base[p] = 0;
+    } else if (have_init) {
+        /* one offset per host: the median of its members' init exits, so
+         * that ranks of one host keep their exact relative times */
+        *clock = SC_INIT;
+        hostplace *hp = xmalloc(sizeof *hp * (size_t)n);
+        int64_t *v = xmalloc(sizeof(int64_t) * (size_t)n);
+        for (int p = 0; p < n; p++) hp[p] = (hostplace){a->tr[gc->member[p]]->host, p};
+        qsort(hp, (size_t)n, sizeof *hp, cmp_hostplace);
+        for (int i = 0, j; i < n; i = j) {     /* hp[i..j): one host */
+            for (j = i; j < n && !strcmp(hp[j].host, hp[i].host); j++)
+                v[j - i] = a->tr[gc->member[hp[j].p]]->comms[gc->local[hp[j].p]].init_exit;
+            int64_t m = median64(v, j - i);
+            for (int q = i; q < j; q++) base[hp[q].p] = m;
+        }
+        free(hp); free(v);
+    } else {
+        *clock = SC_WALL;
+        for (int p = 0; p < n; p++) {
+            const ta_trace *t = a->tr[gc->member[p]];
+            base[p] = t->clock_mono - llround(t->clock_real * 1e9);
+        }
+    }
+    return 1;
+}
+
+static int table_build(ta_an *a, int g, table *tb)
+{
+    const ta_gcomm *gc = &a->gc[g];
+    memset(tb, 0, sizeof *tb);
+    int n = gc->npos;
+    if (n < 2 || !gc->nseqs) return 0;
+    /* rows: the seqs every member issued alike, outside groups, not failed;
+     * only those every member's kept range holds can be, so that the table
+     * is no larger than the calls kept (members' windows may hardly overlap) */
+    uint32_t lo = 0, hi = UINT32_MAX;
+    for (int p = 0; p < n; p++) {
+        if (gc->member[p] < 0) return 0;
+        const ta_comm *k = &a->tr[gc->member[p]]->comms[gc->local[p]];
+        if (!k->nkept) return 0;
+        if (k->seq0 > lo) lo = k->seq0;
+        if (k->nseq < hi) hi = k->nseq;
+    }
+    if (lo > hi) return 0;
+    uint32_t i0 = ta_gseq_lower(gc, lo), m = ta_gseq_lower(gc, (uint64_t)hi + 1) - i0;
+    int64_t *base = xmalloc(sizeof(int64_t) * (size_t)n);
+    if (!m || !clock_bases(a, gc, base, &tb->clock)) { free(base); return 0; }
+    tb->n = n;
+    tb->e = xmalloc(sizeof(int64_t) * (size_t)n * m);
+    tb->seq = xmalloc(sizeof(uint32_t) * m);
+    uint8_t *ok = xmalloc(m);
+    for (uint32_t r = 0; r < m; r++) ok[r] = !gc->sigbad[i0 + r];   /* a divergence: its times mean nothing */
+    for (int p = 0; p < n; p++) {         /* place by place: each trace's calls in order */
+        const ta_trace *t = a->tr[gc->member[p]];
+        const ta_comm *k = &t->comms[gc->local[p]];
+        for (uint32_t r = 0; r < m; r++) {
+            if (!ok[r]) continue;
+            int64_t ci = ta_comm_call(k, ta_gseq_at(gc, i0 + r));
+            if (ci < 0) { ok[r] = 0; continue; }
+            const ta_call *c = &t->calls[ci];
+            if (c->group || call_failed(c)) { ok[r] = 0; continue; }
+            tb->e[(size_t)r * n + p] = c->enter_ns - base[p];
+        }
+    }
+    for (uint32_t r = 0; r < m; r++) {
+        if (!ok[r]) continue;
+        if ((uint32_t)tb->nrows != r)
+            memmove(tb->e + tb->nrows * n, tb->e + (size_t)r * n, sizeof(int64_t) * (size_t)n);
+        tb->seq[tb->nrows++] = ta_gseq_at(gc, i0 + r);
+    }
+    free(ok);
+    free(base);
+    return tb->nrows > 0;
+}
+
+/* Each row's places in entry order. */
+static void table_sort(table *tb)
+{
+    int n = tb->n;
+    tb->ord = xmalloc(sizeof(int) * (size_t)n * (size_t)tb->nrows);
+    entry *en = xmalloc(sizeof(entry) * (size_t)n);
+    for (int64_t r = 0; r < tb->nrows; r++) {
+        for (int p = 0; p < n; p++) en[p] = (entry){tb->e[r * n + p], p};
+        qsort(en, (size_t)n, sizeof *en, cmp_entry);
+        for (int i = 0; i < n; i++) tb->ord[r * n + i] = en[i].p;
+    }
+    free(en);
+}
+
+static void table_free(table *tb)
+{
+    free(tb->e); free(tb->seq); free(tb->ord);
+}
+
+/* The spread of entries (last - first) per collective: the communicator's
+ * summary in --json's comms[]. Returns how many collectives spread at least
+ * min_ns: a straggler's gap is never larger than the spread, so fewer than
+ * half of them rule out a finding without sorting anything. */
+static int64_t spread_summary(ta_gcomm *gc, const table *tb, int64_t min_ns)
+{
+    int n = tb->n;
+    int64_t *v = xmalloc(sizeof(int64_t) * (size_t)tb->nrows), wide = 0;
+    gc->spread_max_ns = -1;
+    for (int64_t r = 0; r < tb->nrows; r++) {
+        const int64_t *e = tb->e + r * n;
+        int64_t lo = e[0], hi = e[0];
+        for (int p = 1; p < n; p++) {
+            if (e[p] < lo) lo = e[p];
+            if (e[p] > hi) hi = e[p];
+        }
+        v[r] = hi - lo;
+        wide += v[r] >= min_ns;
+        if (v[r] > gc->spread_max_ns) { gc->spread_max_ns = v[r]; gc->spread_max_seq = tb->seq[r]; }
+    }
+    gc->spread_n = tb->nrows;
+    gc->spread_median_ns = median64(v, tb->nrows);
+    gc->spread_clock = tb->clock;
+    free(v);
+    return wide;
+}
+
+/* Entry of S's first member minus the median entry of the others, and the
+ * others' last minus their median, at row r. in_s: per place. Rows where S
+ * is the last k take O(1). */
+static void row_gap(const table *tb, int64_t r, const uint8_t *in_s, int k, int is_last, int64_t *gap, int64_t *jit)
+{
+    int n = tb->n, no = n - k;
+    const int *ord = tb->ord + r * n;
+    const int64_t *e = tb->e + r * n;
+    int64_t first_s, med_o, last_o;
+    if (is_last) {
+        first_s = e[ord[no]];
+        med_o = no % 2 ? e[ord[no / 2]] : e[ord[no / 2 - 1]] + (e[ord[no / 2]] - e[ord[no / 2 - 1]]) / 2;
+        last_o = e[ord[no - 1]];
+    } else {
+        int64_t lo = 0, hi = 0;
+        int io = 0;
+        first_s = INT64_MAX;
+        last_o = INT64_MIN;
+        for (int i = 0; i < n; i++) {
+            int p = ord[i];
+            if (in_s[p]) { if (e[p] < first_s) first_s = e[p]; continue; }
+            if (io == (no - 1) / 2) lo = e[p];
+            if (io == no / 2) hi = e[p];
+            io++;
+            last_o = e[p];
+        }
+        med_o = lo + (hi - lo) / 2;
+    }
+    *gap = first_s - med_o;
+    *jit = last_o - med_o;
+}
+
+typedef struct {
+    int k;
+    int *places;          /* S, k places */
+    int64_t last, examined, median, max, jitter, threshold, spread;
+    int64_t max_row; int max_place, med_place;   /* where the latest of S was most late */
+} result;
+
+/* The smallest set of ranks that is consistently last and late enough, 0 none. */
+static int find_late_set(const table *tb, int64_t min_ns, result *res)
+{
+    int n = tb->n, kmax = n / 2;
+    int64_t N = tb->nrows;
+    uint64_t *h = xcalloc((size_t)N, sizeof(uint64_t));
+    uint8_t *in_s = xcalloc((size_t)n, 1), *is_last = xmalloc((size_t)N);
+    int64_t *gap = xmalloc(sizeof(int64_t) * (size_t)N), *jit = xmalloc(sizeof(int64_t) * (size_t)N);
+    int found = 0;
+    for (int k = 1; k <= kmax && !found; k++) {
+        /* the set of the last k to enter, as a hash of the set (order-free
+         * sum of mixed places; a collision of 64-bit sums is not a concern) */
+        for (int64_t r = 0; r < N; r++) h[r] += mix64((uint64_t)tb->ord[r * n + n - k] + 1);
+        uint64_t cand = 0;
+        int64_t votes = 0;
+        for (int64_t r = 0; r < N; r++) {     /* majority vote: the only set that can reach 3/4 */
+            if (!votes) { cand = h[r]; votes = 1; }
+            else votes += h[r] == cand ? 1 : -1;
+        }
+        int64_t q = 0, rep = -1;
+        for (int64_t r = 0; r < N; r++) {
+            is_last[r] = h[r] == cand;
+            if (is_last[r]) { q++; if (rep < 0) rep = r; }
+        }
+        if (q * LAST_FRACTION_DEN < N * LAST_FRACTION_NUM) continue;
+        memset(in_s, 0, (size_t)n);
+        for (int i = n - k; i < n; i++) in_s[tb->ord[rep * n + i]] = 1;
+        /* a median gap >= min_ns needs half the rows at or above it; the rows
+         * where S is last are cheap, see first whether they can make it */
+        int64_t big = 0;
+        for (int64_t r = 0; r < N; r++)
+            if (is_last[r]) {
+                row_gap(tb, r, in_s, k, 1, &gap[r], &jit[r]);
+                big += gap[r] >= min_ns;
+            }
+        if ((big + (N - q)) * 2 < N) continue;
+        for (int64_t r = 0; r < N; r++)
+            if (!is_last[r]) row_gap(tb, r, in_s, k, 0, &gap[r], &jit[r]);
+        int64_t med_gap = median64(gap, N), med_jit = median64(jit, N);
+        int64_t thr = med_jit * NOISE_FACTOR > min_ns ? med_jit * NOISE_FACTOR : min_ns;
+        if (thr < 1) thr = 1;             /* late means later: entries that tie are not */
+        if (med_gap < thr) continue;
+        found = 1;
+        memset(res, 0, sizeof *res);
+        res->k = k;
+        res->places = xmalloc(sizeof(int) * (size_t)k);
+        for (int i = 0, j = 0; i < n; i++) if (in_s[i]) res->places[j++] = i;
+        res->last = q;
+        res->examined = N;
+        res->median = med_gap;
+        res->jitter = med_jit;
+        res->threshold = thr;
+        /* the latest member of S behind the others' median, at its worst */
+        res->max = INT64_MIN;
+        int64_t *o = xmalloc(sizeof(int64_t) * (size_t)n), *sp = gap;
+        int *op = xmalloc(sizeof(int) * (size_t)n);
+        for (int64_t r = 0; r < N; r++) {
+            const int64_t *e = tb->e + r * n;
+            int no = 0, late = -1;
+            for (int i = 0; i < n; i++) {
+                int p = tb->ord[r * n + i];
+                if (in_s[p]) { if (late < 0 || e[p] > e[late]) late = p; }
+                else { op[no] = p; o[no++] = e[p]; }
+            }
+            /* op is in entry order: the median place is op[(no - 1) / 2] */
+            int64_t med_o = no % 2 ? o[no / 2] : o[no / 2 - 1] + (o[no / 2] - o[no / 2 - 1]) / 2;
+            if (e[late] - med_o > res->max) {
+                res->max = e[late] - med_o;
+                res->max_row = r;
+                res->max_place = late;
+                res->med_place = op[(no - 1) / 2];
+            }
+            sp[r] = e[tb->ord[r * n + n - 1]] - e[tb->ord[r * n]];
+        }
+        res->spread = median64(sp, N);
+        free(o); free(op);
+    }
+    free(h); free(in_s); free(is_last); free(gap); free(jit);
+    return found;
+}
+
+static void describe(ta_an *a, ta_finding *f)
+{
+    ta_straggler *st = f->strag;
+    char *who = ta_ranks_text(f->culprit.ranks, f->culprit.nranks);
+    int many = f->culprit.nranks > 1;
+    char *med = dur_text(st->median_ns), *mx = dur_text(st->max_ns);
+    const ta_trace *t = a->tr[f->culprit.trace];
+    char *call = ta_call_sig(t, f->culprit.call), *site = ta_site_text(a, t, t->calls[f->culprit.call].stack);
+    char *last = many ? xasprintf("the last %d to enter in %lld of %lld collectives", f->culprit.nranks,
+                                  (long long)st->last, (long long)st->examined)
+                      : xasprintf("the last to enter in %lld of %lld collectives", (long long)st->last,
+                                  (long long)st->examined);
+    char *which = many ? xasprintf("rank %d ", t->rank) : xstrdup("");
+    char *also = xstrdup("");
+    if (st->nalso) {
+        free(also);
+        also = xasprintf("; late on %d other communicator%s too (", st->nalso, st->nalso > 1 ? "s" : "");
+        for (int i = 0; i < st->nalso; i++) {
+            char *x = xasprintf("%s%s%s", also, i ? ", " : "", ta_comm_name(a, st->also[i]));
+            free(also);
+            also = x;
+        }
+        char *x = xasprintf("%s)", also);
+        free(also);
+        also = x;
+    }
+    f->message = xasprintf("%s %s enter%s the collectives of comm %s late: %s, a median of %s behind the "
+                           "others (max %s, %sat %s #%lld at %s)%s%s",
+                           many ? "ranks" : "rank", who, many ? "" : "s", ta_comm_name(a, f->g), last, med, mx,
+                           which, call, (long long)f->seq, site, also,
+                           st->clock == SC_WALL ? "; clocks of different hosts aligned by wall time, which may be "
+                                                  "off by milliseconds" : "");
+    if (many)
+        f->hint = xstrdup("the other members wait for these ranks in every collective, so the job runs at their pace: "
+                          "something they do before their collectives takes longer than on the others — a slow input "
+                          "pipeline (data loading, decoding, augmentation), work only they do (logging, evaluation, "
+                          "checkpoints), a busy or slower host (CPU contention, too few data-loader workers, a "
+                          "throttled GPU); when they share a host, look at that host first");
+    else
+        f->hint = xstrdup("the other members wait for this rank in every collective, so the job runs at its pace: "
+                          "something it does before its collectives takes longer than on the others — a slow input "
+                          "pipeline (data loading, decoding, augmentation), work only it does (logging, evaluation, "
+                          "checkpoints), a busy or slower host (CPU contention, too few data-loader workers, a "
+                          "throttled GPU); profile its step and compare it with a fast rank's");
+    free(who); free(med); free(mx); free(call); free(site); free(last); free(which); free(also);
+}
+
+void ta_findings_straggler(ta_an *a)
+{
+    /* larger communicators first: the same ranks late on a sub-communicator
+     * are the same finding */
+    int *order = xmalloc(sizeof(int) * (size_t)(a->ngc + 1));
+    for (int g = 0; g < a->ngc; g++) order[g] = g;
+    for (int i = 1; i < a->ngc; i++)      /* insertion sort, stable: by npos, descending */
+        for (int j = i; j > 0 && a->gc[order[j]].npos > a->gc[order[j - 1]].npos; j--) {
+            int x = order[j]; order[j] = order[j - 1]; order[j - 1] = x;
+        }
+    int first = a->nf;
+    for (int i = 0; i < a->ngc; i++) {
+        int g = order[i];
+        ta_gcomm *gc = &a->gc[g];
+        table tb;
+        if (!table_build(a, g, &tb)) { table_free(&tb); continue; }
+        int64_t wide = spread_summary(gc, &tb, a->straggler_ns);
+        result res;
+        if (tb.nrows < MIN_COLLECTIVES || wide * 2 < tb.nrows) { table_free(&tb); continue; }
+        table_sort(&tb);
+        if (!find_late_set(&tb, a->straggler_ns, &res)) { table_free(&tb); continue; }
+        int *ranks = xmalloc(sizeof(int) * (size_t)res.k);
+        for (int j = 0; j < res.k; j++) ranks[j] = a->tr[gc->member[res.places[j]]]->rank;
+        ta_ints_sort(ranks, res.k);
+        /* already reported on a larger communicator? */
+        ta_finding *cover = NULL;
+        for (int j = first; j < a->nf && !cover; j++) {
+            int all = 1;
+            for (int q = 0; q < res.k && all; q++) {
+                int in = 0;
+                for (int m = 0; m < a->f[j].culprit.nranks; m++) in |= a->f[j].culprit.ranks[m] == ranks[q];
+                all = in;
+            }
+            if (all) cover = &a->f[j];
+        }
+        if (cover) {
+            ta_straggler *st = cover->strag;
+            st->also = xrealloc(st->also, sizeof(int) * (size_t)(st->nalso + 1));
+            st->also[st->nalso++] = g;
+        } else {
+            ta_finding *f = ta_finding_new(a, K_STRAGGLER);
+            f->root = 0;
+            f->g = g;
+            uint32_t seq = tb.seq[res.max_row];
+            f->seq = seq;
+            int lt = gc->member[res.max_place], mt = gc->member[res.med_place];
+            ta_side_set(&f->culprit, ranks, res.k, lt, ta_comm_call(&a->tr[lt]->comms[gc->local[res.max_place]], seq));
+            f->culprit.stack = a->tr[lt]->calls[f->culprit.call].stack;
+            int *others = xmalloc(sizeof(int) * (size_t)gc->npos), no = 0;
+            for (int p = 0; p < gc->npos; p++) {
+                int in = 0;
+                for (int j = 0; j < res.k; j++) in |= res.places[j] == p;
+                if (!in) others[no++] = a->tr[gc->member[p]]->rank;
+            }
+            ta_side_set(&f->other, others, no, mt, ta_comm_call(&a->tr[mt]->comms[gc->local[res.med_place]], seq));
+            f->other.stack = a->tr[mt]->calls[f->other.call].stack;
+            free(others);
+            f->t = ta_wall(a->tr[lt], a->tr[lt]->calls[f->culprit.call].enter_ns);
+            ta_straggler *st = f->strag = xcalloc(1, sizeof *st);
+            st->clock = tb.clock;
+            st->examined = res.examined;
+            st->last = res.last;
+            st->median_ns = res.median;
+            st->max_ns = res.max;
+            st->jitter_ns = res.jitter;
+            st->threshold_ns = res.threshold;
+            st->spread_ns = res.spread;
+        }
+        free(ranks);
+        free(res.places);
+        table_free(&tb);
+    }
+    for (int j = first; j < a->nf; j++) describe(a, &a->f[j]);
+    free(order);
+}

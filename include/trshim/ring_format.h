@@ -1,0 +1,177 @@
+/* The ring file: the binary, memory-mapped half of a trace, shared by the
+ * writer (libtrshim.so, shim/tr_ring.c) and the reader (tranalyze,
+ * analyzer/ring.c). It is written as events happen, by stores into a
+ * MAP_SHARED mapping, so the kernel keeps everything up to the last store
+ * when the process is killed (SIGKILL, OOM killer, scheduler). Documented in
+ * docs/trace-format.md ("Ring file"); a change an older reader would misread
+ * bumps TRSHIM_RING_VERSION.
+ *
+ * Layout (every offset in the header; all little-endian, x86-64/aarch64):
+ *   [0, 4096)                      trr_header
+ *   [off_comms, +max_comms*1024)   trr_comm slots, in creation order
+ *   [off_records, +capacity*128)   trr_record slots: record i is in slot i % capacity
+ *   [off_blobs, +blob_bytes)       trr_blob entries, appended (stacks, modules)
+ * The file is created sparse (ftruncate): untouched slots read as zeros.
+ *
+ * Commit protocol (what a reader may trust after a kill at any instant):
+ *   - record: the writer stores stamp = 0, fills the entry fields, then stores
+ *     stamp = index + 1 (release). A slot whose stamp is not index + 1 for
+ *     the index the reader expects there is skipped (torn or overwritten).
+ *     Return fields (seq, exit_ns, rc) are stored before state = RETURNED
+ *     (release); done_ns before gpu = DONE.
+ *   - comm slot: fields written, then `valid` = 1 (release); later fields
+ *     change in place (atomics), each meaningful on its own.
+ *   - blob: payload written, then `kind` (release); the reader stops at the
+ *     first zero kind or at blob_bytes.
+ */
+#ifndef TRSHIM_RING_FORMAT_H
+#define TRSHIM_RING_FORMAT_H
+
+#include <stdint.h>
+
+#define TRSHIM_RING_MAGIC "TRSHRING"      /* 8 bytes, no NUL */
+#define TRSHIM_RING_VERSION 1
+/* File names: TRSHIM_TRACE_PREFIX<host>.<pid>.ring (one per process) */
+#define TRSHIM_RING_SUFFIX ".ring"
+
+#define TRR_HEADER_BYTES 4096
+#define TRR_RECORD_BYTES 128
+#define TRR_COMM_BYTES 1024
+#define TRR_COMM_CHECKPOINTS 48
+
+/* process state (trr_header.state) */
+enum { TRR_RUNNING = 1, TRR_EXITED = 2, TRR_SIGNALED = 3 };
+
+/* record.op: the same numbering as the JSON op names */
+enum { TRR_OP_ALLREDUCE, TRR_OP_BROADCAST, TRR_OP_BCAST, TRR_OP_REDUCE, TRR_OP_ALLGATHER,
+       TRR_OP_REDUCESCATTER, TRR_OP_ALLTOALL, TRR_OP_GATHER, TRR_OP_SCATTER, TRR_OP_SEND,
+       TRR_OP_RECV, TRR_OP_GROUPSTART, TRR_OP_GROUPEND, TRR_OP_N };
+/* record.state */
+enum { TRR_REC_EMPTY, TRR_REC_ENTERED, TRR_REC_RETURNED };
+/* record.capturing */
+enum { TRR_CAPT_NO, TRR_CAPT_YES, TRR_CAPT_UNKNOWN };
+/* record.gpu: completion of the operation on the GPU */
+enum { TRR_GPU_UNTRACKED,   /* not observed: group/failed call, capturing stream, no event, off */
+       TRR_GPU_PENDING,     /* enqueued (event recorded after it), not complete when last polled */
+       TRR_GPU_DONE,        /* completed; done_ns = when the poller saw it */
+       TRR_GPU_ERROR };     /* the event query failed (sticky CUDA error) */
+#define TRR_NONE INT32_MIN  /* no reduction op / root / peer; dtype of group calls */
+
+/* the comm slot's kind / end_kind: JSON "kind" / "end.kind" names */
+enum { TRR_KIND_INITRANK, TRR_KIND_INITRANKCONFIG, TRR_KIND_INITRANKSCALABLE, TRR_KIND_INITALL,
+       TRR_KIND_SPLIT, TRR_KIND_SHRINK };
+enum { TRR_END_NONE, TRR_END_FINALIZE, TRR_END_DESTROY, TRR_END_ABORT, TRR_END_REVOKE };
+
+/* blob kinds */
+enum { TRR_BLOB_END = 0, TRR_BLOB_MODULE = 1, TRR_BLOB_STACK = 2 };
+
+typedef struct {
+    char magic[8];                  /* TRSHIM_RING_MAGIC */
+    uint32_t version;               /* TRSHIM_RING_VERSION */
+    uint32_t header_bytes;          /* TRR_HEADER_BYTES */
+    uint32_t record_bytes;          /* TRR_RECORD_BYTES */
+    uint32_t comm_bytes;            /* TRR_COMM_BYTES */
+    uint64_t capacity;              /* record slots (TRSHIM_RING) */
+    uint32_t max_comms;             /* comm slots */
+    uint32_t fp_interval;           /* first checkpoint interval (sequence numbers) */
+    uint64_t off_comms, off_records, off_blobs, blob_bytes;
+    uint64_t file_bytes;            /* the whole file */
+    /* identity, written once before `magic` */
+    int32_t pid;
+    int32_t env_rank, world_size, local_rank;   /* -1 unset */
+    double start_realtime;          /* Unix time (s) read together with start_mono_ns */
+    uint64_t start_mono_ns;         /* CLOCK_MONOTONIC */
+    char host[64];
+    char job_id[256];               /* "" when no job variable was set */
+    char job_source[32];            /* variable name, "" */
+    char rank_source[32];           /* variable name, "" */
+    char trshim_version[16];
+    uint32_t stack_depth;           /* TRSHIM_STACK_DEPTH */
+    uint32_t pad0;
+    /* live, updated in place */
+    uint64_t head;                  /* atomic: records handed out = index of the next one */
+    uint32_t ncomms;                /* atomic: comm slots handed out */
+    int32_t state;                  /* atomic: TRR_* */
+    int32_t signo;                  /* the signal of TRR_SIGNALED, 0 */
+    uint32_t writes;                /* atomic: JSON trace writes completed */
+    uint64_t heartbeat_ns;          /* atomic: CLOCK_MONOTONIC, refreshed about once a second while alive */
+    uint64_t end_ns;                /* CLOCK_MONOTONIC of the exit or signal, 0 */
+    uint64_t blob_used;             /* atomic: bytes of committed blobs (a hint; readers scan) */
+    uint64_t stacks_dropped;        /* atomic: stacks not stored (blob area full) */
+    uint64_t comms_dropped;         /* atomic: communicators without a slot */
+} trr_header;
+
+typedef struct {
+    uint64_t stamp;                 /* atomic: record index + 1 once the entry fields are complete */
+    uint32_t state;                 /* atomic: TRR_REC_* */
+    uint8_t op, depth, capturing, gpu;   /* gpu atomic: TRR_GPU_* */
+    int32_t comm;                   /* comm slot index, -1 */
+    int32_t dtype, redop, root;     /* TRR_NONE when absent; root holds the peer of Send/Recv */
+    int32_t stack;                  /* stack index (TRR_BLOB_STACK.index), -1 */
+    int32_t tid, device, rc;
+    uint32_t group;
+    int32_t pystack;                /* reserved (Python stacks), -1 */
+    uint64_t seq;                   /* atomic */
+    uint64_t count, sendbuff, recvbuff, stream;
+    uint64_t enter_ns, exit_ns;     /* exit_ns valid when state == RETURNED */
+    uint64_t done_ns;               /* valid when gpu == DONE */
+    uint64_t reserved;
+} trr_record;
+
+typedef struct { uint64_t seq, hash; } trr_checkpoint;
+
+typedef struct {
+    uint32_t valid;                 /* atomic: 1 once the identity fields are written */
+    int32_t kind;                   /* TRR_KIND_* */
+    uint64_t id, parent_id;         /* parent_id meaningful when parent >= 0 */
+    int32_t parent;                 /* slot of the parent, -1 */
+    int32_t blocking;
+    int32_t has_color, color, key;
+    uint32_t group;
+    uint64_t init_enter;
+    int32_t init_stack;
+    int32_t from_uid;               /* made from an ncclUniqueId (job identity) */
+    /* live, atomics */
+    int32_t size, rank, device;     /* -1 unknown */
+    int32_t init_done, init_rc;
+    int32_t end_kind;               /* TRR_END_* */
+    uint64_t init_exit;
+    uint64_t end_enter, end_exit;   /* end_exit 0: not returned */
+    int32_t end_rc;
+    uint32_t pad;
+    uint64_t colls;                 /* collectives numbered */
+    /* fingerprint of every collective's signature since init (see
+     * docs/trace-format.md): fp_hash covers seq 1..fp_seq; checkpoints at
+     * multiples of fp_step; when the array is full, every second one is
+     * dropped and fp_step doubles (the same on every rank). */
+    uint64_t fp_seq, fp_hash;
+    uint32_t fp_step, ncheckpoints;
+    trr_checkpoint checkpoints[TRR_COMM_CHECKPOINTS];
+} trr_comm;
+
+typedef struct {
+    uint32_t kind;                  /* atomic: TRR_BLOB_*, stored last */
+    uint32_t bytes;                 /* payload bytes after this header, a multiple of 8 */
+} trr_blob;
+/* TRR_BLOB_MODULE payload */
+typedef struct {
+    uint32_t index;                 /* 0, 1, 2... in order of appearance */
+    uint32_t path_len;              /* bytes of path after this struct, NUL included */
+    uint64_t base;                  /* load address (dl_phdr_info.dlpi_addr) */
+    uint64_t lo, hi;                /* address range of its PT_LOAD segments */
+    char build_id[48];              /* hex, "" when none */
+    /* char path[path_len] */
+} trr_module;
+/* TRR_BLOB_STACK payload */
+typedef struct {
+    uint32_t index;                 /* the records' stack index */
+    uint32_t n;                     /* frames */
+    /* uint64_t ip[n]: return addresses, innermost first (the application's frame
+     * first); the module of each is the trr_module whose [lo, hi) holds it */
+} trr_stack;
+
+_Static_assert(sizeof(trr_header) <= TRR_HEADER_BYTES, "ring header fits its page");
+_Static_assert(sizeof(trr_record) == TRR_RECORD_BYTES, "records are 128 bytes");
+_Static_assert(sizeof(trr_comm) <= TRR_COMM_BYTES, "comm slots fit");
+
+#endif

@@ -1,0 +1,608 @@
+/* Completion of NCCL operations on the GPU, observed without blocking, and
+ * the poller thread that also keeps the ring file's heartbeat and runs the
+ * hang watchdog (tr_watchdog.c).
+ *
+ * After a collective or send/recv is enqueued (outside a group: when it
+ * returned ncclSuccess; inside one: when the outermost ncclGroupEnd did, one
+ * event per distinct stream shared by the group's calls on it), the calling
+ * thread records an event on the call's stream: cudaEventRecord of an event
+ * from a per-device pool (cudaEventDisableTiming, created on first need,
+ * never destroyed, reused), and sets the ring record's gpu to PENDING. The
+ * poller thread queries the oldest pending event of each stream
+ * (cudaEventQuery: never blocks, never synchronizes; events of one stream
+ * complete in order, so the ones behind it need no query) about every
+ * millisecond while anything is pending; once complete it stores the ring
+ * record's done_ns, then gpu = DONE (ERROR when the query failed: a sticky
+ * error), and gives the event back to the pool. Idle, it sleeps, waking once
+ * a second for the heartbeat and the watchdog.
+ *
+ * The application's CUDA error state is left exactly as it was: nothing is
+ * done when cudaPeekAtLastError shows an error pending on the calling thread
+ * (the call stays untracked), and when one of our runtime calls fails,
+ * cudaGetLastError clears exactly the error it left. No CUDA call is made on
+ * an application thread unless a call is being tracked. A stream that is
+ * capturing a graph, or may be (capturing unknown), is never given an event.
+ *
+ * Untracked (gpu stays UNTRACKED, JSON null): failed calls, group calls
+ * themselves, calls of a group whose GroupEnd failed or returned
+ * ncclInProgress, calls returning ncclInProgress (non-blocking
+ * communicators: the operation may not be enqueued yet when the call
+ * returns, so an event recorded then could complete before it),
+ * capturing streams, TRSHIM_COMPLETION=0, no CUDA runtime, an error pending,
+ * and calls beyond the bounds: PEND_MAX operations pending at once,
+ * MAX_STREAMS distinct streams, GROUP_MAX calls in one group (counted, one
+ * "trshim:" line from the poller).
+ *
+ * At exit (an atexit handler registered after the runtime initialized, so
+ * it runs before the runtime's own teardown and before the exit write) the
+ * poller makes one last pass, then makes no CUDA call again; the heartbeat
+ * goes on. A forked child tracks nothing. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tr_complete.h"
+#include "tr_core.h"
+#include "tr_ring.h"
+
+#define TR_TLS __thread __attribute__((tls_model("initial-exec")))
+
+#define PEND_MAX 16384            /* operations (ring records) pending at once */
+#define EVENT_MAX (2 * PEND_MAX)  /* events in all pools together */
+#define MAX_STREAMS 1024          /* distinct (stream, device) pairs ever tracked */
+#define MAX_DEV 64
+#define GROUP_MAX 65536           /* calls remembered in one group */
+#define POLL_NS 1000000ull        /* poll period while something is pending */
+#define BEAT_NS 1000000000ull     /* heartbeat and watchdog period */
+#define IDLE_NS 100000000ull      /* polling goes on this long after the last pending operation */
+
+/* ---- the CUDA runtime, found at run time ---------------------------------- */
+
+typedef cudaError_t (*f_err)(void);
+typedef cudaError_t (*f_getdev)(int *);
+typedef cudaError_t (*f_setdev)(int);
+typedef cudaError_t (*f_evcreate)(cudaEvent_t *, unsigned int);
+typedef cudaError_t (*f_evrecord)(cudaEvent_t, cudaStream_t);
+typedef cudaError_t (*f_evquery)(cudaEvent_t);
+typedef cudaError_t (*f_capmode)(enum cudaStreamCaptureMode *);
+
+static struct {
+    f_err peek, getlast;
+    f_getdev getdev;
+    f_setdev setdev;
+    f_evcreate create;
+    f_evrecord record;
+    f_evquery query;
+    f_capmode capmode;            /* optional */
+} rt;
+static atomic_int g_rt_state;     /* 0 not looked up, 1 found, -1 missing */
+static atomic_uint g_rt_retry;
+static _Atomic uint64_t g_rt_next_ns;
+
+static int rt_lookup(void)
+{
+    int st = atomic_load_explicit(&g_rt_state, memory_order_acquire);
+    if (st > 0) return 1;
+    /* missing: asked again at most once a second (a failed lookup searches
+     * the library path) */
+    if (st < 0) {
+        if ((atomic_fetch_add(&g_rt_retry, 1) & 255) != 0) return 0;
+        uint64_t now = tr_now_ns();
+        if (now < atomic_load(&g_rt_next_ns)) return 0;
+        atomic_store(&g_rt_next_ns, now + BEAT_NS);
+    }
+    rt.peek = (f_err)tr_real("cudaPeekAtLastError", TR_LIB_CUDART);
+    rt.getlast = (f_err)tr_real("cudaGetLastError", TR_LIB_CUDART);
+    rt.getdev = (f_getdev)tr_real("cudaGetDevice", TR_LIB_CUDART);
+    rt.setdev = (f_setdev)tr_real("cudaSetDevice", TR_LIB_CUDART);
+    rt.create = (f_evcreate)tr_real("cudaEventCreateWithFlags", TR_LIB_CUDART);
+    rt.record = (f_evrecord)tr_real("cudaEventRecord", TR_LIB_CUDART);
+    rt.query = (f_evquery)tr_real("cudaEventQuery", TR_LIB_CUDART);
+    rt.capmode = (f_capmode)tr_real("cudaThreadExchangeStreamCaptureMode", TR_LIB_CUDART);
+    int ok = rt.peek && rt.getlast && rt.getdev && rt.setdev && rt.create && rt.record && rt.query;
+    atomic_store_explicit(&g_rt_state, ok ? 1 : -1, memory_order_release);
+    return ok;
+}
+
+/* ---- pending operations ------------------------------------------------------ */
+
+typedef struct {
+    cudaEvent_t ev;               /* NULL: to be created */
+    int32_t device;
+    int32_t refs;                 /* entries waiting on it */
+    int32_t next;                 /* its device's free list */
+} event_t;
+
+typedef struct {
+    uint64_t rec;                 /* ring record index */
+    uint64_t exit_ns;             /* when the call (or its group) returned */
+    int32_t ev;
+    int32_t next;                 /* next entry of its stream, or of the free list; -1 */
+    int stalled;                  /* seen by the watchdog (poller only) */
+} entry_t;
+
+typedef struct {
+    uintptr_t stream;
+    int32_t device;
+    int32_t head, tail;           /* its entries, oldest first; -1 */
+} stream_t;
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;       /* the poller's sleep */
+static pthread_cond_t g_done_cv = PTHREAD_COND_INITIALIZER;  /* the last pass done */
+static event_t *g_events;
+static int32_t g_nevents;
+static int32_t g_free_event[MAX_DEV];
+static entry_t *g_entries;
+static int32_t g_free_entry;
+static int32_t g_npending;
+static stream_t g_streams[MAX_STREAMS];
+static _Atomic int32_t g_nstreams;
+static int g_sleeping;                      /* the poller waits on g_cv */
+static int g_stop, g_stopped;               /* at exit: the last pass asked for / done */
+static atomic_int g_poller_up;
+static _Atomic uint64_t g_untracked_full;   /* calls not tracked: a bound was reached */
+static pthread_once_t g_storage_once = PTHREAD_ONCE_INIT;
+static pthread_once_t g_atexit_once = PTHREAD_ONCE_INIT;
+
+static void storage_init(void)
+{
+    event_t *ev = calloc(EVENT_MAX, sizeof *ev);
+    entry_t *en = calloc(PEND_MAX, sizeof *en);
+    if (!ev || !en) {
+        free(ev);
+        free(en);
+        return;
+    }
+    for (int d = 0; d < MAX_DEV; d++) g_free_event[d] = -1;
+    for (int32_t i = 0; i < PEND_MAX; i++) en[i].next = i + 1 < PEND_MAX ? i + 1 : -1;
+    g_free_entry = 0;
+    g_entries = en;
+    g_events = ev;           /* last: tracking is possible from here on */
+}
+
+/* The slot of (stream, device), made when new; -1 when the table is full.
+ * g_mu held. A thread's last stream is remembered: slots are never reused. */
+static TR_TLS int32_t t_last_slot = -1;
+
+static int32_t stream_slot(uintptr_t stream, int32_t device)
+{
+    int32_t k = t_last_slot;
+    if (k >= 0 && g_streams[k].stream == stream && g_streams[k].device == device) return k;
+    int32_t n = atomic_load_explicit(&g_nstreams, memory_order_relaxed);
+    for (k = 0; k < n; k++)
+        if (g_streams[k].stream == stream && g_streams[k].device == device) break;
+    if (k == n) {
+        if (n == MAX_STREAMS) return -1;
+        g_streams[k] = (stream_t){stream, device, -1, -1};
+        atomic_store_explicit(&g_nstreams, n + 1, memory_order_release);
+    }
+    t_last_slot = k;
+    return k;
+}
+
+static void event_free(int32_t e)
+{
+    int32_t d = g_events[e].device;
+    g_events[e].next = g_free_event[d];
+    g_free_event[d] = e;
+}
+
+/* Creates the event of pool slot e on the current device (which is its
+ * device), in relaxed capture mode: another thread's graph capture must not
+ * see our call as unsafe. 0 on success; on failure the error is cleared. */
+static int event_create(int32_t e)
+{
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    int swapped = rt.capmode && rt.capmode(&mode) == cudaSuccess;
+    cudaEvent_t ev = NULL;
+    cudaError_t r = rt.create(&ev, cudaEventDisableTiming);
+    if (swapped) rt.capmode(&mode);
+    if (r != cudaSuccess || !ev) {
+        rt.getlast();
+        return -1;
+    }
+    g_events[e].ev = ev;
+    return 0;
+}
+
+static void mark_pending(uint64_t rec)
+{
+    trr_record *r = tr_ring_get(rec);
+    if (r) __atomic_store_n(&r->gpu, (uint8_t)TRR_GPU_PENDING, __ATOMIC_RELEASE);
+}
+
+static void complete_atexit(void);
+static void complete_atexit_register(void) { atexit(complete_atexit); }
+
+/* The calls recs[0..n), all enqueued on stream of device (-1: the current
+ * one), returned at exit_ns: one event after them, shared. */
+static void track(const uint64_t *recs, int n, cudaStream_t stream, int device, uint64_t exit_ns)
+{
+    if (n <= 0 || !atomic_load_explicit(&g_poller_up, memory_order_acquire) || !rt_lookup()) return;
+    pthread_once(&g_storage_once, storage_init);
+    if (!g_events) return;
+    /* an error of the application's pending: left as it is, untracked */
+    if (rt.peek() != cudaSuccess) return;
+    int cur = -1;
+    if (rt.getdev(&cur) != cudaSuccess) {
+        rt.getlast();
+        return;
+    }
+    if (device < 0) device = cur;
+    if (device < 0 || device >= MAX_DEV) return;
+
+    pthread_mutex_lock(&g_mu);
+    int stopping = g_stop;        /* exiting: the poller makes no more CUDA calls */
+    int32_t si = stopping ? -1 : stream_slot((uintptr_t)stream, device);
+    int32_t e = -1;
+    if (si >= 0 && g_npending + n <= PEND_MAX) {
+        e = g_free_event[device];
+        if (e >= 0) g_free_event[device] = g_events[e].next;
+        else if (g_nevents < EVENT_MAX) {
+            e = g_nevents++;
+            g_events[e] = (event_t){NULL, device, 0, -1};
+        }
+        if (e >= 0) g_npending += n;        /* reserved */
+    }
+    pthread_mutex_unlock(&g_mu);
+    if (e < 0) {
+        if (!stopping) atomic_fetch_add_explicit(&g_untracked_full, (uint64_t)n, memory_order_relaxed);
+        return;
+    }
+
+    /* the event must be of the stream's device: the stream 0 of NCCL is
+     * that of the communicator's device */
+    int switched = 0, ok = 1;
+    if (cur != device) {
+        if (rt.setdev(device) != cudaSuccess) {
+            rt.getlast();
+            ok = 0;
+        } else {
+            switched = 1;
+        }
+    }
+    if (ok && !g_events[e].ev) ok = event_create(e) == 0;
+    if (ok && rt.record(g_events[e].ev, stream) != cudaSuccess) {
+        rt.getlast();           /* ours: there was none before */
+        ok = 0;
+    }
+    if (switched) rt.setdev(cur);
+
+    pthread_mutex_lock(&g_mu);
+    g_npending -= n;
+    if (ok) {
+        for (int i = 0; i < n; i++) {
+            int32_t x = g_free_entry;
+            g_free_entry = g_entries[x].next;
+            g_entries[x] = (entry_t){recs[i], exit_ns, e, -1, 0};
+            mark_pending(recs[i]);
+            stream_t *s = &g_streams[si];
+            if (s->tail >= 0) g_entries[s->tail].next = x;
+            else s->head = x;
+            s->tail = x;
+        }
+        g_events[e].refs = n;
+        g_npending += n;
+        if (g_sleeping) pthread_cond_signal(&g_cv);
+    } else {
+        event_free(e);
+    }
+    pthread_mutex_unlock(&g_mu);
+    /* registered once the runtime is initialized: runs before its teardown */
+    if (ok) pthread_once(&g_atexit_once, complete_atexit_register);
+}
+
+/* ---- the wrappers' side ---------------------------------------------------------- */
+
+void tr_complete_after(uint64_t rec, cudaStream_t stream, int capturing, ncclResult_t rc)
+{
+    if (rc != ncclSuccess || capturing != 0 || !tr_cfg()->completion || tr_is_forked_child()) return;
+    trr_record *r = tr_ring_get(rec);
+    if (!r) return;
+    track(&rec, 1, stream, r->device, r->state == TRR_REC_RETURNED ? r->exit_ns : tr_now_ns());
+}
+
+/* This thread's calls inside its current group. */
+typedef struct {
+    uint64_t rec;
+    cudaStream_t stream;
+    int32_t device;
+} grouped;
+static TR_TLS grouped *t_group;
+static TR_TLS int t_ngroup, t_capgroup;
+
+void tr_complete_group_call(uint64_t rec, cudaStream_t stream, int capturing)
+{
+    if (capturing != 0 || !tr_cfg()->completion || tr_is_forked_child()) return;
+    trr_record *r = tr_ring_get(rec);
+    if (!r) return;
+    if (t_ngroup == t_capgroup) {
+        int cap = t_capgroup ? 2 * t_capgroup : 64;
+        grouped *g = cap <= GROUP_MAX ? realloc(t_group, (size_t)cap * sizeof *g) : NULL;
+        if (!g) {
+            atomic_fetch_add_explicit(&g_untracked_full, 1, memory_order_relaxed);
+            return;
+        }
+        t_group = g;
+        t_capgroup = cap;
+    }
+    t_group[t_ngroup++] = (grouped){rec, stream, r->device};
+}
+
+void tr_complete_group_end(ncclResult_t rc)
+{
+    int n = t_ngroup;
+    t_ngroup = 0;
+    if (rc == ncclSuccess && n > 0) {
+        uint64_t now = tr_now_ns();
+        uint64_t *recs = malloc((size_t)n * sizeof *recs);
+        /* one event per distinct (stream, device), after the group: the
+         * calls of each moved to the front of what is left */
+        for (int i = 0; recs && i < n;) {
+            int k = i + 1;
+            for (int j = i + 1; j < n; j++)
+                if (t_group[j].stream == t_group[i].stream && t_group[j].device == t_group[i].device) {
+                    grouped t = t_group[k];
+                    t_group[k++] = t_group[j];
+                    t_group[j] = t;
+                }
+            int m = 0;
+            for (int j = i; j < k; j++) {
+                /* only calls that were enqueued (a failed one fails the group anyway) */
+                trr_record *r = tr_ring_get(t_group[j].rec);
+                if (r && r->state == TRR_REC_RETURNED && r->rc == ncclSuccess) recs[m++] = t_group[j].rec;
+            }
+            track(recs, m, t_group[i].stream, t_group[i].device, now);
+            i = k;
+        }
+        free(recs);
+    }
+    if (t_capgroup > 1024) {          /* a huge group once: give the memory back */
+        free(t_group);
+        t_group = NULL;
+        t_capgroup = 0;
+    }
+}
+
+/* ---- the poller ------------------------------------------------------------------- */
+
+static int g_poll_device = -1;        /* the poller's current device */
+static int g_capture_relaxed;         /* the poller's capture mode was made relaxed */
+
+/* The record of index rec completed (state DONE or ERROR) at t. Its slot
+ * is reused once index rec + capacity is handed out (the head passes it):
+ * then nothing is stored, and a store that raced with the reuse is taken
+ * back (a newer record it reached was PENDING, as it is again). */
+static void mark_done(uint64_t rec, int state, uint64_t t)
+{
+    uint64_t cap = tr_ring_capacity();
+    trr_record *r = tr_ring_get(rec);
+    if (!r || tr_ring_head() >= rec + cap) return;
+    if (state == TRR_GPU_DONE) __atomic_store_n(&r->done_ns, t, __ATOMIC_RELAXED);
+    uint8_t expect = TRR_GPU_PENDING;
+    if (!__atomic_compare_exchange_n(&r->gpu, &expect, (uint8_t)state, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+        return;
+    if (tr_ring_head() >= rec + cap && tr_ring_get(rec) != r) {
+        expect = (uint8_t)state;
+        __atomic_compare_exchange_n(&r->gpu, &expect, (uint8_t)TRR_GPU_PENDING, 0, __ATOMIC_SEQ_CST,
+                                    __ATOMIC_RELAXED);
+    }
+}
+
+#define POP_BATCH 256            /* entries popped per hold of g_mu */
+
+/* Pops the entries of stream s from its head up to and including entry
+ * last (in the list), or, when last < 0, those sharing the head's event e:
+ * their records get state. g_mu held; released between batches. */
+static void pop_done(stream_t *s, int32_t last, int32_t e, int state, uint64_t t)
+{
+    for (int n = 1;; n++) {
+        int32_t h = s->head;
+        if (h < 0 || (last < 0 && g_entries[h].ev != e)) return;
+        int32_t ev = g_entries[h].ev;
+        mark_done(g_entries[h].rec, state, t);
+        s->head = g_entries[h].next;
+        if (s->head < 0) s->tail = -1;
+        g_entries[h].next = g_free_entry;
+        g_free_entry = h;
+        g_npending--;
+        if (--g_events[ev].refs == 0) event_free(ev);
+        if (h == last) return;
+        if (n % POP_BATCH == 0) {          /* let the callers in */
+            pthread_mutex_unlock(&g_mu);
+            pthread_mutex_lock(&g_mu);
+        }
+    }
+}
+
+/* The poller's current device := dev (never a context on another one). */
+static void poll_device(int dev)
+{
+    if (dev == g_poll_device) return;
+    if (rt.setdev(dev) == cudaSuccess) g_poll_device = dev;
+    else rt.getlast();
+}
+
+/* The entries of stream slot si that completed; the watchdog looks at the
+ * first that did not. Events of one stream complete in order: when its
+ * newest is complete, all are (one query for a stream that keeps up);
+ * else its oldest is asked, then the next. Returns 1 when the oldest
+ * incomplete one is overdue. */
+static int poll_stream(int32_t si, uint64_t now)
+{
+    stream_t *s = &g_streams[si];
+    for (;;) {
+        pthread_mutex_lock(&g_mu);
+        int32_t h = s->head, last = s->tail;
+        if (h < 0) {
+            pthread_mutex_unlock(&g_mu);
+            return 0;
+        }
+        int32_t e = g_entries[h].ev, et = g_entries[last].ev;
+        cudaEvent_t ev = g_events[e].ev, evt = g_events[et].ev;
+        int dev = g_events[e].device;
+        pthread_mutex_unlock(&g_mu);
+
+        poll_device(dev);
+        if (et != e) {
+            cudaError_t q = rt.query(evt);
+            if (q == cudaSuccess) {
+                uint64_t t = tr_now_ns();
+                pthread_mutex_lock(&g_mu);
+                pop_done(s, last, -1, TRR_GPU_DONE, t);
+                pthread_mutex_unlock(&g_mu);
+                continue;
+            }
+            rt.getlast();             /* not ready (some runtimes note it), or an error: asked below */
+        }
+        cudaError_t q = rt.query(ev);
+        if (q == cudaErrorNotReady) {
+            rt.getlast();
+            return tr_watchdog_pending(&g_entries[h].stalled, g_entries[h].rec, g_entries[h].exit_ns, now);
+        }
+        int state = TRR_GPU_DONE;
+        if (q != cudaSuccess) {
+            rt.getlast();             /* this thread's own error state */
+            state = TRR_GPU_ERROR;
+        }
+        uint64_t t = tr_now_ns();
+        pthread_mutex_lock(&g_mu);
+        pop_done(s, -1, e, state, t);   /* every entry sharing the event (a group's calls on this stream) */
+        pthread_mutex_unlock(&g_mu);
+    }
+}
+
+/* One pass over every stream. Returns 1 when a pending call is overdue. */
+static int poll_all(uint64_t now)
+{
+    if (!g_capture_relaxed && rt.capmode) {
+        enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+        rt.capmode(&mode);
+        g_capture_relaxed = 1;
+    }
+    int overdue = 0;
+    int32_t n = atomic_load_explicit(&g_nstreams, memory_order_acquire);
+    for (int32_t si = 0; si < n; si++) overdue |= poll_stream(si, now);
+    return overdue;
+}
+
+static void *poller_main(void *arg)
+{
+    (void)arg;
+    tr_enter();          /* nothing this thread calls is the application's: never leaves */
+    uint64_t last_beat = 0, last_active = 0;
+    int cuda_off = 0, gpu_overdue = 0, host_overdue = 0;
+    for (;;) {
+        uint64_t now = tr_now_ns();
+        pthread_mutex_lock(&g_mu);
+        int pending = g_npending > 0, stop = g_stop;
+        pthread_mutex_unlock(&g_mu);
+        if (pending) last_active = now;
+        /* GPU first, with the same clock as the host scan: of two calls
+         * stuck together, the older (the cause) is the one reported */
+        if (!cuda_off && (pending || stop) && atomic_load(&g_rt_state) > 0) gpu_overdue = poll_all(now);
+        else if (!pending) gpu_overdue = 0;
+        if (stop && !cuda_off) {
+            /* the last pass is done: no CUDA call from here on */
+            cuda_off = 1;
+            pthread_mutex_lock(&g_mu);
+            g_stopped = 1;
+            pthread_cond_broadcast(&g_done_cv);
+            pthread_mutex_unlock(&g_mu);
+        }
+        if (now - last_beat >= BEAT_NS) {
+            last_beat = now;
+            tr_ring_heartbeat();
+            host_overdue = tr_watchdog_host(now);
+            uint64_t full = atomic_load(&g_untracked_full);
+            if (full)
+                tr_warn("completion: more than %d operations pending, %d streams or %d calls in a group: "
+                        "some operations are not tracked (gpu null)", PEND_MAX, MAX_STREAMS, GROUP_MAX);
+        }
+        tr_watchdog_settle(gpu_overdue || host_overdue);
+
+        /* While operations come (a training loop), poll every millisecond
+         * without being woken: a wake-up would cost the caller a system
+         * call per operation. Idle for a while: sleep until the next
+         * heartbeat, woken by the next operation tracked. */
+        pthread_mutex_lock(&g_mu);
+        if (!cuda_off && (g_npending > 0 || g_stop || tr_now_ns() - last_active < IDLE_NS)) {
+            pthread_mutex_unlock(&g_mu);
+            struct timespec ts = {0, (long)POLL_NS};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t wake = last_beat + BEAT_NS, t = tr_now_ns();
+        uint64_t wait = wake > t ? wake - t : 0;
+        ts.tv_sec += (time_t)(wait / 1000000000ull);
+        ts.tv_nsec += (long)(wait % 1000000000ull);
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        g_sleeping = 1;
+        while (cuda_off || (g_npending == 0 && !g_stop))
+            if (pthread_cond_timedwait(&g_cv, &g_mu, &ts) == ETIMEDOUT) break;
+        g_sleeping = 0;
+        pthread_mutex_unlock(&g_mu);
+    }
+    return NULL;
+}
+
+/* At exit, before the CUDA runtime tears down and before the exit write:
+ * the last pass (what completed by now is DONE in the exit trace), bounded. */
+static void complete_atexit(void)
+{
+    if (tr_is_forked_child() || !atomic_load(&g_poller_up)) return;
+    pthread_mutex_lock(&g_mu);
+    g_stop = 1;
+    pthread_cond_signal(&g_cv);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += 1;
+    while (!g_stopped)
+        if (pthread_cond_timedwait(&g_done_cv, &g_mu, &ts) == ETIMEDOUT) break;
+    pthread_mutex_unlock(&g_mu);
+}
+
+void tr_complete_start(void)
+{
+    if (tr_is_forked_child() || atomic_load(&g_poller_up)) return;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&g_cv, &ca);
+    pthread_cond_init(&g_done_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    /* the poller takes no signal but a fault of its own */
+    sigset_t all, prev;
+    sigfillset(&all);
+    sigdelset(&all, SIGSEGV);
+    sigdelset(&all, SIGBUS);
+    sigdelset(&all, SIGFPE);
+    sigdelset(&all, SIGILL);
+    pthread_sigmask(SIG_SETMASK, &all, &prev);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_t t;
+    int e = pthread_create(&t, &attr, poller_main, NULL);
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &prev, NULL);
+    if (e != 0) {
+        tr_warn("cannot start the completion thread (%s): GPU completion, heartbeat and hang watchdog are off",
+                strerror(e));
+        return;
+    }
+    pthread_setname_np(t, "trshim-poll");
+    atomic_store_explicit(&g_poller_up, 1, memory_order_release);
+}
+
+uint64_t tr_complete_untracked_full(void) { return atomic_load(&g_untracked_full); }

@@ -1,0 +1,65 @@
+/* The ring file (tr_ring.c): records, communicators, stacks and modules
+ * stored as they happen in a MAP_SHARED mapping of
+ * TRSHIM_DIR/trshim.<host>.<pid>.ring, so that a killed process leaves them
+ * behind. Layout and commit protocol: include/trshim/ring_format.h. When the
+ * file cannot be made (unwritable folder, full disk), the same layout lives
+ * in anonymous memory: one "trshim:" line, everything else unchanged. */
+#ifndef TR_RING_H
+#define TR_RING_H
+
+#include <stdint.h>
+
+#include "trshim/ring_format.h"
+
+/* Maps the ring (from tr_activate, before any record is taken); returns 0,
+ * or -1 when not even anonymous memory could be had (then no records). */
+int tr_ring_open(void);
+/* The file's path, NULL when the ring is in anonymous memory or not open. */
+const char *tr_ring_path(void);
+uint64_t tr_ring_capacity(void);
+/* Records handed out so far (the next record's index). */
+uint64_t tr_ring_head(void);
+
+/* A new record: the slot of index *index, its stamp cleared and every other
+ * field zeroed; the caller fills the entry fields and calls
+ * tr_ring_commit. NULL when there is no ring. */
+trr_record *tr_ring_alloc(uint64_t *index);
+void tr_ring_commit(trr_record *r, uint64_t index);
+/* The record of index, NULL when it was not committed yet or was overwritten
+ * by a newer one (a reader must recheck the stamp after reading if it needs
+ * a consistent copy: tr_ring_read). */
+trr_record *tr_ring_get(uint64_t index);
+/* A consistent copy of record index (stamp checked before and after): 1, or
+ * 0 when it is gone or not committed. */
+int tr_ring_read(uint64_t index, trr_record *out);
+
+/* A new communicator slot (NULL: none left, counted in comms_dropped). */
+trr_comm *tr_ring_comm_new(int32_t *slot);
+/* The slot of a given index, for the shim's communicator table (tr_comm.c),
+ * whose index is the slot index (so concurrent creations cannot make the
+ * two disagree): cleared (parent, init_stack, size, rank, device -1,
+ * fp_step = the header's fp_interval), ncomms raised to cover it; NULL when
+ * slot >= max_comms (counted in comms_dropped) or there is no ring. The
+ * caller writes the identity fields, then valid = 1 (release). Not to be
+ * mixed with tr_ring_comm_new. */
+trr_comm *tr_ring_comm_claim(int32_t slot);
+/* A slot handed out (below ncomms), NULL otherwise; check `valid`. */
+trr_comm *tr_ring_comm_at(int32_t slot);
+/* The first checkpoint interval (header fp_interval; a power of two). */
+uint32_t tr_ring_fp_interval(void);
+
+/* A new stack of index idx (tr_stack.c, right after it interned the stack,
+ * outside its table lock): appends the modules its addresses fall in that
+ * were not stored yet, then the stack; counted in stacks_dropped when the
+ * blob area is full. Stack blobs of different threads may come out of index
+ * order; a module blob always precedes the first stack that needs it. */
+void tr_ring_add_stack(uint32_t idx, const uintptr_t *ip, uint32_t n);
+
+/* Process state in the header; async-signal-safe. */
+void tr_ring_set_state(int state, int signo);
+/* "Still alive": the header's heartbeat_ns := now; async-signal-safe. */
+void tr_ring_heartbeat(void);
+/* One more JSON trace write completed. */
+void tr_ring_count_write(void);
+
+#endif

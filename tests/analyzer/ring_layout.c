@@ -1,0 +1,61 @@
+/* Prints the C layout of include/trshim/ring_format.h as JSON (offsets of
+ * every field, sizes), for check_ring.py to compare with gen_ring.py's
+ * Python struct formats: a change of the header that the test writer does
+ * not follow fails the test instead of producing wrong files. */
+#include <stddef.h>
+#include <stdio.h>
+
+#include "trshim/ring_format.h"
+
+#define F(s, f) printf("%s\"%s\": %zu", first ? "" : ", ", #f, offsetof(s, f)), first = 0
+#define BEGIN(name) printf("%s\"%s\": {", nstruct++ ? ", " : "", name), first = 1
+#define END(s) printf(", \"_size\": %zu}", sizeof(s))
+
+int main(void)
+{
+    int first, nstruct = 0;
+    printf("{");
+    BEGIN("header");
+    F(trr_header, magic); F(trr_header, version); F(trr_header, header_bytes); F(trr_header, record_bytes);
+    F(trr_header, comm_bytes); F(trr_header, capacity); F(trr_header, max_comms); F(trr_header, fp_interval);
+    F(trr_header, off_comms); F(trr_header, off_records); F(trr_header, off_blobs); F(trr_header, blob_bytes);
+    F(trr_header, file_bytes); F(trr_header, pid); F(trr_header, env_rank); F(trr_header, world_size);
+    F(trr_header, local_rank); F(trr_header, start_realtime); F(trr_header, start_mono_ns); F(trr_header, host);
+    F(trr_header, job_id); F(trr_header, job_source); F(trr_header, rank_source); F(trr_header, trshim_version);
+    F(trr_header, stack_depth); F(trr_header, pad0); F(trr_header, head); F(trr_header, ncomms);
+    F(trr_header, state); F(trr_header, signo); F(trr_header, writes); F(trr_header, heartbeat_ns);
+    F(trr_header, end_ns); F(trr_header, blob_used); F(trr_header, stacks_dropped); F(trr_header, comms_dropped);
+    END(trr_header);
+    BEGIN("record");
+    F(trr_record, stamp); F(trr_record, state); F(trr_record, op); F(trr_record, depth); F(trr_record, capturing);
+    F(trr_record, gpu); F(trr_record, comm); F(trr_record, dtype); F(trr_record, redop); F(trr_record, root);
+    F(trr_record, stack); F(trr_record, tid); F(trr_record, device); F(trr_record, rc); F(trr_record, group);
+    F(trr_record, pystack); F(trr_record, seq); F(trr_record, count); F(trr_record, sendbuff);
+    F(trr_record, recvbuff); F(trr_record, stream); F(trr_record, enter_ns); F(trr_record, exit_ns);
+    F(trr_record, done_ns); F(trr_record, reserved);
+    END(trr_record);
+    BEGIN("comm");
+    F(trr_comm, valid); F(trr_comm, kind); F(trr_comm, id); F(trr_comm, parent_id); F(trr_comm, parent);
+    F(trr_comm, blocking); F(trr_comm, has_color); F(trr_comm, color); F(trr_comm, key); F(trr_comm, group);
+    F(trr_comm, init_enter); F(trr_comm, init_stack); F(trr_comm, from_uid); F(trr_comm, size); F(trr_comm, rank);
+    F(trr_comm, device); F(trr_comm, init_done); F(trr_comm, init_rc); F(trr_comm, end_kind); F(trr_comm, init_exit);
+    F(trr_comm, end_enter); F(trr_comm, end_exit); F(trr_comm, end_rc); F(trr_comm, pad); F(trr_comm, colls);
+    F(trr_comm, fp_seq); F(trr_comm, fp_hash); F(trr_comm, fp_step); F(trr_comm, ncheckpoints);
+    F(trr_comm, checkpoints);
+    END(trr_comm);
+    BEGIN("module");
+    F(trr_module, index); F(trr_module, path_len); F(trr_module, base); F(trr_module, lo); F(trr_module, hi);
+    F(trr_module, build_id);
+    END(trr_module);
+    BEGIN("stack");
+    F(trr_stack, index); F(trr_stack, n);
+    END(trr_stack);
+    BEGIN("blob");
+    F(trr_blob, kind); F(trr_blob, bytes);
+    END(trr_blob);
+    printf(", \"constants\": {\"header_bytes\": %d, \"record_bytes\": %d, \"comm_bytes\": %d, \"checkpoints\": %d, "
+           "\"version\": %d, \"magic\": \"%s\"}}\n",
+           TRR_HEADER_BYTES, TRR_RECORD_BYTES, TRR_COMM_BYTES, TRR_COMM_CHECKPOINTS, TRSHIM_RING_VERSION,
+           TRSHIM_RING_MAGIC);
+    return 0;
+}

@@ -1,0 +1,181 @@
+"""Reader of trshim ring files (include/trshim/ring_format.h, docs/trace-format.md
+"Ring file"), for the tests: stdlib only.
+
+    read_ring(path) -> {"header": {...}, "comms": [...], "records": [...],
+                        "stacks": {index: [ip, ...]}, "modules": [...]}
+
+- header: every trr_header field by its C name (strings decoded, NULs cut).
+- comms: one entry per slot handed out (header ncomms, at most max_comms), the
+  list index is the slot; None for a slot whose `valid` is not 1 yet.
+- records: the window [max(0, head - capacity), head) in index order, only
+  records whose stamp says they are complete (stamp == index + 1); each has
+  its "index" besides the trr_record fields.
+- stacks: TRR_BLOB_STACK blobs, index -> return addresses (innermost first).
+- modules: TRR_BLOB_MODULE blobs in order (path, base, lo, hi, build_id).
+Blobs are read up to the first zero kind or the end of the blob area.
+
+The struct formats below are the C layout of ring_format.h written out with
+explicit padding ("<": little-endian, no implicit alignment); sizes are
+checked against the header's record_bytes/comm_bytes.
+"""
+import struct
+
+MAGIC = b"TRSHRING"
+VERSION = 1
+
+OPS = ["AllReduce", "Broadcast", "Bcast", "Reduce", "AllGather", "ReduceScatter", "AlltoAll", "Gather",
+       "Scatter", "Send", "Recv", "GroupStart", "GroupEnd"]
+STATES = {1: "running", 2: "exited", 3: "signaled"}
+REC_STATES = ["empty", "entered", "returned"]
+CAPTURING = [False, True, None]
+GPU = [None, "pending", "done", "error"]
+KINDS = ["InitRank", "InitRankConfig", "InitRankScalable", "InitAll", "Split", "Shrink"]
+ENDS = [None, "Finalize", "Destroy", "Abort", "Revoke"]
+NONE = -2 ** 31               # TRR_NONE
+BLOB_END, BLOB_MODULE, BLOB_STACK = 0, 1, 2
+
+HEADER = struct.Struct("<8sIIIIQII5Q4idQ64s256s32s32s16sIIQIiiIQQQQQ")
+HEADER_FIELDS = ["magic", "version", "header_bytes", "record_bytes", "comm_bytes", "capacity", "max_comms",
+                 "fp_interval", "off_comms", "off_records", "off_blobs", "blob_bytes", "file_bytes", "pid",
+                 "env_rank", "world_size", "local_rank", "start_realtime", "start_mono_ns", "host", "job_id",
+                 "job_source", "rank_source", "trshim_version", "stack_depth", "pad0", "head", "ncomms",
+                 "state", "signo", "writes", "heartbeat_ns", "end_ns", "blob_used", "stacks_dropped",
+                 "comms_dropped"]
+RECORD = struct.Struct("<QIBBBBiiiiiiiiIiQQQQQQQQQ")
+RECORD_FIELDS = ["stamp", "state", "op", "depth", "capturing", "gpu", "comm", "dtype", "redop", "root", "stack",
+                 "tid", "device", "rc", "group", "pystack", "seq", "count", "sendbuff", "recvbuff", "stream",
+                 "enter_ns", "exit_ns", "done_ns", "reserved"]
+COMM = struct.Struct("<IiQQiiiiiIQiiiiiiiiQQQiIQQQII")
+COMM_FIELDS = ["valid", "kind", "id", "parent_id", "parent", "blocking", "has_color", "color", "key", "group",
+               "init_enter", "init_stack", "from_uid", "size", "rank", "device", "init_done", "init_rc",
+               "end_kind", "init_exit", "end_enter", "end_exit", "end_rc", "pad", "colls", "fp_seq", "fp_hash",
+               "fp_step", "ncheckpoints"]
+CHECKPOINTS = 48
+CHECKPOINT = struct.Struct("<QQ")
+BLOB = struct.Struct("<II")
+MODULE = struct.Struct("<IIQQQ48s")
+STACK = struct.Struct("<II")
+
+assert HEADER.size == 584 and RECORD.size == 128 and COMM.size + CHECKPOINTS * CHECKPOINT.size == 920
+assert MODULE.size == 80 and STACK.size == 8
+
+
+class RingError(ValueError):
+    pass
+
+
+def _cstr(b):
+    return b.split(b"\0", 1)[0].decode("utf-8", "replace")
+
+
+def parse_header(data):
+    if len(data) < HEADER.size:
+        raise RingError("file shorter than a ring header (%d bytes)" % len(data))
+    h = dict(zip(HEADER_FIELDS, HEADER.unpack_from(data, 0)))
+    if h["magic"] != MAGIC:
+        raise RingError("not a ring file (magic %r)" % h["magic"])
+    if h["version"] != VERSION:
+        raise RingError("ring version %d, this reader knows %d" % (h["version"], VERSION))
+    if (h["record_bytes"], h["comm_bytes"], h["header_bytes"]) != (RECORD.size, 1024, 4096):
+        raise RingError("unexpected sizes %r" % ((h["header_bytes"], h["record_bytes"], h["comm_bytes"]),))
+    for k in ("host", "job_id", "job_source", "rank_source", "trshim_version"):
+        h[k] = _cstr(h[k])
+    h["state_name"] = STATES.get(h["state"])
+    return h
+
+
+def parse_record(data, off):
+    return dict(zip(RECORD_FIELDS, RECORD.unpack_from(data, off)))
+
+
+def parse_comm(data, off):
+    c = dict(zip(COMM_FIELDS, COMM.unpack_from(data, off)))
+    n = min(c["ncheckpoints"], CHECKPOINTS)
+    base = off + COMM.size
+    c["checkpoints"] = [CHECKPOINT.unpack_from(data, base + i * CHECKPOINT.size) for i in range(n)]
+    return c
+
+
+def read_ring_bytes(data):
+    h = parse_header(data)
+    if len(data) < h["file_bytes"]:
+        raise RingError("file is %d bytes, its header says %d" % (len(data), h["file_bytes"]))
+    comms = []
+    for slot in range(min(h["ncomms"], h["max_comms"])):
+        c = parse_comm(data, h["off_comms"] + slot * h["comm_bytes"])
+        c["slot"] = slot
+        comms.append(c if c["valid"] == 1 else None)
+    cap, head = h["capacity"], h["head"]
+    records = []
+    for i in range(max(0, head - cap), head):
+        r = parse_record(data, h["off_records"] + (i % cap) * h["record_bytes"])
+        if r["stamp"] != i + 1:
+            continue          # not committed, torn, or overwritten by a newer record
+        r["index"] = i
+        records.append(r)
+    stacks, modules = {}, []
+    off, end = h["off_blobs"], h["off_blobs"] + h["blob_bytes"]
+    while off + BLOB.size <= end:
+        kind, nbytes = BLOB.unpack_from(data, off)
+        if kind == BLOB_END:
+            break
+        p = off + BLOB.size
+        if p + nbytes > end:
+            break
+        if kind == BLOB_MODULE:
+            index, path_len, base, lo, hi, bid = MODULE.unpack_from(data, p)
+            path = _cstr(data[p + MODULE.size:p + MODULE.size + path_len])
+            modules.append({"index": index, "path": path, "base": base, "lo": lo, "hi": hi,
+                            "build_id": _cstr(bid)})
+        elif kind == BLOB_STACK:
+            index, n = STACK.unpack_from(data, p)
+            stacks[index] = list(struct.unpack_from("<%dQ" % n, data, p + STACK.size))
+        off = p + nbytes
+    return {"header": h, "comms": comms, "records": records, "stacks": stacks, "modules": modules}
+
+
+def read_ring(path):
+    with open(path, "rb") as f:
+        return read_ring_bytes(f.read())
+
+
+def module_of(ring, ip):
+    """The module whose [lo, hi) holds ip, None."""
+    for m in ring["modules"]:
+        if m["lo"] <= ip < m["hi"]:
+            return m
+    return None
+
+
+def mix(z):
+    """splitmix64's finalizer: the fingerprint's mixing function."""
+    m = (1 << 64) - 1
+    z = ((z ^ (z >> 30)) * 0xbf58476d1ce4e5b9) & m
+    z = ((z ^ (z >> 27)) * 0x94d049bb133111eb) & m
+    return z ^ (z >> 31)
+
+
+def signature(op, dtype, redop, root, count):
+    """The fingerprint term of one collective (docs/trace-format.md):
+    op as OPS index (Bcast counts as Broadcast), dtype/redop numbers, redop
+    and root None when absent."""
+    op = OPS.index("Broadcast") if op == OPS.index("Bcast") else op
+    rc = 6 if redop is None else redop if 0 <= redop < 5 else 5
+    rt = 0 if root is None else (root + 1) & 0xffffffff
+    sig = op | (dtype & 0xffffffff) << 8 | rc << 16 | rt << 32
+    return mix(sig ^ mix(count))
+
+
+def fingerprint(calls, interval=64, max_checkpoints=CHECKPOINTS):
+    """(hash, step, checkpoints) after calls = [(op, dtype, redop, root, count), ...],
+    numbered 1, 2, ... as the shim does."""
+    h, step, cps = 0, interval, []
+    for s, c in enumerate(calls, 1):
+        h = mix(h ^ signature(*c))
+        if s % step == 0:
+            if len(cps) == max_checkpoints:
+                cps = [x for x in cps if x[0] % (2 * step) == 0]
+                step *= 2
+            if s % step == 0:
+                cps.append((s, h))
+    return h, step, cps
