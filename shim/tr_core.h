@@ -1,6 +1,9 @@
 /* Internal interfaces of libtrshim.so shared by its parts:
  *   tr_core.c    start-up, settings, per-thread state, warnings, activation
  *   tr_real.c    finding the real function behind each wrapper
+ *   tr_dlsym.c   dlsym/dlvsym, tr_entry.c the CUDA entry-point lookups,
+ *                tr_dlreal.c the real dlsym, tr_dynsym.c ELF dynamic
+ *                symbols in memory (tr_dlsym.h, tr_dynsym.h)
  *   tr_stack.c   call-stack capture, per-thread cache, deduplication
  *   tr_symbols.c modules, build ids, ELF symbols, JSON of modules/stacks
  *   tr_memtable.c the live-allocation table of tr_memory.c
@@ -13,8 +16,9 @@
  *   tr_nangpu.c  the CUDA kernel engine (driver API)
  *   tr_writer.c  trace files: background writer, signals, exit
  *   tr_json.c    streaming JSON; tr_hash.h the shared hash/mix functions
- * Everything is hidden; only the wrapped API functions are exported
- * (shim/trshim.map). Internal names start with tr_. */
+ * Everything is hidden; only the wrapped API functions, and the lookups
+ * that could bypass them, are exported (shim/trshim.map). Internal names
+ * start with tr_. */
 #ifndef TR_CORE_H
 #define TR_CORE_H
 
@@ -92,7 +96,9 @@ int tr_is_forked_child(void);
 /* ---- real functions (tr_real.c) --------------------------------------------
  * The next definition of name after the shim (dlsym RTLD_NEXT); when the
  * library was loaded privately, the one in the already-loaded library of
- * that family (found by soname with RTLD_NOLOAD). NULL when none exists. */
+ * that family (found by soname with RTLD_NOLOAD, else a loaded library that
+ * defines the family's version query). NULL when none exists. Never the
+ * shim's own; leaves errno as it was and dlerror() clear. */
 typedef enum { TR_LIB_CUDART, TR_LIB_CUDA, TR_LIB_NCCL } tr_lib;
 void *tr_real(const char *name, tr_lib lib);
 

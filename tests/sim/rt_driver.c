@@ -610,33 +610,46 @@ TRSIM_API CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation
 
 /* ---- entry points -------------------------------------------------------- */
 
+/* The driver hands out its own functions, whatever another library (a
+ * preloaded interposer) defines under the same names: the table takes their
+ * addresses through local aliases, not through the global scope, as a real
+ * libcuda's internal table does. (cuGetErrorName/String live in
+ * rt_errors.c; nothing interposes them.) */
+#define LOCAL(fn) extern __typeof__(fn) local_##fn __attribute__((alias(#fn), visibility("hidden")));
+LOCAL(cuInit) LOCAL(cuDriverGetVersion) LOCAL(cuDeviceGet) LOCAL(cuDeviceGetCount) LOCAL(cuDeviceGetName)
+LOCAL(cuDeviceTotalMem_v2) LOCAL(cuDeviceGetAttribute) LOCAL(cuDevicePrimaryCtxGetState) LOCAL(cuMemAlloc_v2)
+LOCAL(cuMemFree_v2) LOCAL(cuMemGetInfo_v2) LOCAL(cuMemGetAllocationGranularity) LOCAL(cuMemCreate)
+LOCAL(cuMemRelease) LOCAL(cuMemGetAllocationPropertiesFromHandle) LOCAL(cuMemExportToShareableHandle)
+LOCAL(cuMemImportFromShareableHandle) LOCAL(cuMemAddressReserve) LOCAL(cuMemAddressFree) LOCAL(cuMemMap)
+LOCAL(cuMemUnmap) LOCAL(cuMemSetAccess) LOCAL(cuMemGetAccess) LOCAL(cuGetProcAddress_v2)
+
 static const struct entry_point { const char *name; void *fn; } entry_points[] = {
-    {"cuInit", (void *)cuInit},
-    {"cuDriverGetVersion", (void *)cuDriverGetVersion},
-    {"cuDeviceGet", (void *)cuDeviceGet},
-    {"cuDeviceGetCount", (void *)cuDeviceGetCount},
-    {"cuDeviceGetName", (void *)cuDeviceGetName},
-    {"cuDeviceTotalMem", (void *)cuDeviceTotalMem_v2},
-    {"cuDeviceGetAttribute", (void *)cuDeviceGetAttribute},
-    {"cuDevicePrimaryCtxGetState", (void *)cuDevicePrimaryCtxGetState},
+    {"cuInit", (void *)local_cuInit},
+    {"cuDriverGetVersion", (void *)local_cuDriverGetVersion},
+    {"cuDeviceGet", (void *)local_cuDeviceGet},
+    {"cuDeviceGetCount", (void *)local_cuDeviceGetCount},
+    {"cuDeviceGetName", (void *)local_cuDeviceGetName},
+    {"cuDeviceTotalMem", (void *)local_cuDeviceTotalMem_v2},
+    {"cuDeviceGetAttribute", (void *)local_cuDeviceGetAttribute},
+    {"cuDevicePrimaryCtxGetState", (void *)local_cuDevicePrimaryCtxGetState},
     {"cuGetErrorName", (void *)cuGetErrorName},
     {"cuGetErrorString", (void *)cuGetErrorString},
-    {"cuMemAlloc", (void *)cuMemAlloc_v2},
-    {"cuMemFree", (void *)cuMemFree_v2},
-    {"cuMemGetInfo", (void *)cuMemGetInfo_v2},
-    {"cuMemGetAllocationGranularity", (void *)cuMemGetAllocationGranularity},
-    {"cuMemCreate", (void *)cuMemCreate},
-    {"cuMemRelease", (void *)cuMemRelease},
-    {"cuMemGetAllocationPropertiesFromHandle", (void *)cuMemGetAllocationPropertiesFromHandle},
-    {"cuMemExportToShareableHandle", (void *)cuMemExportToShareableHandle},
-    {"cuMemImportFromShareableHandle", (void *)cuMemImportFromShareableHandle},
-    {"cuMemAddressReserve", (void *)cuMemAddressReserve},
-    {"cuMemAddressFree", (void *)cuMemAddressFree},
-    {"cuMemMap", (void *)cuMemMap},
-    {"cuMemUnmap", (void *)cuMemUnmap},
-    {"cuMemSetAccess", (void *)cuMemSetAccess},
-    {"cuMemGetAccess", (void *)cuMemGetAccess},
-    {"cuGetProcAddress", (void *)cuGetProcAddress_v2},
+    {"cuMemAlloc", (void *)local_cuMemAlloc_v2},
+    {"cuMemFree", (void *)local_cuMemFree_v2},
+    {"cuMemGetInfo", (void *)local_cuMemGetInfo_v2},
+    {"cuMemGetAllocationGranularity", (void *)local_cuMemGetAllocationGranularity},
+    {"cuMemCreate", (void *)local_cuMemCreate},
+    {"cuMemRelease", (void *)local_cuMemRelease},
+    {"cuMemGetAllocationPropertiesFromHandle", (void *)local_cuMemGetAllocationPropertiesFromHandle},
+    {"cuMemExportToShareableHandle", (void *)local_cuMemExportToShareableHandle},
+    {"cuMemImportFromShareableHandle", (void *)local_cuMemImportFromShareableHandle},
+    {"cuMemAddressReserve", (void *)local_cuMemAddressReserve},
+    {"cuMemAddressFree", (void *)local_cuMemAddressFree},
+    {"cuMemMap", (void *)local_cuMemMap},
+    {"cuMemUnmap", (void *)local_cuMemUnmap},
+    {"cuMemSetAccess", (void *)local_cuMemSetAccess},
+    {"cuMemGetAccess", (void *)local_cuMemGetAccess},
+    {"cuGetProcAddress", (void *)local_cuGetProcAddress_v2},
 };
 
 /* Finds symbol; returns 1 when found. Versions are not distinguished: the
@@ -664,6 +677,15 @@ TRSIM_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaV
     if (symbolStatus)
         *symbolStatus = found ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     return CUDA_SUCCESS;
+}
+
+/* The CUDA 11 signature, still exported by CUDA 12/13 drivers under its
+ * own name (cuda.h maps cuGetProcAddress to _v2). */
+#undef cuGetProcAddress
+TRSIM_API CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
+TRSIM_API CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
+{
+    return cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, NULL);
 }
 
 TRSIM_API cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr,

@@ -1,0 +1,105 @@
+/* Python call sites: the calling thread's CPython frames, read directly from
+ * the interpreter's structures (tr_python.c), without the GIL.
+ *
+ * Never calls into the interpreter, never takes or checks the GIL, never
+ * allocates Python objects. The thread's PyThreadState comes from the GIL-state
+ * TSS key, which stays set while the thread has released the GIL (ctypes,
+ * PyTorch and pybind11 release it around foreign calls); its frames cannot
+ * change while the thread itself is inside this call.
+ *
+ * Supported: CPython 3.10, 3.11, 3.12, 3.13, 3.14 (default build, not the
+ * free-threaded one) on LP64 Linux (x86-64, aarch64); the version is the
+ * running interpreter's, found at run time. Anything else (no interpreter,
+ * another version, offsets that fail the check against the first Python
+ * thread that captures): every capture gives 0 frames, with one "trshim:"
+ * line at most.
+ *
+ * Self-contained: needs tr_warn() (tr_core.h) and libc only, so it can be
+ * linked on its own (tests/python/pyprobe.c). */
+#ifndef TR_PYTHON_H
+#define TR_PYTHON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* One Python frame, innermost first. */
+typedef struct {
+    uintptr_t code;        /* address of the PyCodeObject */
+    uint64_t code_key;     /* identifies the code object for caching its strings:
+                            * a hash of the code object's address and of its
+                            * filename, qualname and line table objects, so that
+                            * a code object freed and another allocated at the
+                            * same address get different keys. Never 0. */
+    int32_t line;          /* source line, -1 unknown (no line for that instruction) */
+    int32_t lasti;         /* instruction offset in code units, -1 before the first */
+} tr_py_frame;
+
+/* Looks for a CPython interpreter in the process (the _PyRuntime symbol),
+ * its version and the structure offsets of that version. Once per process
+ * (later calls return at once); tr_py_capture calls it if nobody did. Takes
+ * the loader's lock (dl_iterate_phdr): call it at activation, not from a
+ * signal handler. */
+void tr_py_init(void);
+
+/* The calling thread's Python frames, innermost first, up to max (a deeper
+ * stack is cut to its innermost max frames). Returns the number written, 0
+ * when the thread runs no Python code or Python capture is off. Frames of
+ * CPython's own (C-stack entry frames, frames not started yet) are skipped
+ * as CPython's tracebacks skip them. The first capture from a thread that has
+ * Python frames checks the offsets with safe reads (process_vm_readv or
+ * /proc/self/mem) before any direct read; a failed check turns Python
+ * capture off for good (one "trshim:" line). A frame chain that looks wrong
+ * (bad pointer, not a code object, a loop) ends the walk there.
+ * Cost (bench/py_capture.py): ~6 ns per frame when the frame's line is in
+ * the thread's line cache (bounded: 512 entries of 32 bytes per thread,
+ * 4-way, freed at thread exit), ~20-90 ns more for a line not cached (its
+ * line table decoded); ~15 ns fixed. Thread-safe; not async-signal-safe
+ * (the first capture of a thread allocates its cache). */
+int tr_py_capture(tr_py_frame *out, int max);
+
+/* The strings of a code object, for the writer (not the hot path; safe
+ * reads, so a code object freed since the capture gives -1, not a crash):
+ * co_filename and co_qualname (co_name on 3.10) as UTF-8, NUL-terminated,
+ * cut to the capacity on a character boundary (a NULL buffer or 0 capacity:
+ * not wanted), and co_firstlineno (NULL: not wanted). Returns 0, or -1 when
+ * code is not a readable code object. */
+int tr_py_code_info(uintptr_t code, char *file, size_t file_cap, char *qualname, size_t qual_cap,
+                    int *firstlineno);
+/* Whether code is still the code object a capture gave key for (safe reads):
+ * 1 yes, 0 no (freed, or another object now at that address). */
+int tr_py_code_matches(uintptr_t code, uint64_t key);
+
+/* State, for tests, benchmarks and the trace's metadata. */
+enum {
+    TR_PY_UNINIT = 0,     /* tr_py_init not called yet */
+    TR_PY_NONE,           /* no CPython interpreter in the process */
+    TR_PY_UNSUPPORTED,    /* an interpreter of a version or build not supported */
+    TR_PY_PENDING,        /* offsets known, not checked yet (no Python thread captured yet) */
+    TR_PY_READY,          /* checked: captures read frames */
+    TR_PY_DISABLED        /* the check failed: captures give 0 frames */
+};
+int tr_py_state(void);
+/* PY_VERSION_HEX of the interpreter (0x030c01f0 for 3.12.1; 3.10: 0x030a0000,
+ * the micro version is not known), 0 when none was found. */
+uint32_t tr_py_version(void);
+/* "3.12.1", "3.10", "" */
+const char *tr_py_version_str(void);
+/* How the offsets were obtained and checked, one line for logs and traces,
+ * e.g. "CPython 3.12.1 (libpython3.12.so.1.0): table offsets, TSS key at
+ * _PyRuntime+1544 (table), checked". */
+void tr_py_describe(char *out, size_t cap);
+
+typedef struct {
+    uint64_t captures;     /* tr_py_capture calls that found a Python thread state */
+    uint64_t frames;       /* frames returned */
+    uint64_t line_hits;    /* frames whose line came from the cache */
+    uint64_t line_misses;  /* frames whose line was computed from the line table */
+    uint64_t cut;          /* captures cut at max */
+    uint64_t bad_chain;    /* walks ended by a frame that looked wrong */
+} tr_py_stats;
+/* The calling thread's counters. */
+void tr_py_get_thread_stats(tr_py_stats *out);
+/* Empties the calling thread's line cache (benchmarks: the uncached cost). */
+void tr_py_flush_thread_cache(void);
+
+#endif
