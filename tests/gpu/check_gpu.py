@@ -3,10 +3,13 @@
   check_gpu.py nan DIR ENGINE      nan_gpu check's trace in DIR, checks run by ENGINE (gpu|host)
   check_gpu.py torch DIR ENGINE PREMUL   torch_nan.py's trace (PREMUL: yes|no, was the
                                    float16 overflow run)
+  check_gpu.py sites DIR SCRIPT    torch_sites.py's trace: each all-reduce's Python stack
+                                   names the `# SITE` line of SCRIPT it came from
 Prints each collective with its checks, then "PASS name" or "FAIL name: why"
 per fact; exit status 1 when a fact failed."""
 import glob
 import json
+import os
 import sys
 
 CALL_FIELDS = ["op", "comm", "seq", "count", "dtype", "redop", "root", "peer", "sendbuff", "recvbuff",
@@ -26,7 +29,7 @@ def load(d):
         print("FAIL trace: %d trace files in %s" % (len(files), d))
         sys.exit(1)
     t = json.load(open(files[0]))
-    calls = [dict(zip(CALL_FIELDS, c)) for c in t["calls"]]
+    calls = [dict(zip(t.get("call_fields", CALL_FIELDS), c)) for c in t["calls"]]
     checks = {}
     for row in t.get("checks", []):
         c = dict(zip(t["check_fields"], row))
@@ -61,7 +64,43 @@ def want(checks, i, buf, status, engine, nan=0, inf=0, first=None, kind=None, na
     fact(name, got == exp, "got %r, expected %r (reason %r)" % (got, exp, c["reason"]))
 
 
+def python_site(t, call, script):
+    """The innermost frame of call's Python stack in script: (line, function), or None."""
+    codes, stacks = t.get("pycodes", []), t.get("pystacks", [])
+    ps = call.get("pystack", -1)
+    if ps is None or not 0 <= ps < len(stacks):
+        return None
+    for code, line in stacks[ps]:
+        f = codes[code] if 0 <= code < len(codes) else None
+        if f and os.path.basename(f[0]) == os.path.basename(script):
+            return line, f[1]
+    return None
+
+
+def sites(d, script):
+    """Each AllReduce of torch_sites.py, by count, comes from the `# SITE name` line."""
+    marks = {}
+    with open(script) as fh:
+        for no, text in enumerate(fh, 1):
+            if "# SITE " in text:
+                marks[text.split("# SITE ")[1].strip()] = no
+    t, calls, _ = load(d)
+    fact("python stacks captured", (t.get("python") or {}).get("state") == "ok", repr(t.get("python")))
+    by_count = {4096: "grads", 1: "metrics", 16: "thread"}
+    seen = {}
+    for c in calls:
+        if c["op"] == "AllReduce" and c["count"] in by_count:
+            seen.setdefault(by_count[c["count"]], []).append(python_site(t, c, script))
+    for name, count in (("grads", 2), ("metrics", 2), ("thread", 1)):
+        got = seen.get(name, [])
+        fact("%s: %d all-reduce(s) from %s:%d" % (name, count, os.path.basename(script), marks[name]),
+             len(got) == count and all(g is not None and g[0] == marks[name] for g in got), repr(got))
+    return 1 if failed else 0
+
+
 def main():
+    if sys.argv[1] == "sites":
+        return sites(sys.argv[2], sys.argv[3])
     what, d, engine = sys.argv[1], sys.argv[2], sys.argv[3]
     t, calls, checks = load(d)
     fact("engine", t["nancheck"]["engine"] == engine, "nancheck.engine %r (gpu_unused: %r)" % (
@@ -103,7 +142,7 @@ def main():
             want(checks, i, "input", C, engine, name="torch fp16 overflow: input finite")
             want(checks, i, "output", NF, engine, 0, 10, 100, "inf", "torch fp16 overflow: output Inf")
     else:
-        print("usage: check_gpu.py nan|torch DIR ENGINE [PREMUL]")
+        print("usage: check_gpu.py nan|torch DIR ENGINE [PREMUL] | sites DIR SCRIPT")
         return 2
     return 1 if failed else 0
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/gpu/run.sh: the NaN/Inf checks of libtrshim.so on a real GPU.
+# tests/gpu/run.sh: the NaN/Inf checks and Python call sites of libtrshim.so on a real GPU.
 #
 # One prepared script for a lent GPU machine (nvcc, NCCL and PyTorch there,
 # no package registry, no meson needed). It
@@ -15,7 +15,10 @@
 #      engine / host engine);
 #   4. runs a real single-process PyTorch job with the NCCL backend under the
 #      shim (tests/gpu/torch_nan.py) and checks its trace;
-#   5. prints a short table; the last line is "RESULT: PASS" or "RESULT: FAIL".
+#   5. runs tests/gpu/torch_sites.py (a rank-specific dist.all_reduce under
+#      `if rank == 0:`, one from a nested function, one from a thread) and
+#      checks that each call's Python stack names its exact line;
+#   6. prints a short table; the last line is "RESULT: PASS" or "RESULT: FAIL".
 # Every step runs under `timeout`; the whole takes about a minute or two.
 # Results (log, traces, table) go to $OUT when set (the device tool's output
 # folder), else to a temporary folder.
@@ -258,5 +261,28 @@ elif timeout 120 python3 -c 'import torch; assert torch.cuda.is_available()' >/d
     fi
 else
     row "PyTorch job" "skipped: no PyTorch with CUDA here"
+fi
+
+# ---- 5. PyTorch call sites: the Python line of each collective ----
+if [ -n "$SIM" ]; then
+    row "PyTorch call sites" "skipped (simulator)"
+elif timeout 120 python3 -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1; then
+    rm -rf "$W/sites"
+    if TRSHIM_DIR="$W/sites" LD_PRELOAD="$SHIM" timeout 240 python3 tests/gpu/torch_sites.py >"$W/sites.out" 2>&1; then
+        cat "$W/sites.out"
+        if timeout 60 python3 tests/gpu/check_gpu.py sites "$W/sites" tests/gpu/torch_sites.py >"$W/sites.check" 2>&1; then
+            row "PyTorch call sites (rank-specific all_reduce, nested, thread)" "PASS ($(grep -c ^PASS "$W/sites.check") facts)"
+        else
+            bad "PyTorch call-site check failed"
+            row "PyTorch call sites" "FAIL: $(grep ^FAIL "$W/sites.check" | head -n 3 | tr '\n' ';')"
+        fi
+        cat "$W/sites.check"
+    else
+        cat "$W/sites.out"
+        bad "torch_sites.py failed under the shim"
+        row "PyTorch call sites" "FAIL: $(tail -n 1 "$W/sites.out")"
+    fi
+else
+    row "PyTorch call sites" "skipped: no PyTorch with CUDA here"
 fi
 finish
