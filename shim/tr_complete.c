@@ -581,27 +581,12 @@ void tr_complete_start(void)
     pthread_cond_init(&g_cv, &ca);
     pthread_cond_init(&g_done_cv, &ca);
     pthread_condattr_destroy(&ca);
-    /* the poller takes no signal but a fault of its own */
-    sigset_t all, prev;
-    sigfillset(&all);
-    sigdelset(&all, SIGSEGV);
-    sigdelset(&all, SIGBUS);
-    sigdelset(&all, SIGFPE);
-    sigdelset(&all, SIGILL);
-    pthread_sigmask(SIG_SETMASK, &all, &prev);
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_t t;
-    int e = pthread_create(&t, &attr, poller_main, NULL);
-    pthread_attr_destroy(&attr);
-    pthread_sigmask(SIG_SETMASK, &prev, NULL);
+    int e = tr_thread_start(poller_main, "trshim-poll");
     if (e != 0) {
         tr_warn("cannot start the completion thread (%s): GPU completion, heartbeat and hang watchdog are off",
                 strerror(e));
         return;
     }
-    pthread_setname_np(t, "trshim-poll");
     atomic_store_explicit(&g_poller_up, 1, memory_order_release);
 }
 

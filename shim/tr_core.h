@@ -93,6 +93,14 @@ void tr_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The process forked: in the child, recording stops for good. */
 int tr_is_forked_child(void);
 
+/* A detached background thread of the shim named name, that takes no
+ * signal but a fault of its own (SIGSEGV, SIGBUS, SIGFPE, SIGILL: so the
+ * shim's fault handler still marks the ring when one of ours crashes).
+ * Returns 0 or the pthread_create error. */
+int tr_thread_start(void *(*fn)(void *), const char *name);
+/* mkdir -p: 0, or -1 with errno (ENOTDIR when a part is not a folder). */
+int tr_mkdir_p(const char *dir);
+
 /* ---- real functions (tr_real.c) --------------------------------------------
  * The next definition of name after the shim (dlsym RTLD_NEXT); when the
  * library was loaded privately, the one in the already-loaded library of

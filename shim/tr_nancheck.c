@@ -371,21 +371,11 @@ static void thread_start(void)
     pthread_cond_init(&g_qcv, &ca);
     pthread_cond_init(&g_idle_cv, &ca);
     pthread_condattr_destroy(&ca);
-    sigset_t all, prev;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &prev);   /* the thread never takes a signal */
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_t t;
-    int e = pthread_create(&t, &attr, nan_main, NULL);
-    pthread_attr_destroy(&attr);
-    pthread_sigmask(SIG_SETMASK, &prev, NULL);
+    int e = tr_thread_start(nan_main, "trshim-nan");
     if (e != 0) {
         tr_warn("cannot start the NaN-check thread (%s): buffers are not checked", strerror(e));
         return;
     }
-    pthread_setname_np(t, "trshim-nan");
     atexit(nan_atexit);
     atomic_store(&g_thread_ok, 1);
 }

@@ -69,26 +69,6 @@ static void copy_str(char *dst, size_t cap, const char *src)
     snprintf(dst, cap, "%s", src ? src : "");
 }
 
-static int mkdir_p(const char *dir)
-{
-    char path[sizeof g_path];
-    snprintf(path, sizeof path, "%s", dir);
-    for (char *p = path + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(path, 0777) != 0 && errno != EEXIST) return -1;
-        *p = '/';
-    }
-    if (mkdir(path, 0777) != 0 && errno != EEXIST) return -1;
-    struct stat st;
-    if (stat(path, &st) != 0) return -1;
-    if (!S_ISDIR(st.st_mode)) {
-        errno = ENOTDIR;
-        return -1;
-    }
-    return 0;
-}
-
 /* The host as trace file names have it: outside [A-Za-z0-9._-] becomes '_'. */
 static void clean_host(char *out, size_t cap, const char *in)
 {
@@ -123,7 +103,7 @@ static void *map_file(uint64_t bytes, uint64_t fixed, const char **why)
     snprintf(g_path, sizeof g_path, "%s/" TRSHIM_TRACE_PREFIX "%s.%d" TRSHIM_RING_SUFFIX, absdir, host_clean,
              (int)getpid());
     *why = "cannot create the folder";
-    if (mkdir_p(absdir) != 0) return NULL;
+    if (tr_mkdir_p(absdir) != 0) return NULL;
     /* a file of the same name is an older process's (pid reused): replaced,
      * not truncated, so that a reader holding it keeps what it read */
     unlink(g_path);

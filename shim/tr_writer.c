@@ -300,26 +300,6 @@ static int write_trace(const char *path, const tr_rank_view *view, const write_c
 
 /* ---- all ranks' traces ------------------------------------------------------------ */
 
-static int mkdir_p(const char *dir)
-{
-    char path[sizeof g_dir];
-    snprintf(path, sizeof path, "%s", dir);
-    for (char *p = path + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(path, 0777) != 0 && errno != EEXIST) return -1;
-        *p = '/';
-    }
-    if (mkdir(path, 0777) != 0 && errno != EEXIST) return -1;
-    struct stat st;
-    if (stat(path, &st) != 0) return -1;
-    if (!S_ISDIR(st.st_mode)) {
-        errno = ENOTDIR;
-        return -1;
-    }
-    return 0;
-}
-
 /* characters outside [A-Za-z0-9_-] (and '.' when keep_dot) become '_' */
 static void clean_name(char *out, size_t cap, const char *in, size_t max, int keep_dot)
 {
@@ -354,7 +334,7 @@ static void write_all(tr_write_reason reason, int signo, int from_writer)
 {
     const tr_process *proc = tr_proc();
     query_versions(from_writer);
-    if (mkdir_p(g_dir) != 0) {
+    if (tr_mkdir_p(g_dir) != 0) {
         tr_warn("cannot create trace folder %s: %s", g_dir, strerror(errno));
         return;
     }
@@ -660,23 +640,7 @@ void tr_writer_start(void)
         tr_warn("cannot create the writer's eventfd (%s): traces are written at exit only", strerror(errno));
         return;
     }
-    /* the writer takes no signal but a fault of its own (whose handler must
-     * not wait for it) */
-    sigset_t all, prev;
-    sigfillset(&all);
-    sigdelset(&all, SIGSEGV);
-    sigdelset(&all, SIGBUS);
-    sigdelset(&all, SIGFPE);
-    sigdelset(&all, SIGILL);
-    pthread_sigmask(SIG_SETMASK, &all, &prev);
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_t t;
-    int e = pthread_create(&t, &attr, writer_main, NULL);
-    pthread_attr_destroy(&attr);
-    pthread_sigmask(SIG_SETMASK, &prev, NULL);
-    if (e == 0) pthread_setname_np(t, "trshim-writer");
+    int e = tr_thread_start(writer_main, "trshim-writer");
     if (e != 0) {
         tr_warn("cannot start the writer thread (%s): traces are written at exit only", strerror(e));
         return;
