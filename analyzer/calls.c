@@ -209,7 +209,7 @@ static const char *conv(const jv *vals, int nv, const int8_t *role, ta_trace *t,
                         int *nstreams)
 {
     memset(c, 0, sizeof *c);
-    c->rp = c->comm = c->stack = -1;
+    c->rp = c->comm = c->stack = c->pystack = -1;
     c->exit_ns = c->done_ns = TA_NULL64;
     c->rc = INT16_MIN;
     int root = -1, peer = -1, seen = 0;
@@ -298,6 +298,11 @@ static const char *conv(const jv *vals, int nv, const int8_t *role, ta_trace *t,
             if (!num_ok(v, &n) || n == TA_NULL64) return "done_ns is not an integer or null";
             c->done_ns = n;
             break;
+        case F_PYSTACK:
+            if (v->type == JV_NULL) break;
+            if (!num_ok(v, &n) || n < -1 || n > 0x7fffffff) return "pystack is not an index";
+            c->pystack = (int32_t)n;
+            break;
         case F_GPU:
             if (v->type == JV_NULL) break;
             if (v->type != JV_STR) return "gpu is not a string or null";
@@ -318,6 +323,10 @@ static const char *conv(const jv *vals, int nv, const int8_t *role, ta_trace *t,
         if (ta_op_is_p2p(c->op) && peer < 0) return "a numbered send/recv has no peer";
     }
     if (c->stack >= t->nstacks) c->stack = -1;
+    if (c->pystack >= t->npystacks) {       /* (a damaged stack is kept, empty) */
+        c->pystack = -1;
+        t->py_badref++;
+    }
     if (c->gpu != GPU_DONE) c->done_ns = TA_NULL64;     /* a completion time only with a completion */
     return NULL;
 }

@@ -96,7 +96,7 @@ static int tok_eq(ta_an *a, int ta_, int64_t ca, int tb, int64_t cb, int site)
     const ta_call *c = &x->calls[ca], *d = &y->calls[cb];
     if (x->comms[c->comm].family != y->comms[d->comm].family) return 0;
     if (!ta_sig_equal(c, d)) return 0;
-    return !site || ta_site_equal(a, x, c->stack, y, d->stack);
+    return !site || ta_site_equal(a, x, c->stack, c->pystack, y, d->stack, d->pystack);
 }
 
 /* length of the run where R[i+dr+j] == Q[i+dp+j] (site-aware), up to w */

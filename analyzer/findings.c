@@ -20,7 +20,8 @@ ta_finding *ta_finding_new(ta_an *a, int kind)
     f->culprit.trace = f->other.trace = -1;
     f->culprit.call = f->other.call = -1;
     f->culprit.stack = f->other.stack = -1;
-    f->stack2 = -1;
+    f->culprit.pystack = f->other.pystack = -1;
+    f->stack2 = f->pystack2 = -1;
     f->at_g = -1;
     f->at_seq = f->win_after = f->win_upto = -1;
     return f;
@@ -37,6 +38,7 @@ void ta_side_set(ta_side *s, const int *ranks, int n, int trace, int64_t call)
     s->trace = trace;
     s->call = call;
     s->stack = -1;
+    s->pystack = -1;
 }
 
 static char *human(int64_t b)
@@ -90,11 +92,16 @@ void ta_findings_memory(ta_an *a)
         int r = t->rank;
         ta_side_set(&f->culprit, &r, 1, ti, -1);
         f->culprit.stack = m->stack;
+        f->culprit.pystack = m->pystack;
         f->bytes = m->bytes;
         f->live = m->live;
         int dv = -1;
         f->peak = rank_peak(t, &dv);
-        if (dv >= 0) { f->stack2 = t->mdev[dv].peak_stack; f->peak_ns = t->mdev[dv].peak_ns; }
+        if (dv >= 0) {
+            f->stack2 = t->mdev[dv].peak_stack;
+            f->pystack2 = t->mdev[dv].peak_pystack;
+            f->peak_ns = t->mdev[dv].peak_ns;
+        }
         f->t = ta_wall(t, m->t_ns);
         int64_t ci = call_before(t, m->t_ns);
         if (ci >= 0) {
@@ -115,7 +122,7 @@ void ta_findings_memory(ta_an *a)
             after = xasprintf("; the last NCCL call before it was %s", c);
             free(c);
         }
-        char *site = ta_site_text(a, t, m->stack);
+        char *site = ta_site_text(a, t, m->stack, m->pystack);
         char *when = xstrdup("");
         if (dv >= 0 && t->mdev[dv].has_peak_after) {
             free(when);
@@ -153,8 +160,8 @@ void ta_findings_memory(ta_an *a)
         ta_finding *f = ta_finding_new(a, K_IMBALANCE);
         int r = t->rank;
         ta_side_set(&f->culprit, &r, 1, ti, -1);
-        f->culprit.stack = t->mdev[dv].peak_stack;
-        f->stack2 = t->mdev[dv].peak_stack;
+        f->culprit.stack = f->stack2 = t->mdev[dv].peak_stack;
+        f->culprit.pystack = f->pystack2 = t->mdev[dv].peak_pystack;
         f->peak = pk;
         f->median = med;
         f->peak_ns = t->mdev[dv].peak_ns;
@@ -168,7 +175,7 @@ void ta_findings_memory(ta_an *a)
         for (int j = 0; j < a->ntr; j++) if (j != ti && rank_peak(a->tr[j], NULL) > 0) o[no++] = a->tr[j]->rank;
         ta_side_set(&f->other, o, no, -1, -1);
         free(o);
-        char *p = human(pk), *md = human(med), *site = ta_site_text(a, t, f->stack2);
+        char *p = human(pk), *md = human(med), *site = ta_site_text(a, t, f->stack2, f->pystack2);
         f->message = xasprintf("rank %d peaks at %s of device memory, %.0f%% above the median of the other ranks (%s); "
                                "its peak was reached at %s",
                                r, p, 100.0 * ((double)pk / (double)(med ? med : 1) - 1.0), md, site);
@@ -235,13 +242,14 @@ void ta_findings_divergence_scan(ta_an *a, const int *covered_g)
 }
 
 /* "AllReduce(...) #5 on comm 0x... at fn (file:line)" of a side's call, NULL
- * when it has none; the side's stack becomes that call's */
+ * when it has none; the side's stacks become that call's */
 static char *side_call_text(ta_an *a, ta_side *sd)
 {
     if (sd->trace < 0 || sd->call < 0) return NULL;
     ta_trace *t = a->tr[sd->trace];
     sd->stack = t->calls[sd->call].stack;
-    char *c = ta_call_text(a, t, sd->call), *s = ta_site_text(a, t, sd->stack);
+    sd->pystack = t->calls[sd->call].pystack;
+    char *c = ta_call_text(a, t, sd->call), *s = ta_site_text(a, t, sd->stack, sd->pystack);
     char *r = xasprintf("%s at %s", c, s);
     free(c); free(s);
     return r;

@@ -89,6 +89,39 @@ def site_offset(name):
     return 0x1000 + (int(hashlib.md5(name.encode()).hexdigest()[:6], 16) & ~0xf)
 
 
+# ---- Python stacks (issue 7) ----
+# frames: (file, qualname, line), innermost first; the shim records co_filename as the
+# interpreter has it (absolute). Frames in site-packages, in torch/ & co. and in the
+# standard library are folded by tranalyze: the call site is the user's innermost frame.
+PY_TORCH = "/opt/conda/lib/python3.11/site-packages/torch/"
+PY_STDLIB = "/opt/conda/lib/python3.11/"
+PY_JOB = "/job/llm/train.py"
+PY_MAIN = [(PY_JOB, "main", 300), (PY_JOB, "<module>", 320)]
+PY_AUTO = False     # every Rank has Python stacks, each call's from its site (py_auto)
+
+
+def py_all_reduce(*user):
+    """the frames of torch.distributed.all_reduce (folded), then user frames"""
+    return [(PY_TORCH + "distributed/distributed_c10d.py", "all_reduce", 2050),
+            (PY_TORCH + "distributed/c10d_logger.py", "_exception_logger.<locals>.wrapper", 83)] + list(user)
+
+
+def py_line(name):
+    return 100 + int(hashlib.md5(name.encode()).hexdigest()[:4], 16) % 800
+
+
+def py_auto_frames(site, alloc=False):
+    """the Python stack of a call made at native site `site` (py_auto): torch's
+    frames, then the user's function of that name in train.py, main, <module>"""
+    lib = [(PY_TORCH + "nn/modules/module.py", "Module._call_impl", 1511)] if alloc else py_all_reduce()
+    return lib + [(PY_JOB, site, py_line(site))] + PY_MAIN
+
+
+def py_site(function):
+    """tranalyze's call site text of py_auto_frames(function)"""
+    return "train.py:%d in %s" % (py_line(function), function)
+
+
 class Rank:
     def __init__(self, job, rank, world, host="node0", t0=1_000_000_000_000):
         self.job, self.rank, self.world, self.host = job, rank, world, host
@@ -117,6 +150,36 @@ class Rank:
         self.ring_lost = 0                  # oldest calls overwritten in the ring (not in the trace)
         self.write_extra = 0.0              # seconds added to write_time (a write long after the last call)
         self.jitter = 500                   # random ns added to each tick (0: exact times)
+        # Python stacks (issue 7): None: an older shim (no "python", "pycodes", "pystacks",
+        # no "pystack" call field); else the trace's "python" object
+        self.python = None
+        self.pycodes, self.pycode_ix, self.pystacks, self.pystack_ix = [], {}, [], {}
+        self.peak_pystack = -1
+        if PY_AUTO:
+            self.enable_python()
+
+    def enable_python(self, state="ok", version="3.11.7", detail=None):
+        self.python = {"state": state, "version": version, "detail": detail}
+        for c in self.calls:          # calls made before: no Python stack
+            if len(c) == 21:
+                c.append(-1)
+
+    def pystack(self, frames):
+        """index of the Python stack frames ([(file, qualname, line)], innermost
+        first), deduplicated as the shim does; -1 for None or without Python"""
+        if self.python is None or not frames:
+            return -1
+        key = tuple(frames)
+        if key not in self.pystack_ix:
+            st = []
+            for file, name, line in frames:
+                if (file, name) not in self.pycode_ix:
+                    self.pycode_ix[(file, name)] = len(self.pycodes)
+                    self.pycodes.append([file, name, max(1, line - 10)])
+                st.append([self.pycode_ix[(file, name)], line])
+            self.pystack_ix[key] = len(self.pystacks)
+            self.pystacks.append(st)
+        return self.pystack_ix[key]
 
     def tick(self, ns=20_000):
         self.t += ns + (random.randint(0, self.jitter) if self.jitter else 0)
@@ -141,6 +204,8 @@ class Rank:
              "end": None, "colls": 0}
         if color is not None:
             c["color"], c["key"] = color, crank
+        if PY_AUTO:                 # (optional: the init's Python stack)
+            c["init"]["pystack"] = self.pystack(py_auto_frames(site))
         self.comms.append(c)
         self.colls[len(self.comms) - 1] = 0
         if not returned:
@@ -155,9 +220,10 @@ class Rank:
 
     # ---- calls ----
     def _call(self, op, comm, seq, count, dtype, redop, root, peer, site, returned=True, caller="main",
-              inp=None, out=None, cap=None, at=None, gpu=None):
+              inp=None, out=None, cap=None, at=None, gpu=None, py=None):
         """at: the call's enter_ns (default: the next tick); gpu: "pending", "done", "error" (default:
-        "done" when completion is tracked and the call returned, else null)"""
+        "done" when completion is tracked and the call returned, else null); py: its Python stack
+        (see pystack; appended to the row as "pystack" when the rank has Python)"""
         if at is not None:
             self.t = at
         enter = self.tick() if at is None else at
@@ -169,6 +235,8 @@ class Rank:
         if gpu is None and self.track and returned and op not in ("GroupStart", "GroupEnd"):
             gpu = "done"
         self.calls[-1] += [ex + 3000 if gpu == "done" else None, gpu]
+        if self.python is not None:
+            self.calls[-1].append(self.pystack(py if py is not None or not PY_AUTO else py_auto_frames(site)))
         if op in REDUCING and dtype in FLOATS and seq > 0 and self.nan_mode in ("all", "output"):
             size = self.comms[comm]["size"] or 1
             n_in = count * size if op == "ReduceScatter" else count
@@ -189,21 +257,22 @@ class Rank:
                             checked, elems, None if r["status"] == "not_checked" else "host", r["reason"]])
 
     def coll(self, comm, op="AllReduce", count=1024, dtype="float32", redop="sum", root=None,
-             site="train_step", returned=True, caller="main", inp=None, out=None, cap=None, at=None, gpu=None):
+             site="train_step", returned=True, caller="main", inp=None, out=None, cap=None, at=None, gpu=None,
+             py=None):
         """inp, out: check results of the input and output (default clean), cap: elements checked,
-        at: enter_ns, gpu: completion (see _call)"""
+        at: enter_ns, gpu: completion, py: Python stack (see _call)"""
         self.colls[comm] += 1
         self.comms[comm]["colls"] = self.colls[comm]
         if op in ROOTED and root is None:
             root = 0
         self._call(op, comm, self.colls[comm], count, dtype, redop if op in REDUCING else None,
-                   root if op in ROOTED else None, None, site, returned, caller, inp, out, cap, at, gpu)
+                   root if op in ROOTED else None, None, site, returned, caller, inp, out, cap, at, gpu, py)
         return self.colls[comm]
 
-    def sendrecv(self, comm, op, peer, count=4096, dtype="float32", site="pipeline_step", gpu=None):
+    def sendrecv(self, comm, op, peer, count=4096, dtype="float32", site="pipeline_step", gpu=None, py=None):
         key = (comm, peer, op)
         self.p2p[key] = self.p2p.get(key, 0) + 1
-        self._call(op, comm, self.p2p[key], count, dtype, None, None, peer, site, gpu=gpu)
+        self._call(op, comm, self.p2p[key], count, dtype, None, None, peer, site, gpu=gpu, py=py)
         return self.p2p[key]
 
     def group_start(self, site="exchange"):
@@ -222,17 +291,22 @@ class Rank:
             self.group = 0
 
     # ---- memory ----
-    def alloc(self, nbytes, site="alloc_params", fail=False, capacity=None):
+    def alloc(self, nbytes, site="alloc_params", fail=False, capacity=None, py=None):
         t = self.tick(1000)
+        if py is None and PY_AUTO:
+            py = py_auto_frames(site, alloc=True)
         if fail:
             self.failures.append({"api": "cudaMalloc", "device": self.rank % 8, "bytes": nbytes,
                                   "live_bytes": self.live, "free_bytes": (capacity - self.live) if capacity else None,
                                   "total_bytes": capacity, "error": "cudaErrorMemoryAllocation",
                                   "error_code": 2, "t_ns": t, "stack": self.stack(site)})
+            if self.python is not None:
+                self.failures[-1]["pystack"] = self.pystack(py)
             return
         self.live += nbytes
         if self.live > self.peak:
             self.peak, self.peak_ns, self.peak_stack = self.live, t, self.stack(site)
+            self.peak_pystack = self.pystack(py)
             last = None
             for c in reversed(self.calls):
                 if c[0] not in ("Send", "Recv", "GroupStart", "GroupEnd") and c[2] > 0:
@@ -251,6 +325,8 @@ class Rank:
             mem_devs.append({"device": self.rank % 8, "live_bytes": self.live, "peak_bytes": self.peak,
                              "allocs": 3, "frees": 0, "peak_ns": self.peak_ns, "peak_stack": self.peak_stack,
                              "peak_after": self.peak_after})
+            if self.python is not None:
+                mem_devs[-1]["peak_pystack"] = self.peak_pystack
         d = {
             "format": "trshim-trace", "version": 1,
             "job": {"id": self.job, "source": "TRSHIM_JOB_ID"},
@@ -273,6 +349,12 @@ class Rank:
             "ring": {"file": None, "capacity": self.ring_capacity, "first": self.ring_lost,
                      "next": len(self.calls), "lost": self.ring_lost},
         }
+        if self.python is not None:       # Python stacks (a newer shim)
+            d["settings"]["pystack_depth"] = 64
+            d["python"] = dict(self.python)
+            d["pycodes"] = [list(c) for c in self.pycodes]
+            d["pystacks"] = [[list(f) for f in st] for st in self.pystacks]
+            d["call_fields"] = d["call_fields"] + ["pystack"]
         if self.nan_mode is not None:
             d["nancheck"] = {"mode": self.nan_mode, "engine_setting": "auto",
                              "engine": "host" if self.nan_mode != "off" else None,
@@ -1723,6 +1805,218 @@ def sc_hang_ring_thinned(out):
     st[2] = ("never_issued", None)
     expect(out, 1, [F("missing", wid, 3101, [2], others=[0, 1, 3], stuck=stuck_at(wid, 3101, st))], count=1)
 
+# ---------------------------------------------------------------- Python stacks (issue 7)
+# Every Python-issued collective has the same native stack (the interpreter
+# loop, then torch's C++ down to ncclAllReduce): NATIVE below, on every call.
+NATIVE, NATIVE_CALLER = "c10d_allreduce", "pyeval_frame"
+PY_GRAD = py_all_reduce((PY_JOB, "train_step", 212)) + PY_MAIN
+# `if rank == 0: log_metrics(loss)`, log_metrics decorated with a context
+# manager of the standard library (a folded frame between the user's frames)
+PY_METRIC = py_all_reduce((PY_STDLIB + "contextlib.py", "ContextDecorator.__call__.<locals>.inner", 81),
+                          (PY_JOB, "log_metrics", 198), (PY_JOB, "train_step", 214)) + PY_MAIN
+
+
+def native_site(site):
+    """tranalyze's native call site of site (its module is not on this machine)"""
+    return "%s (train+0x%x)" % (site, site_offset(site) + 0x2b)
+
+
+def py_json(frames):
+    return [{"file": f, "function": q, "line": n} for f, q, n in frames]
+
+
+def py_extra_job(name, python=lambda r: True, natives=(NATIVE, NATIVE), metric=PY_METRIC, steps=6):
+    """4 ranks; in step 2 rank 0 also runs log_metrics: an all_reduce of the
+    same size as the gradient all_reduce (NCCL matches it with the others'
+    next call); the job ends with rank 0 waiting in its last all_reduce
+    (#7), the others exited. python(r): r has Python stacks; natives: the
+    native sites of the gradient and the metric all_reduce"""
+    ranks, wid = world_job(name, 4)
+    for r in ranks:
+        if python(r):
+            r.enable_python()
+    for step in range(steps):
+        for r in ranks:
+            if step == 2 and r.rank == 0:
+                r.coll(0, count=4096, site=natives[1], caller=NATIVE_CALLER, py=metric)
+            r.coll(0, count=4096, site=natives[0], caller=NATIVE_CALLER, py=PY_GRAD)
+    for r in ranks:
+        if r.rank == 0:
+            r.finish("signal", 15)
+        else:
+            r.finish("exit")
+    return ranks, wid
+
+
+def sc_py_extra_collective(out):
+    """`if rank == 0: log_metrics()` in a Python training loop: an extra
+    all_reduce of the gradient's size, with the same native stack as every
+    other call; only the Python lines differ: rank 0's AllReduce #3 from
+    train.py:198 in log_metrics (frames in torch/ and the standard library
+    folded)"""
+    ranks, wid = py_extra_job("pyextra")
+    write(ranks, out)
+    expect(out, 1, [F("divergence", wid, 3, [0], "log_metrics", subkind="extra_call", others=[1, 2, 3],
+                      others_function="train_step", site="train.py:198 in log_metrics",
+                      others_site="train.py:212 in train_step", python_stack=py_json(PY_METRIC),
+                      native_site=native_site(NATIVE))],
+           stopped_at={"comm": wid, "seq": 7}, text_contains=["at train.py:198 in log_metrics"])
+
+
+def sc_py_full_stacks(out):
+    """py_extra_collective with --full-stacks: the call sites show every
+    Python frame, innermost first (the folded ones too), then the native site"""
+    ranks, wid = py_extra_job("pyfull")
+    write(ranks, out)
+    full = " <- ".join("%s:%d in %s" % (os.path.basename(f), n, q) for f, q, n in PY_METRIC)
+    full += "; native: " + native_site(NATIVE)
+    expect(out, 1, [F("divergence", wid, 3, [0], "log_metrics", subkind="extra_call", others=[1, 2, 3],
+                      site=full, python_stack=py_json(PY_METRIC))],
+           stopped_at={"comm": wid, "seq": 7}, args=["--full-stacks"],
+           text_contains=["distributed_c10d.py:2050 in all_reduce <- c10d_logger.py:83 in "
+                          "_exception_logger.<locals>.wrapper <- contextlib.py:81 in "
+                          "ContextDecorator.__call__.<locals>.inner <- train.py:198 in log_metrics <- "
+                          "train.py:214 in train_step"])
+
+
+def sc_py_native_only(out):
+    """the job of py_extra_collective from an older shim (no Python stacks):
+    the native stacks cannot tell the two all_reduces apart, so the extra
+    call is not found; rank 0 is left waiting in #7 for ranks that exited
+    (what the Python stacks add)"""
+    ranks, wid = py_extra_job("pynative", python=lambda r: False)
+    write(ranks, out)
+    expect(out, 1, [F("missing", wid, 7, [1, 2, 3], NATIVE, others=[0])])
+
+
+def sc_py_all_folded(out):
+    """the extra all_reduce comes from a library's own code (deepspeed's
+    progress report on a thread: every frame in site-packages or the
+    standard library): the call site is the innermost frame"""
+    lib = [(PY_TORCH + "distributed/distributed_c10d.py", "all_reduce", 2050),
+           ("/opt/conda/lib/python3.11/site-packages/deepspeed/runtime/engine.py", "DeepSpeedEngine._report", 1874),
+           (PY_STDLIB + "threading.py", "Thread.run", 982)]
+    ranks, wid = py_extra_job("pyfolded", metric=lib)
+    write(ranks, out)
+    expect(out, 1, [F("divergence", wid, 3, [0], "all_reduce", subkind="extra_call", others=[1, 2, 3],
+                      others_function="train_step", site="distributed_c10d.py:2050 in all_reduce",
+                      python_stack=py_json(lib))], stopped_at={"comm": wid, "seq": 7})
+
+
+def sc_py_mixed(out):
+    """ranks 0 and 1 have Python stacks, ranks 2 and 3 come from an older
+    shim (none); the two all_reduces have different native sites: a pair
+    of calls is compared by Python stacks when both have one, else
+    natively, and the extra call is found either way"""
+    ranks, wid = py_extra_job("pymixed", python=lambda r: r.rank < 2, natives=("train_step", "log_metrics"))
+    write(ranks, out)
+    expect(out, 1, [F("divergence", wid, 3, [0], "log_metrics", subkind="extra_call", others=[1, 2, 3],
+                      others_function="train_step", site="train.py:198 in log_metrics",
+                      native_site=native_site("log_metrics"))],
+           stopped_at={"comm": wid, "seq": 7})
+
+
+def sc_py_damaged(out):
+    """py_mixed's job (native sites differ), every rank with Python stacks,
+    each trace's Python data damaged in another way: rank 0 (the culprit) a
+    "python" that is not an object, a (folded) file name with a control
+    character and bytes that are not UTF-8 in its extra call's stack (shown
+    with '?' for each), a 10,000-character function name (cut); rank 1 a
+    pycodes entry of the wrong types (its Python stacks are not used); rank
+    2 a stack naming a code that does not exist; rank 3 a call naming a
+    stack that does not exist. Each is named, the answer is the same"""
+    weird = PY_METRIC[:2] + [(PY_TORCH + "weird/BAD\x01NAME.py", "hook", 7)] + PY_METRIC[2:]
+    ranks, wid = py_extra_job("pydamaged", natives=("train_step", "log_metrics"), metric=weird)
+    ranks[0].pystack([(PY_JOB, "g" * 10000, 2)])
+    write(ranks, out)
+    names = [r.filename() for r in ranks]
+
+    def edit(k, fn, raw=None):
+        path = os.path.join(out, names[k])
+        with open(path) as f:
+            d = json.load(f)
+        fn(d)
+        text = json.dumps(d).encode()
+        if raw:
+            text = text.replace(*raw)
+        with open(path, "wb") as f:
+            f.write(text)
+    edit(0, lambda d: d.update(python="ok"), raw=(b"NAME.py", b"N\xff\xfeME.py"))
+
+    def r1(d):
+        d["pycodes"][1] = [7, None, "x"]
+    edit(1, r1)
+
+    def r2(d):
+        d["pystacks"][0][2] = [len(d["pycodes"]) + 5, 12]
+    edit(2, r2)
+
+    def r3(d):
+        d["calls"][-2][d["call_fields"].index("pystack")] = len(d["pystacks"]) + 40
+    edit(3, r3)
+    shown = py_json(weird)
+    shown[2]["file"] = PY_TORCH + "weird/BAD?N??ME.py"
+    expect(out, 1, [F("divergence", wid, 3, [0], "log_metrics", subkind="extra_call", others=[1, 2, 3],
+                      others_function="train_step", site="train.py:198 in log_metrics", python_stack=shown)],
+           stopped_at={"comm": wid, "seq": 7}, noted=names,
+           notes_contain=[[names[0], "field python is not an object"],
+                          [names[1], "pycodes[1] is not a [file, qualname, firstlineno]"],
+                          [names[2], "damaged Python stack(s) not used (first: pystacks[0]"],
+                          [names[3], "1 call record(s) name a Python stack that is not in pystacks"]])
+
+
+def sc_py_oom(out):
+    """oom with Python stacks: rank 1's allocation from model.py's forward
+    fails; the peak was reached in the same place"""
+    fwd = [(PY_TORCH + "nn/modules/module.py", "Module._call_impl", 1511),
+           ("/job/llm/model.py", "Block.forward", 88)] + [(PY_JOB, "train_step", 205)] + PY_MAIN
+    ranks, wid = world_job("pyoom", 4)
+    for r in ranks:
+        r.enable_python()
+    oom_seq = None
+    for step in range(3):
+        for r in ranks:
+            if r.rank == 1 and step == 2:
+                r.alloc(40 << 30, site="caching_alloc", fail=True, capacity=80 << 30, py=fwd)
+                continue
+            r.alloc(1 << 20, site="caching_alloc", py=fwd)
+            s = r.coll(0, count=1 << 16, site=NATIVE, caller=NATIVE_CALLER, py=PY_GRAD)
+            if step == 2:
+                oom_seq = s
+    for r in ranks:
+        r.finish("exit" if r.rank == 1 else "signal", None if r.rank == 1 else 15)
+    write(ranks, out)
+    expect(out, 1, [F("oom", wid, 2, [1], "Block.forward", bytes=40 << 30, site="model.py:88 in Block.forward",
+                      python_stack=py_json(fwd), native_site=native_site("caching_alloc"),
+                      message_contains=["failed at model.py:88 in Block.forward"]),
+                    F("missing", wid, oom_seq, [1])])
+
+
+def py_auto(fn):
+    """fn(out) as a scenario whose every call, allocation and init has a
+    Python stack made from its native site (py_auto_frames): the same
+    answer, each expected function's call site now the Python one"""
+    def sc(out):
+        global PY_AUTO
+        PY_AUTO = True
+        try:
+            fn(out)
+        finally:
+            PY_AUTO = False
+        path = os.path.join(out, "expected.json")
+        with open(path) as f:
+            e = json.load(f)
+        for x in e["findings"]:
+            if "function" in x:
+                x.setdefault("site", py_site(x["function"]))
+            if "others_function" in x:
+                x.setdefault("others_site", py_site(x["others_function"]))
+        with open(path, "w") as f:
+            json.dump(e, f, indent=1)
+    sc.__doc__ = "with Python stacks (py_auto): " + (fn.__doc__ or "")
+    return sc
+
+
 SCENARIOS = {
     "clean": sc_clean, "extra_collective": sc_extra_collective, "extra_same_signature": sc_extra_same_signature,
     "uneven_microbatches": sc_uneven_microbatches, "skip_barrier": sc_skip_barrier,
@@ -1755,6 +2049,14 @@ SCENARIOS.update({
     # seqs far from 1, repeated communicators, a NaN before a ring window
     "clean_windows_10m": sc_clean_windows_10m, "huge_seq": sc_huge_seq, "dup_comm": sc_dup_comm,
     "nan_window_lost": sc_nan_window_lost,
+    # Python stacks (issue 7)
+    "py_extra_collective": sc_py_extra_collective, "py_full_stacks": sc_py_full_stacks,
+    "py_native_only": sc_py_native_only, "py_all_folded": sc_py_all_folded, "py_mixed": sc_py_mixed,
+    "py_damaged": sc_py_damaged, "py_oom": sc_py_oom,
+    "py_early_exit": py_auto(sc_early_exit), "py_pipeline_missing_send": py_auto(sc_pipeline_missing_send),
+    "py_hang_skip_tp": py_auto(sc_hang_skip_tp), "py_init_hang": py_auto(sc_init_hang),
+    "py_imbalance": py_auto(sc_imbalance), "py_nan_input_fp32": py_auto(sc_nan_input_fp32),
+    "py_straggler": py_auto(sc_straggler), "py_uneven_microbatches": py_auto(sc_uneven_microbatches),
 })
 
 

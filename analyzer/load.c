@@ -137,7 +137,7 @@ static int get_hex(pctx *x, const cJSON *o, const char *name, uint64_t *out, int
 /* ---- calls: see calls.c ---- */
 static const char *const fnames[F_NROLES] = {"op", "comm", "seq", "count", "dtype", "redop", "root",
     "peer", "stream", "group", "enter_ns", "exit_ns", "rc", "stack",
-    /* optional */ "done_ns", "gpu"};
+    /* optional */ "done_ns", "gpu", "pystack"};
 
 /* comms[i].fingerprint (newer shims): 0, -1 (in x->err) */
 static int conv_fingerprint(pctx *x, const cJSON *fp, ta_comm *m, const char *w)
@@ -203,6 +203,7 @@ static int conv_comm(pctx *x, const cJSON *o, ta_comm *m, int i)
     if (get_i64(x, in, "exit_ns", &m->init_exit, 1, w2) < 0) return -1;
     if (get_i64(x, in, "rc", &m->init_rc, 1, w2) < 0) return -1;
     if (get_int(x, in, "stack", &m->init_stack, 0, w2) < 0) return -1;
+    m->init_pystack = -1;     /* init.pystack: read once the Python stacks are (parse_file) */
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "end");
     m->end_exit = TA_NULL64;
     if (e && cJSON_IsObject(e)) {
@@ -281,6 +282,111 @@ static int conv_stacks(pctx *x, const cJSON *root, ta_trace *t, ta_an *a, pthrea
     return 0;
 }
 
+/* an integer JSON value in [lo, hi] */
+static int int_in(const cJSON *v, double lo, double hi)
+{
+    return cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble) && v->valuedouble >= lo && v->valuedouble <= hi;
+}
+
+/* an optional index field (newer shims): its value when it is an index
+ * below n, else -1 (absent, null, or damaged: that site is unknown) */
+static int opt_index(const cJSON *o, const char *name, int n)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    return v && int_in(v, 0, (double)n - 1) ? (int)v->valuedouble : -1;
+}
+
+/* "python", "pycodes", "pystacks" (newer shims; all optional). Damage is
+ * named in a note: bad pycodes (or either array not an array) and no
+ * Python stack of the rank is used; a bad stack is kept empty (those calls
+ * have no Python site), counted in one note. */
+static void conv_python(pctx *x, const cJSON *root, ta_trace *t)
+{
+    ta_an *a = x->a;
+    const char *path = x->file;
+    const cJSON *py = cJSON_GetObjectItemCaseSensitive(root, "python");
+    const cJSON *pc = cJSON_GetObjectItemCaseSensitive(root, "pycodes");
+    const cJSON *ps = cJSON_GetObjectItemCaseSensitive(root, "pystacks");
+    if (py && !cJSON_IsNull(py)) {
+        const cJSON *st = cJSON_IsObject(py) ? cJSON_GetObjectItemCaseSensitive(py, "state") : NULL;
+        static const char *const states[] = {"ok", "none", "unsupported", "disabled"};
+        int k = 4;
+        if (cJSON_IsString(st))
+            for (k = 0; k < 4; k++) if (!strcmp(st->valuestring, states[k])) break;
+        if (k == 4) {
+            ta_note_add(a, path, 0, "field python is not an object with a state of ok, none, unsupported or disabled; "
+                        "it is not used");
+        } else {
+            t->py_state = states[k];
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(py, "version");
+            const cJSON *d = cJSON_GetObjectItemCaseSensitive(py, "detail");
+            if (cJSON_IsString(v)) t->py_version = ta_py_intern(v->valuestring, 64);
+            if (cJSON_IsString(d)) t->py_detail = ta_py_intern(d->valuestring, 1024);
+        }
+    }
+    if ((!pc || cJSON_IsNull(pc)) && (!ps || cJSON_IsNull(ps))) return;
+    const char *why = NULL;
+    char w[96];
+    int nc = 0, ns = 0;
+    if (!cJSON_IsArray(pc)) why = "field pycodes is not an array";
+    else if (!cJSON_IsArray(ps)) why = "field pystacks is not an array";
+    else if ((nc = cJSON_GetArraySize(pc)) > TA_PY_TABLE_MAX || (ns = cJSON_GetArraySize(ps)) > TA_PY_TABLE_MAX)
+        why = "fields pycodes/pystacks have too many entries";
+    if (!why) {
+        t->pycodes = xcalloc((size_t)nc + 1, sizeof *t->pycodes);
+        t->npycodes = nc;
+        int i = 0;
+        for (const cJSON *e = pc->child; e; e = e->next, i++) {
+            const cJSON *f = cJSON_IsArray(e) && cJSON_GetArraySize(e) == 3 ? e->child : NULL;
+            const cJSON *q = f ? f->next : NULL, *l = q ? q->next : NULL;
+            if (!cJSON_IsString(f) || !cJSON_IsString(q) || !int_in(l, INT32_MIN, INT32_MAX)) {
+                snprintf(w, sizeof w, "field pycodes[%d] is not a [file, qualname, firstlineno] array", i);
+                why = w;
+                break;
+            }
+            ta_py_code_set(&t->pycodes[i], f->valuestring, strlen(f->valuestring), q->valuestring,
+                           strlen(q->valuestring), (int)l->valuedouble);
+        }
+    }
+    if (why) {
+        ta_note_add(a, path, 0, "%s; the Python call sites of this rank are not used (native call sites instead)", why);
+        ta_py_free(t);
+        return;
+    }
+    t->pystacks = xcalloc((size_t)ns + 1, sizeof *t->pystacks);
+    t->npystacks = ns;
+    int i = 0, bad = 0, bad1 = -1;
+    const char *why1 = NULL;
+    for (const cJSON *e = ps->child; e; e = e->next, i++) {
+        const char *sw = NULL;
+        int n = cJSON_IsArray(e) ? cJSON_GetArraySize(e) : -1;
+        if (n < 0) sw = "is not an array";
+        else if (n > TA_PY_FRAMES_MAX) sw = "has too many frames";
+        ta_pystack *o = &t->pystacks[i];
+        if (!sw && n) {
+            o->frames = xmalloc(sizeof *o->frames * (size_t)n);
+            int k = 0;
+            for (const cJSON *f = e->child; f && !sw; f = f->next, k++) {
+                const cJSON *c = cJSON_IsArray(f) && cJSON_GetArraySize(f) == 2 ? f->child : NULL;
+                const cJSON *l = c ? c->next : NULL;
+                if (!c || !int_in(c, 0, INT32_MAX) || !int_in(l, INT32_MIN, INT32_MAX)) sw = "has a frame that is not a [code, line] pair";
+                else if (c->valuedouble >= nc) sw = "has a frame whose code is not an index into pycodes";
+                else o->frames[k] = (ta_pyframe){(int32_t)c->valuedouble, (int32_t)l->valuedouble};
+            }
+            o->nframes = n;
+        }
+        if (sw) {
+            free(o->frames);
+            o->frames = NULL;
+            o->nframes = 0;
+            if (!bad++) { bad1 = i; why1 = sw; }
+        }
+    }
+    if (bad)
+        ta_note_add(a, path, 0, "%d damaged Python stack(s) not used (first: pystacks[%d] %s); those calls have native "
+                    "call sites", bad, bad1, why1);
+}
+
 static int conv_memory(pctx *x, const cJSON *root, ta_trace *t)
 {
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "memory");
@@ -303,6 +409,7 @@ static int conv_memory(pctx *x, const cJSON *root, ta_trace *t)
             get_int(x, o, "peak_stack", &v->peak_stack, 0, w) < 0)
             return -1;
         if (v->peak_stack >= t->nstacks || v->peak_stack < -1) v->peak_stack = -1;
+        v->peak_pystack = opt_index(o, "peak_pystack", t->npystacks);
         const cJSON *pa = cJSON_GetObjectItemCaseSensitive(o, "peak_after");
         if (cJSON_IsObject(pa)) {
             int64_t s;
@@ -340,6 +447,7 @@ static int conv_memory(pctx *x, const cJSON *root, ta_trace *t)
             get_int(x, o, "stack", &v->stack, 0, w) < 0)
             return -1;
         if (v->stack >= t->nstacks || v->stack < -1) v->stack = -1;
+        v->pystack = opt_index(o, "pystack", t->npystacks);
         snprintf(v->api, sizeof v->api, "%s", api);
         snprintf(v->error, sizeof v->error, "%s", err ? err : "");
     }
@@ -651,6 +759,7 @@ static ta_trace *parse_file(ta_an *a, const char *path, pthread_mutex_t *lk, int
         ta_note_add(a, path, 0, "%s; call sites are unknown", x.err);
         x.err[0] = 0;
     }
+    conv_python(&x, root, t);        /* Python stacks, before calls and memory too */
     /* calls, positions by name from call_fields */
     {
         const cJSON *cf = cJSON_GetObjectItemCaseSensitive(root, "call_fields");
@@ -685,6 +794,9 @@ static ta_trace *parse_file(ta_an *a, const char *path, pthread_mutex_t *lk, int
         if (t->skipped_records)
             ta_note_add(a, path, 0, "%lld call record(s) skipped (first: calls[%d] %s)",
                         (long long)t->skipped_records, first_i, first);
+        if (t->py_badref && t->npycodes)
+            ta_note_add(a, path, 0, "%lld call record(s) name a Python stack that is not in pystacks: those calls have "
+                        "native call sites", (long long)t->py_badref);
     }
     /* NaN/Inf checks: a problem there is noted, the trace still used (a
      * JSON syntax error inside checks makes the file unusable, like any) */
@@ -695,6 +807,11 @@ static ta_trace *parse_file(ta_an *a, const char *path, pthread_mutex_t *lk, int
     }
     for (int i = 0; i < t->ncomms; i++)
         if (t->comms[i].init_stack >= t->nstacks) t->comms[i].init_stack = -1;
+    if (t->npystacks) {      /* comms[].init.pystack, once the Python stacks are read */
+        int i = 0;
+        for (const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, "comms")->child; e && i < t->ncomms; e = e->next, i++)
+            t->comms[i].init_pystack = opt_index(cJSON_GetObjectItemCaseSensitive(e, "init"), "pystack", t->npystacks);
+    }
     if (conv_memory(&x, root, t) < 0) {
         ta_note_add(a, path, 0, "%s; memory not analysed for this rank", x.err);
         t->nmdev = t->nmfail = 0;
@@ -844,6 +961,9 @@ int ta_load(ta_an *a, char **paths, int npaths)
     cJSON_InitHooks(NULL);
 
     ta_ring_pair(a, files.v, out, files.n);
+    for (int i = 0; i < files.n; i++)
+        for (int k = 0; k < out[i].ntr; k++)
+            if (out[i].tr[k]) ta_py_prepare(out[i].tr[k]);
     /* usable traces, grouped by job */
     int ntraces = 0;
     for (int i = 0; i < files.n; i++) ntraces += out[i].ntr;

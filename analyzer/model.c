@@ -164,21 +164,6 @@ uint64_t ta_hash64(uint64_t h, uint64_t v)
     return h ^ (h >> 33);
 }
 
-/* Two call sites are the same when their innermost frames are the same
- * offset of the same module; across different modules (another build) the
- * symbol names decide; without either, they are taken as the same. */
-int ta_site_equal(const ta_an *a, const ta_trace *t1, int s1, const ta_trace *t2, int s2)
-{
-    (void)a;
-    if (s1 < 0 || s2 < 0 || s1 >= t1->nstacks || s2 >= t2->nstacks) return 1;
-    const ta_stack *x = &t1->stacks[s1], *y = &t2->stacks[s2];
-    if (!x->nframes || !y->nframes) return 1;
-    const ta_frame *f = &x->frames[0], *g = &y->frames[0];
-    if (f->module >= 0 && f->module == g->module) return f->offset == g->offset;
-    if (f->symbol && g->symbol) return f->symbol == g->symbol;   /* interned */
-    return 1;
-}
-
 const char *ta_signame(int sig)
 {
     switch (sig) {

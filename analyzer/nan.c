@@ -450,7 +450,7 @@ static char *describe_event(ta_an *a, const ta_nanev *ev, char **hint)
     if (ev->cause != NC_INPUT && ev->ref >= 0) {
         const ta_nanmember *m = &ev->mem[ev->ref];
         const ta_trace *t = a->tr[m->trace];
-        char *site = ta_site_text(a, t, t->calls[m->call].stack);
+        char *site = ta_call_site_text(a, t, m->call);
         char *w2 = xasprintf("%s at %s", what, site);
         free(what); free(site);
         what = w2;
@@ -469,7 +469,7 @@ static char *describe_event(ta_an *a, const ta_nanev *ev, char **hint)
             if (!m->source) continue;
             const ta_trace *t = a->tr[m->trace];
             ta_check kv = ta_check_at(t, m->in);
-            char *c = check_text(&kv), *site = ta_site_text(a, t, t->calls[m->call].stack);
+            char *c = check_text(&kv), *site = ta_call_site_text(a, t, m->call);
             parts = join(parts, "; ", ns < 8 ? xasprintf("rank %d at %s: %s", m->rank, site, c) : NULL);
             free(c); free(site);
             ns++;
@@ -479,7 +479,7 @@ static char *describe_event(ta_an *a, const ta_nanev *ev, char **hint)
             for (int p = 0; p < ev->nmem; p++) if (ev->mem[p].source) m = &ev->mem[p];
             const ta_trace *t = a->tr[m->trace];
             ta_check kv = ta_check_at(t, m->in);
-            char *c = check_text(&kv), *site = ta_site_text(a, t, t->calls[m->call].stack);
+            char *c = check_text(&kv), *site = ta_call_site_text(a, t, m->call);
             msg = xasprintf("rank %d's input to %s at %s already held %s: bad data or a bug in that rank's "
                             "forward/backward before the collective", m->rank, what, site, c);
             free(c); free(site);
@@ -710,8 +710,8 @@ void ta_findings_nan(ta_an *a)
     ta_side_set(&f->culprit, ev->ranks, ev->nranks, ct, cc);
     ta_side_set(&f->other, oth, no, ot, oc);
     free(oth);
-    if (ct >= 0) f->culprit.stack = a->tr[ct]->calls[cc].stack;
-    if (ot >= 0) f->other.stack = a->tr[ot]->calls[oc].stack;
+    if (ct >= 0) f->culprit.stack = a->tr[ct]->calls[cc].stack, f->culprit.pystack = a->tr[ct]->calls[cc].pystack;
+    if (ot >= 0) f->other.stack = a->tr[ot]->calls[oc].stack, f->other.pystack = a->tr[ot]->calls[oc].pystack;
     f->message = describe_event(a, ev, &f->hint);
 
     /* later non-finite collectives: causally after the first */

@@ -86,18 +86,52 @@ static void stack_json(jw *w, ta_an *a, const ta_trace *t, int stack, const char
     fputc(']', w->o);
 }
 
+/* a Python stack, every frame, innermost first (null: none) */
+static void pystack_json(jw *w, const ta_trace *t, int p, const char *k)
+{
+    key(w, k);
+    if (!ta_py_valid(t, p)) { fputs("null", w->o); return; }
+    const ta_pystack *s = &t->pystacks[p];
+    open_(w, '[');
+    for (int i = 0; i < s->nframes; i++) {
+        const ta_pycode *c = &t->pycodes[s->frames[i].code];
+        sep(w);
+        open_(w, '{');
+        kstr(w, "file", c->file);
+        kstr(w, "function", c->name);
+        kintn(w, "line", s->frames[i].line, s->frames[i].line < 1);
+        close_(w, '}');
+    }
+    close_(w, ']');
+}
+
+/* "site", "function" (the Python site when there is a Python stack),
+ * "python_stack", "native_site" */
+static void site_json(jw *w, ta_an *a, const ta_trace *t, int stack, int pystack)
+{
+    char *site = ta_site_text(a, t, stack, pystack);
+    kstr(w, "site", site);
+    free(site);
+    kstr(w, "function", ta_site_function(a, t, stack, pystack));
+    pystack_json(w, t, pystack, "python_stack");
+    if (stack >= 0 && stack < t->nstacks && t->stacks[stack].nframes) {
+        char *n = ta_native_site_text(a, t, stack);
+        kstr(w, "native_site", n);
+        free(n);
+    } else {
+        kstr(w, "native_site", NULL);
+    }
+}
+
 static void call_json(jw *w, ta_an *a, const char *k, const ta_side *s)
 {
     key(w, k);
     if (s->trace < 0 || s->call < 0) {
-        if (s->trace >= 0 && s->stack >= 0) {
+        if (s->trace >= 0 && (s->stack >= 0 || ta_py_valid(a->tr[s->trace], s->pystack))) {
             const ta_trace *t = a->tr[s->trace];
             open_(w, '{');
             kint(w, "rank", t->rank);
-            char *site = ta_site_text(a, t, s->stack);
-            kstr(w, "site", site);
-            free(site);
-            kstr(w, "function", ta_site_function(a, t, s->stack));
+            site_json(w, a, t, s->stack, s->pystack);
             stack_json(w, a, t, s->stack, "stack");
             close_(w, '}');
         } else {
@@ -117,10 +151,7 @@ static void call_json(jw *w, ta_an *a, const char *k, const ta_side *s)
     kstr(w, "redop", c->redop == RO_NONE ? NULL : ta_redop_names[c->redop]);
     kintn(w, "root", c->rp, !ta_op_rooted(c->op) || c->rp < 0);
     kintn(w, "peer", c->rp, !ta_op_is_p2p(c->op) || c->rp < 0);
-    char *site = ta_site_text(a, t, c->stack);
-    kstr(w, "site", site);
-    free(site);
-    kstr(w, "function", ta_site_function(a, t, c->stack));
+    site_json(w, a, t, c->stack, c->pystack);
     stack_json(w, a, t, c->stack, "stack");
     close_(w, '}');
 }
@@ -177,14 +208,12 @@ static void nanev_json(jw *w, ta_an *a, const ta_nanev *ev, int full)
         kbool(w, "source", m->source);
         kbool(w, "lost", m->lost);
         if (t && m->call >= 0 && has_rank(ev->ranks, ev->nranks, m->rank)) {
-            int st = t->calls[m->call].stack;
-            char *site = ta_site_text(a, t, st);
-            kstr(w, "site", site);
-            free(site);
-            kstr(w, "function", ta_site_function(a, t, st));
+            site_json(w, a, t, t->calls[m->call].stack, t->calls[m->call].pystack);
         } else {
             kstr(w, "site", NULL);
             kstr(w, "function", NULL);
+            kstr(w, "python_stack", NULL);
+            kstr(w, "native_site", NULL);
         }
         check_json(w, "input", t, m->in);
         check_json(w, "output", t, m->out);
@@ -360,7 +389,9 @@ void ta_out_json(ta_an *a, FILE *o)
             }
             kint(&w, "peak_bytes", f->peak);
             if (f->kind == K_IMBALANCE) kint(&w, "median_peak_bytes", f->median);
-            stack_json(&w, a, f->culprit.trace >= 0 ? a->tr[f->culprit.trace] : NULL, f->stack2, "peak_stack");
+            const ta_trace *ct = f->culprit.trace >= 0 ? a->tr[f->culprit.trace] : NULL;
+            stack_json(&w, a, ct, f->stack2, "peak_stack");
+            pystack_json(&w, ct, f->pystack2, "peak_python_stack");
         }
         key(&w, "consequences");
         open_(&w, '[');
@@ -428,6 +459,19 @@ void ta_out_json(ta_an *a, FILE *o)
         for (int k = 0; k < t->nmdev; k++) if (t->mdev[k].peak > pk) pk = t->mdev[k].peak;
         kintn(&w, "peak_bytes", pk, pk < 0);
         kint(&w, "alloc_failures", t->nmfail);
+        key(&w, "python");           /* the trace's "python" (null: an older shim) */
+        if (t->py_state) {
+            open_(&w, '{');
+            kstr(&w, "state", t->py_state);
+            kstr(&w, "version", t->py_version);
+            kstr(&w, "detail", t->py_detail);
+            int np = 0;
+            for (int k = 0; k < t->npystacks; k++) np += t->pystacks[k].nframes > 0;
+            kint(&w, "stacks", np);
+            close_(&w, '}');
+        } else {
+            fputs("null", o);
+        }
         key(&w, "nancheck");
         if (t->nan_mode == NM_ABSENT) {
             fputs("null", o);

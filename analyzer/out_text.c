@@ -49,11 +49,11 @@ static void side_line(ta_an *a, FILE *o, const char *indent, const ta_side *s, i
 {
     if (!s->nranks || s->trace < 0) return;
     const ta_trace *t = a->tr[s->trace];
-    int stack = s->stack;
-    if (s->call >= 0) stack = t->calls[s->call].stack;
-    if (stack < 0 && s->call < 0) return;
+    int stack = s->stack, py = s->pystack;
+    if (s->call >= 0) stack = t->calls[s->call].stack, py = t->calls[s->call].pystack;
+    if (stack < 0 && !ta_py_valid(t, py) && s->call < 0) return;
     char *r = ta_ranks_text(s->ranks, s->nranks);
-    char *site = ta_site_text(a, t, stack);
+    char *site = ta_site_text(a, t, stack, py);
     char *sig = s->call >= 0 ? ta_call_sig(t, s->call) : xstrdup("");
     if (md) fprintf(o, "%s- rank%s %s%s: `%s` at `%s`\n", indent, s->nranks > 1 ? "s" : "", r, label, sig, site);
     else fprintf(o, "%srank%s %s%s: %s at %s\n", indent, s->nranks > 1 ? "s" : "", r, label, sig, site);
@@ -139,7 +139,7 @@ static void finding(ta_an *a, FILE *o, const ta_finding *f, int md, int top)
             if (!show) continue;
             if (shown++ >= 8) { fprintf(o, "%s%s...\n", ind, md ? "- " : ""); break; }
             const ta_check kv = ta_check_at(t, ev->cause == NC_INPUT ? m->in : m->out), *k = &kv;
-            char *sig = ta_call_sig(t, m->call), *site = ta_site_text(a, t, t->calls[m->call].stack);
+            char *sig = ta_call_sig(t, m->call), *site = ta_call_site_text(a, t, m->call);
             char at[64] = "";
             if (k->first != TA_NULL64)
                 snprintf(at, sizeof at, "first %s at element %lld, ", k->first_kind == 2 ? "Inf" : "NaN", (long long)k->first);
@@ -157,7 +157,7 @@ static void finding(ta_an *a, FILE *o, const ta_finding *f, int md, int top)
     }
     if (f->kind == K_OOM || f->kind == K_IMBALANCE) {
         char *p = human(f->peak);
-        char *site = f->culprit.trace >= 0 ? ta_site_text(a, a->tr[f->culprit.trace], f->stack2) : xstrdup("?");
+        char *site = f->culprit.trace >= 0 ? ta_site_text(a, a->tr[f->culprit.trace], f->stack2, f->pystack2) : xstrdup("?");
         fprintf(o, "%speak %s at %s\n", ind, p, site);
         free(p); free(site);
     }

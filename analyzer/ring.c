@@ -245,7 +245,52 @@ static int find_mod(const rmod *m, int nm, uint64_t ip)
     return best >= 0 && ip < m[best].hi ? best : -1;
 }
 
-typedef struct { uint32_t index, n; uint64_t at; } rstack;   /* at: file offset of the ips */
+typedef struct { uint32_t index, n; uint64_t at; } rstack;   /* at: file offset of the ips (frames) */
+typedef struct { uint32_t index; ta_pycode c; } rpycode;
+
+/* blobs indexed by the writer (stacks, Python codes and stacks): an index
+ * at or above this, for n blobs of that kind, is damage, not data */
+static uint64_t index_limit(uint64_t n) { return n * 4 + 4096; }
+
+/* the Python code objects and stacks read from the blobs, by index: a
+ * stack whose frame names a code the ring does not hold is damaged */
+static void py_tables(rd *r, rpycode *pc, int npc, rstack *ps, int nps, int *badps)
+{
+    uint64_t lim = index_limit((uint64_t)npc), maxi = 0;
+    int far = 0;
+    for (int i = 0; i < npc; i++) {
+        if (pc[i].index >= lim) { far++; continue; }
+        if (pc[i].index + 1 > maxi) maxi = pc[i].index + 1;
+    }
+    r->npycodes = (int)maxi;
+    r->pycodes = xcalloc((size_t)maxi + 1, sizeof *r->pycodes);
+    for (int i = 0; i < npc; i++)
+        if (pc[i].index < lim && !r->pycodes[pc[i].index].file) r->pycodes[pc[i].index] = pc[i].c;
+    lim = index_limit((uint64_t)nps);
+    maxi = 0;
+    for (int i = 0; i < nps; i++) {
+        if (ps[i].index >= lim) { far++; continue; }
+        if (ps[i].index + 1 > maxi) maxi = ps[i].index + 1;
+    }
+    r->npystacks = (int)maxi;
+    r->pystacks = xcalloc((size_t)maxi + 1, sizeof *r->pystacks);
+    for (int i = 0; i < nps; i++) {
+        if (ps[i].index >= lim) continue;
+        ta_pystack *o = &r->pystacks[ps[i].index];
+        if (o->frames) continue;    /* the first one of an index counts */
+        o->frames = xmalloc(sizeof *o->frames * ((size_t)ps[i].n + 1));
+        int ok = 1;
+        for (uint32_t f = 0; f < ps[i].n && ok; f++) {
+            trr_pyframe pf;
+            memcpy(&pf, r->p + ps[i].at + sizeof pf * (uint64_t)f, sizeof pf);
+            ok = pf.code < (uint32_t)r->npycodes && r->pycodes[pf.code].file;
+            o->frames[f] = (ta_pyframe){(int32_t)pf.code, pf.line};
+        }
+        if (!ok) (*badps)++;
+        o->nframes = ok ? (int)ps[i].n : 0;
+    }
+    if (far) ring_note(r, "%d Python code or stack record(s) with an out-of-range index ignored", far);
+}
 
 static void read_blobs(rd *r, pthread_mutex_t *modlk)
 {
@@ -254,8 +299,10 @@ static void read_blobs(rd *r, pthread_mutex_t *modlk)
     if (start > r->n) len = 0;
     else if (len > r->n - start) len = r->n - start;     /* truncation noted with the header */
     rmod *mods = NULL;
-    rstack *st = NULL;
+    rstack *st = NULL, *ps = NULL;
+    rpycode *pc = NULL;
     int nm = 0, capm = 0, ns = 0, caps = 0, badmods = 0, badstacks = 0;
+    int npc = 0, cappc = 0, nps = 0, capps = 0, badpc = 0, badps = 0;
     uint64_t pos = 0;
     while (pos + sizeof(trr_blob) <= len) {
         trr_blob b;
@@ -300,15 +347,49 @@ static void read_blobs(rd *r, pthread_mutex_t *modlk)
                 }
             }
             badstacks += !stack_ok;
-        }                        /* other kinds: from a newer writer, skipped */
+        } else if (b.kind == TRR_BLOB_PYCODE) {
+            trr_pycode c;
+            int ok = b.bytes >= sizeof c;
+            if (ok) {
+                memcpy(&c, r->p + at, sizeof c);
+                const char *file = (const char *)r->p + at + sizeof c, *name = file + c.file_len;
+                ok = c.file_len >= 1 && c.name_len >= 1 && c.file_len <= 65536 && c.name_len <= 65536 &&
+                     c.file_len + c.name_len <= b.bytes - sizeof c && strnlen(file, c.file_len) == c.file_len - 1 &&
+                     strnlen(name, c.name_len) == c.name_len - 1;
+                if (ok) {
+                    if (npc == cappc) { cappc = cappc ? cappc * 2 : 64; pc = xrealloc(pc, sizeof *pc * (size_t)cappc); }
+                    pc[npc].index = c.index;
+                    ta_py_code_set(&pc[npc].c, file, c.file_len, name, c.name_len, c.firstlineno);
+                    npc++;
+                }
+            }
+            badpc += !ok;
+        } else if (b.kind == TRR_BLOB_PYSTACK) {
+            trr_pystack s;
+            int ok = b.bytes >= sizeof s;
+            if (ok) {
+                memcpy(&s, r->p + at, sizeof s);
+                ok = s.n >= 1 && s.n <= (b.bytes - sizeof s) / sizeof(trr_pyframe) && s.n <= TA_PY_FRAMES_MAX;
+                if (ok) {
+                    if (nps == capps) { capps = capps ? capps * 2 : 64; ps = xrealloc(ps, sizeof *ps * (size_t)capps); }
+                    ps[nps++] = (rstack){s.index, s.n, at + sizeof s};
+                }
+            }
+            badps += !ok;
+        }                        /* other kinds: from a newer writer, skipped by their bytes */
         pos += sizeof b + b.bytes;
     }
     if (badmods) ring_note(r, "%d damaged module record(s) ignored: frames in them have no module", badmods);
+    if (npc || nps) py_tables(r, pc, npc, ps, nps, &badps);
+    if (badpc) ring_note(r, "%d damaged Python code record(s) ignored: Python stacks that use them are not used", badpc);
+    if (badps) ring_note(r, "%d damaged Python stack record(s) ignored: those calls have native call sites", badps);
+    free(pc);
+    free(ps);
     if (badstacks) ring_note(r, "%d damaged stack record(s) ignored: those call sites are unknown", badstacks);
     if (mods) qsort(mods, (size_t)nm, sizeof *mods, cmp_rmod);
     /* stacks by their index (the records' stack field); indices far beyond
      * the number of stacks are damage */
-    uint64_t limit = (uint64_t)ns * 4 + 4096, maxi = 0;
+    uint64_t limit = index_limit((uint64_t)ns), maxi = 0;
     int far = 0;
     for (int i = 0; i < ns; i++) {
         if (st[i].index >= limit) { far++; continue; }
@@ -348,7 +429,7 @@ static const char *conv_record(rd *r, const trr_record *x, uint64_t index, rcall
 {
     ta_call *c = &o->c;
     memset(o, 0, sizeof *o);
-    c->rp = c->comm = c->stack = -1;
+    c->rp = c->comm = c->stack = c->pystack = -1;
     c->exit_ns = c->done_ns = TA_NULL64;
     c->rc = INT16_MIN;
     o->slot = -1;
@@ -404,6 +485,9 @@ static const char *conv_record(rd *r, const trr_record *x, uint64_t index, rcall
         last = max64(last, c->done_ns);
     }
     if (x->stack >= 0 && x->stack < r->nstacks) c->stack = x->stack;
+    if (x->pystack >= 0 && x->pystack < r->npystacks && r->pystacks[x->pystack].nframes) c->pystack = x->pystack;
+    else if (x->pystack != -1 && !(x->pystack >= 0 && x->pystack < r->npystacks && r->pystacks[x->pystack].frames))
+        r->py_badref++;          /* not stored (blob area full) or a damaged index: counted (a damaged stack is noted) */
     if ((ta_op_is_coll(c->op) || ta_op_is_p2p(c->op)) && c->seq > 0) {
         if (o->slot < 0) return "a numbered call has no communicator";
         if (ta_op_is_p2p(c->op) && c->rp < 0) return "a numbered send/recv has no peer";
@@ -462,6 +546,9 @@ static void read_records(rd *r)
         ring_note(r, "%lld record slot(s) lie past the end of the file (truncated) and are lost", (long long)gone);
     if (bad)
         ring_note(r, "%lld ring record(s) skipped (first: record %llu: %s)", (long long)bad, (unsigned long long)bad1, why1);
+    if (r->py_badref)
+        ring_note(r, "%lld record(s) name a Python stack the ring does not hold (not stored: the blob area was full; "
+                  "or a damaged index): those calls have native call sites", (long long)r->py_badref);
 }
 
 void ta_ring_info_free(ta_ring_info *info)
@@ -525,6 +612,9 @@ int ta_ring_read(ta_an *a, const char *path, pthread_mutex_t *modlk, ta_trace **
 done:
     for (int i = 0; i < r.nstacks; i++) free(r.stacks[i].frames);
     free(r.stacks);
+    for (int i = 0; i < r.npystacks; i++) free(r.pystacks[i].frames);
+    free(r.pystacks);
+    free(r.pycodes);
     free(r.slots);
     free(r.calls);
     munmap((void *)p, (size_t)st.st_size);

@@ -39,6 +39,9 @@ typedef struct {
     /* contents */
     cslot *slots; int nslots;
     ta_stack *stacks; int nstacks;
+    ta_pycode *pycodes; int npycodes;     /* Python code objects by index (file NULL: none) */
+    ta_pystack *pystacks; int npystacks;  /* Python stacks by index (nframes 0: none) */
+    int64_t py_badref;                    /* records naming a Python stack the ring does not hold */
     rcall *calls; int64_t ncalls;
     int64_t last_ns;
     uint64_t streams[256]; int nstreams;

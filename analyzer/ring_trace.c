@@ -19,6 +19,7 @@ void ta_trace_free(ta_trace *t)
     free(t->comms);
     for (int i = 0; i < t->nstacks; i++) free(t->stacks[i].frames);
     free(t->stacks);
+    ta_py_free(t);
     free(t->calls); free(t->call_raw); free(t->mdev); free(t->mfail);
     free(t->checks); free(t->ckdet);
     free(t->nan_engine); free(t->nan_gpu_unused);
@@ -46,6 +47,7 @@ static void conv_comm_slot(rd *r, const trr_comm *c, ta_comm *m, int family)
     m->init_exit = c->init_done ? (int64_t)c->init_exit : TA_NULL64;
     m->init_rc = c->init_done ? c->init_rc : TA_NULL64;
     m->init_stack = c->init_stack >= 0 && c->init_stack < r->nstacks ? c->init_stack : -1;
+    m->init_pystack = -1;         /* a slot has no Python stack */
     snprintf(m->end_kind, sizeof m->end_kind, "%s", end_kinds[c->end_kind]);
     m->end_exit = c->end_kind != TRR_END_NONE && c->end_exit ? (int64_t)c->end_exit : TA_NULL64;
     m->colls = (int64_t)c->colls;
@@ -218,6 +220,19 @@ static ta_trace *build(rd *r, int dev, int trace_dev, int rank, const char *rank
             memcpy(t->stacks[i].frames, r->stacks[i].frames, sizeof(ta_frame) * (size_t)r->stacks[i].nframes);
         }
     }
+    /* Python code objects and stacks: likewise */
+    t->npycodes = r->npycodes;
+    t->pycodes = xcalloc((size_t)r->npycodes + 1, sizeof *t->pycodes);
+    if (r->npycodes) memcpy(t->pycodes, r->pycodes, sizeof *t->pycodes * (size_t)r->npycodes);
+    t->npystacks = r->npystacks;
+    t->pystacks = xcalloc((size_t)r->npystacks + 1, sizeof *t->pystacks);
+    for (int i = 0; i < r->npystacks; i++) {
+        t->pystacks[i].nframes = r->pystacks[i].nframes;
+        if (r->pystacks[i].nframes) {
+            t->pystacks[i].frames = xmalloc(sizeof(ta_pyframe) * (size_t)r->pystacks[i].nframes);
+            memcpy(t->pystacks[i].frames, r->pystacks[i].frames, sizeof(ta_pyframe) * (size_t)r->pystacks[i].nframes);
+        }
+    }
     in_call_and_first(t);
     return t;
 }
@@ -352,6 +367,34 @@ static void merge_ring(ta_an *a, ta_trace *j, ta_trace *r)
     free(j->stacks); free(r->stacks);
     r->stacks = NULL; r->nstacks = 0;
     j->stacks = st; j->nstacks = ns;
+    /* Python code objects and stacks: the same indices in both (the shim's);
+     * the JSON's where it has them (a damaged JSON section was dropped) */
+    int nc = j->npycodes > r->npycodes ? j->npycodes : r->npycodes;
+    ta_pycode *pc = xcalloc((size_t)nc + 1, sizeof *pc);
+    for (int i = 0; i < nc; i++)
+        pc[i] = i < j->npycodes && (j->pycodes[i].file || i >= r->npycodes) ? j->pycodes[i] : r->pycodes[i];
+    free(j->pycodes);
+    j->pycodes = pc;
+    j->npycodes = nc;
+    int np = j->npystacks > r->npystacks ? j->npystacks : r->npystacks;
+    ta_pystack *ps = xcalloc((size_t)np + 1, sizeof *ps);
+    for (int i = 0; i < np; i++) {
+        if (i < j->npystacks && (j->pystacks[i].nframes || i >= r->npystacks)) {
+            ps[i] = j->pystacks[i];
+            if (i < r->npystacks) free(r->pystacks[i].frames);
+        } else {
+            ps[i] = r->pystacks[i];
+            if (i < j->npystacks) free(j->pystacks[i].frames);
+        }
+    }
+    free(j->pystacks);
+    free(r->pystacks);
+    r->pystacks = NULL; r->npystacks = 0;
+    j->pystacks = ps; j->npystacks = np;
+    /* a merged stack whose frame names a code neither holds has no Python site */
+    for (int i = 0; i < np; i++)
+        for (int k = 0; k < ps[i].nframes; k++)
+            if (ps[i].frames[k].code >= nc || !pc[ps[i].frames[k].code].file) { ps[i].nframes = 0; break; }
     if (j->nan_usable || j->nchecks) {
         ta_note_add(a, j->file, 0, "its calls were read from the ring file %s (it holds calls after this trace's "
                     "last write): the NaN/Inf checks of this trace, which refer to that write's calls, are not used",

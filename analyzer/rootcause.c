@@ -64,14 +64,15 @@ static int find_point(int type, int g, uint32_t seq, int snd, int rcv)
 static int site_used(ta_an *a, int t0, int64_t ci, int t)
 {
     const ta_trace *x = a->tr[t0], *y = a->tr[t];
-    int s = x->calls[ci].stack;
-    if (s < 0) return 1;
-    int last = -2;
+    int s = x->calls[ci].stack, p = x->calls[ci].pystack;
+    if (s < 0 && !ta_py_valid(x, p)) return 1;
+    int last = -2, lastp = -2;
     for (int64_t i = 0; i < y->ncalls; i++) {
-        int ys = y->calls[i].stack;
-        if (ys == last || ys < 0) continue;
+        int ys = y->calls[i].stack, yp = y->calls[i].pystack;
+        if ((ys == last && yp == lastp) || (ys < 0 && !ta_py_valid(y, yp))) continue;
         last = ys;
-        if (ta_site_equal(a, x, s, y, ys)) return 1;
+        lastp = yp;
+        if (ta_site_equal(a, x, s, p, y, ys, yp)) return 1;
     }
     return 0;
 }
@@ -91,7 +92,7 @@ static void add_end_info(ta_an *a, ta_finding *f, const int *cul_t, int ncul)
         int64_t lc;
         char *last;
         if (ta_last_call(t, &lc)) {
-            char *c = ta_call_text(a, t, lc), *s = ta_site_text(a, t, t->calls[lc].stack);
+            char *c = ta_call_text(a, t, lc), *s = ta_call_site_text(a, t, lc);
             const ta_call *lcall = &t->calls[lc];
             /* a culprit may itself be waiting inside its last call: say so */
             char *in = lcall->gpu == GPU_PENDING ? xasprintf(", enqueued on the GPU and not complete %.1f s later",
@@ -307,7 +308,7 @@ static ta_finding *root_finding(ta_an *a, spoint *sp, const int *stuck)
         char *o = ta_ranks_text(f->other.ranks, f->other.nranks);
         const ta_trace *w = a->tr[sp->wt[0]];
         int lc = ta_comm_local(w, sp->g);
-        char *site = ta_site_text(a, w, lc >= 0 ? w->comms[lc].init_stack : -1);
+        char *site = ta_site_text(a, w, lc >= 0 ? w->comms[lc].init_stack : -1, lc >= 0 ? w->comms[lc].init_pystack : -1);
         if (sp->nwf)
             f->message = xasprintf("rank%s %s never entered the initialisation of communicator %s (%s) that rank%s %s "
                                    "are inside, at %s",
@@ -318,6 +319,7 @@ static ta_finding *root_finding(ta_an *a, spoint *sp, const int *stuck)
                                    "no other rank of the job is known to be missing from it",
                                    f->culprit.nranks > 1 ? "s" : "", c, ta_comm_name(a, sp->g), a->gc[sp->g].kind, site);
         f->culprit.stack = lc >= 0 ? w->comms[lc].init_stack : -1;
+        f->culprit.pystack = lc >= 0 ? w->comms[lc].init_pystack : -1;
         f->hint = xstrdup("ranks that never reach init are stuck before it (the unique-id exchange: wrong MASTER_ADDR "
                           "or port, firewall, wrong network interface NCCL_SOCKET_IFNAME) or crashed; ranks that never "
                           "return wait for those, or were given a different unique id or number of ranks");

@@ -357,7 +357,7 @@ static void describe(ta_an *a, ta_finding *f)
     int many = f->culprit.nranks > 1;
     char *med = dur_text(st->median_ns), *mx = dur_text(st->max_ns);
     const ta_trace *t = a->tr[f->culprit.trace];
-    char *call = ta_call_sig(t, f->culprit.call), *site = ta_site_text(a, t, t->calls[f->culprit.call].stack);
+    char *call = ta_call_sig(t, f->culprit.call), *site = ta_call_site_text(a, t, f->culprit.call);
     char *last = many ? xasprintf("the last %d to enter in %lld of %lld collectives", f->culprit.nranks,
                                   (long long)st->last, (long long)st->examined)
                       : xasprintf("the last to enter in %lld of %lld collectives", (long long)st->last,
@@ -445,6 +445,7 @@ void ta_findings_straggler(ta_an *a)
             int lt = gc->member[res.max_place], mt = gc->member[res.med_place];
             ta_side_set(&f->culprit, ranks, res.k, lt, ta_comm_call(&a->tr[lt]->comms[gc->local[res.max_place]], seq));
             f->culprit.stack = a->tr[lt]->calls[f->culprit.call].stack;
+            f->culprit.pystack = a->tr[lt]->calls[f->culprit.call].pystack;
             int *others = xmalloc(sizeof(int) * (size_t)gc->npos), no = 0;
             for (int p = 0; p < gc->npos; p++) {
                 int in = 0;
@@ -453,6 +454,7 @@ void ta_findings_straggler(ta_an *a)
             }
             ta_side_set(&f->other, others, no, mt, ta_comm_call(&a->tr[mt]->comms[gc->local[res.med_place]], seq));
             f->other.stack = a->tr[mt]->calls[f->other.call].stack;
+            f->other.pystack = a->tr[mt]->calls[f->other.call].pystack;
             free(others);
             f->t = ta_wall(a->tr[lt], a->tr[lt]->calls[f->culprit.call].enter_ns);
             ta_straggler *st = f->strag = xcalloc(1, sizeof *st);

@@ -150,14 +150,14 @@ char *ta_symbolize_frame(ta_an *a, const ta_frame *fr, int innermost)
     return xasprintf("?? (%s+0x%llx)", modname, (unsigned long long)fr->offset);
 }
 
-char *ta_site_text(ta_an *a, const ta_trace *t, int stack)
+char *ta_native_site_text(ta_an *a, const ta_trace *t, int stack)
 {
     if (stack < 0 || stack >= t->nstacks || !t->stacks[stack].nframes) return xstrdup("an unknown call site");
     return ta_symbolize_frame(a, &t->stacks[stack].frames[0], 1);
 }
 
 /* the function name alone (for JSON "function") */
-const char *ta_site_function(ta_an *a, const ta_trace *t, int stack)
+const char *ta_native_site_function(ta_an *a, const ta_trace *t, int stack)
 {
     if (stack < 0 || stack >= t->nstacks || !t->stacks[stack].nframes) return NULL;
     const ta_frame *fr = &t->stacks[stack].frames[0];

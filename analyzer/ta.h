@@ -3,7 +3,8 @@
  *   calls.c      the "calls" array, read by a dedicated scanner (speed)
  *   ring.c       ring files (what a killed process leaves), read and checked;
  *   ring_trace.c their traces, and rings next to JSON traces (ta_ring.h)
- *   model.c      strings, vectors, module/site identity, rank end states
+ *   model.c      strings, vectors, module identity, rank end states
+ *   pystack.c    Python call sites: folded frames, site text, same-site test
  *   align.c      communicator table, per-comm per-seq tables, p2p matching,
  *                completion simulation (what could never finish)
  *   findings.c   divergence, missing, p2p, init, oom, memory_imbalance
@@ -48,7 +49,7 @@ enum { RO_NONE, RO_SUM, RO_PROD, RO_MAX, RO_MIN, RO_AVG, RO_PREMULSUM, RO_N };
 extern const char *const ta_redop_names[RO_N];
 int ta_redop_parse(const char *s);
 
-/* ---- one NCCL call, compact (56 bytes) ------------------------------------- */
+/* ---- one NCCL call, compact (64 bytes) ------------------------------------- */
 /* completion on the GPU (trace "gpu" / ring record gpu) */
 enum { GPU_UNTRACKED, GPU_PENDING, GPU_DONE, GPU_ERROR };
 typedef struct {
@@ -61,10 +62,12 @@ typedef struct {
     int32_t stack;        /* index into the rank's stacks, -1 */
     int32_t rp;           /* root (rooted collectives) or peer (send/recv), -1 */
     uint32_t group;
+    int32_t pystack;      /* index into the rank's pystacks, -1 (none, or an older shim) */
     int16_t rc;           /* INT16_MIN: null */
     uint8_t op, dtype, redop, stream;
     uint8_t gpu;          /* GPU_*: GPU_UNTRACKED for traces without completion */
 } ta_call;
+_Static_assert(sizeof(ta_call) == 64, "ta_call stays 64 bytes");
 
 typedef struct {
     uint64_t id, parent;
@@ -75,6 +78,7 @@ typedef struct {
     int device;
     int64_t init_enter, init_exit, init_rc;   /* exit/rc TA_NULL64 when null */
     int init_stack;
+    int init_pystack;     /* -1 */
     char end_kind[12];    /* "" when null */
     int64_t end_exit;
     int64_t colls;
@@ -110,10 +114,29 @@ typedef struct {
     ta_frame *frames;
 } ta_stack;
 
+/* Python call stacks (trace "pycodes"/"pystacks", ring PYCODE/PYSTACK blobs) */
+typedef struct {
+    const char *file;     /* co_filename as recorded (interned, made safe for any output) */
+    const char *base;     /* its last path component (interned) */
+    const char *name;     /* qualified name (interned) */
+    int firstline;
+    int folded;           /* a library's or the standard library's frame (ta_py_folded) */
+} ta_pycode;
+typedef struct { int32_t code, line; } ta_pyframe;   /* line < 1: unknown */
+typedef struct {
+    int nframes;          /* 0: none (a damaged stack is kept empty) */
+    ta_pyframe *frames;   /* innermost first */
+    /* derived (ta_py_prepare) */
+    int site;             /* the frame that names the call site: the innermost not folded, else 0 */
+    int nuser;            /* frames not folded; 0: every frame is folded (then all are compared) */
+    uint64_t key;         /* hash of the compared frames (file name, function, line) */
+} ta_pystack;
+
 typedef struct {
     int device;
     int64_t live, peak, allocs, frees, peak_ns;
     int peak_stack;
+    int peak_pystack;     /* -1 */
     int has_peak_after;
     uint64_t peak_after_comm;
     int64_t peak_after_seq;
@@ -154,6 +177,7 @@ typedef struct {
     char error[48];
     int64_t error_code;
     int stack;
+    int pystack;          /* -1 */
 } ta_memfail;
 
 /* How a rank's process ended, from the trace's last write. Kept separate
@@ -186,6 +210,11 @@ typedef struct {
     ta_comm *comms; int ncomms;
     ta_call *calls; int64_t ncalls;
     ta_stack *stacks; int nstacks;
+    /* Python stacks (absent: 0, NULL); py_state: trace "python".state, NULL when absent (interned) */
+    ta_pycode *pycodes; int npycodes;
+    ta_pystack *pystacks; int npystacks;
+    const char *py_state, *py_version, *py_detail;
+    int64_t py_badref;    /* calls whose pystack is not in pystacks (noted) */
     ta_memdev *mdev; int nmdev;
     int64_t pinned_peak;
     ta_memfail *mfail; int nmfail;
@@ -220,6 +249,7 @@ typedef struct {             /* one side of a finding: ranks and their call */
     int trace;               /* representative trace index, -1 */
     int64_t call;            /* call index in that trace, -1 */
     int stack;               /* stack index in that trace, -1 */
+    int pystack;             /* Python stack index in that trace, -1 */
     char *what;              /* describes the call, e.g. "AllReduce(1 x float32, sum)" */
 } ta_side;
 
@@ -311,6 +341,7 @@ typedef struct {
     int64_t bytes, live, peak, median;
     int64_t peak_ns;
     int stack2;              /* peak stack (oom, imbalance) in culprit trace */
+    int pystack2;            /* its Python stack, -1 */
     /* where the job stopped, when the finding moved earlier */
     int stop_g; int64_t stop_seq;
     double t;                /* wall time of the event, for ordering */
@@ -392,7 +423,6 @@ void ta_note_add(ta_an *a, const char *file, int fatal, const char *fmt, ...)
 const char *ta_intern(const char *s);
 int ta_module_intern(ta_an *a, const char *path, const char *build_id);
 uint64_t ta_hash64(uint64_t h, uint64_t v);
-int ta_site_equal(const ta_an *a, const ta_trace *t1, int s1, const ta_trace *t2, int s2);
 const char *ta_signame(int sig);
 char *ta_end_text(const ta_an *a, const ta_trace *t);
 char *ta_call_text(const ta_an *a, const ta_trace *t, int64_t ci);   /* "AllReduce #5 on comm 0x..." */
@@ -481,8 +511,28 @@ void ta_diverge_done(ta_an *a);   /* frees what the comparisons cached */
 
 /* symbolize.c */
 char *ta_symbolize_frame(ta_an *a, const ta_frame *fr, int innermost);  /* "fn (file:line)" */
-char *ta_site_text(ta_an *a, const ta_trace *t, int stack);             /* innermost frame */
-const char *ta_site_function(ta_an *a, const ta_trace *t, int stack);
+char *ta_native_site_text(ta_an *a, const ta_trace *t, int stack);      /* innermost frame */
+const char *ta_native_site_function(ta_an *a, const ta_trace *t, int stack);
+
+/* pystack.c: Python call sites */
+/* call sites: a native stack and a Python stack (-1: none) of a trace; the
+ * Python stacks decide when both calls have one, else the native ones */
+int ta_site_equal(const ta_an *a, const ta_trace *t1, int s1, int p1, const ta_trace *t2, int s2, int p2);
+int ta_py_folded(const char *file);          /* a library's or the standard library's file */
+void ta_py_prepare(ta_trace *t);             /* folded flags, each stack's site and key */
+int ta_py_valid(const ta_trace *t, int pystack);   /* a Python stack with frames */
+/* a string of a trace (s[0..n), up to a NUL) made safe for any output, interned */
+const char *ta_py_intern(const char *s, size_t n);
+void ta_py_code_set(ta_pycode *c, const char *file, size_t flen, const char *name, size_t nlen, int firstline);
+void ta_py_free(ta_trace *t);                /* pycodes and pystacks */
+#define TA_PY_FRAMES_MAX 4096                /* frames of a Python stack (the shim keeps at most 256) */
+#define TA_PY_TABLE_MAX (1 << 22)            /* Python codes or stacks of a trace */
+/* "train.py:212 in train_step" (--full-stacks: every Python frame, innermost
+ * first, then the native site); without a Python stack, the native site */
+char *ta_site_text(ta_an *a, const ta_trace *t, int stack, int pystack);
+/* the function alone: the Python qualified name, else the native function */
+const char *ta_site_function(ta_an *a, const ta_trace *t, int stack, int pystack);
+char *ta_call_site_text(ta_an *a, const ta_trace *t, int64_t ci);   /* ta_site_text of a call */
 void ta_symbolize_done(void);
 void ta_module_notes(ta_an *a);     /* notes about missing/different modules */
 

@@ -26,6 +26,7 @@ static tr_settings g_cfg = {
     .enabled = 1,
     .dir = "./traces",
     .stack_depth = 64,
+    .pystack_depth = 64,
     .ring = 131072,
     .hang_sec = 300,
     .snapshot_signal = SIGUSR1,
@@ -166,6 +167,12 @@ static void read_settings(void)
         long long n = parse_count(v, TR_MAX_STACK_DEPTH);
         if (n >= 0) g_cfg.stack_depth = (int)n;
         else pending("ignoring %s=%s (want frames, 0 to 256); using %s", "TRSHIM_STACK_DEPTH", v, "64");
+    }
+    v = getenv("TRSHIM_PYSTACK_DEPTH");
+    if (v && *v) {
+        long long n = parse_count(v, TR_PYSTACK_MAX_DEPTH);
+        if (n >= 0) g_cfg.pystack_depth = (int)n;
+        else pending("ignoring %s=%s (want Python frames, 0 to 256); using %s", "TRSHIM_PYSTACK_DEPTH", v, "64");
     }
     v = getenv("TRSHIM_RING");
     if (v && *v) {
@@ -351,6 +358,7 @@ static void activate_once(void)
 {
     for (int i = 0; i < g_npending; i++) warn_line(g_pending[i]);
     tr_ring_open();      /* before anything records: the file behind every record */
+    tr_pystack_init();   /* the CPython interpreter, if any (before the first capture) */
     tr_writer_start();
     atexit(at_exit);
     atomic_store_explicit(&g_active, 1, memory_order_release);

@@ -5,6 +5,8 @@
  *                tr_dlreal.c the real dlsym, tr_dynsym.c ELF dynamic
  *                symbols in memory (tr_dlsym.h, tr_dynsym.h)
  *   tr_stack.c   call-stack capture, per-thread cache, deduplication
+ *   tr_pystack.c Python stacks (tr_python.c reads the frames): deduplication,
+ *                code objects' strings, JSON "python"/"pycodes"/"pystacks"
  *   tr_symbols.c modules, build ids, ELF symbols, JSON of modules/stacks
  *   tr_memtable.c the live-allocation table of tr_memory.c
  *   tr_nccl.c    NCCL wrappers, communicator table, call records
@@ -37,6 +39,7 @@ typedef struct {
     int enabled;              /* TRSHIM=0 turns the shim into pure forwarding */
     char dir[1024];           /* TRSHIM_DIR, default "./traces" */
     int stack_depth;          /* TRSHIM_STACK_DEPTH, frames kept, default 64 (0: no stacks) */
+    int pystack_depth;        /* TRSHIM_PYSTACK_DEPTH, Python frames kept, default 64 (0: no Python stacks) */
     uint64_t ring;            /* TRSHIM_RING, record slots of the ring file (newest kept), default 131072 */
     int hang_sec;             /* TRSHIM_HANG_SEC, watchdog: seconds a collective may stay incomplete, 0 off, default 300 */
     int snapshot_signal;      /* TRSHIM_SNAPSHOT_SIGNAL: signal that writes the trace and goes on (0: none), default SIGUSR1 */
@@ -171,6 +174,36 @@ typedef struct {
     uint64_t uncacheable;   /* misses whose stack cannot be cached (re-unwound each time) */
 } tr_stack_stats;
 void tr_stack_get_stats(tr_stack_stats *out);
+
+/* ---- Python stacks (tr_pystack.c, tr_python.c) ------------------------------------ */
+
+#define TR_PYSTACK_MAX_DEPTH 256     /* Python frames kept at most (TRSHIM_PYSTACK_DEPTH is clamped) */
+#define TR_PYSTACK_MAX_STACKS 65536  /* distinct Python stacks kept; beyond that captures give -1 */
+#define TR_PYSTACK_MAX_CODES 65536   /* distinct code objects kept; a new stack needing more gives -1 */
+
+/* Looks for the CPython interpreter of the process (tr_py_init): from
+ * tr_activate, not from a signal handler (takes the loader's lock). Nothing
+ * when TRSHIM_PYSTACK_DEPTH=0. */
+void tr_pystack_init(void);
+/* The calling thread's Python stack (its innermost tr_cfg()->pystack_depth
+ * frames), deduplicated: a dense index >= 0 into the trace's "pystacks",
+ * the same for the same (code object, line) list, or -1 (no interpreter,
+ * a thread without Python frames, off, tables full, no memory). Never takes
+ * the GIL nor calls into the interpreter. A stack seen before costs the
+ * frame walk (tr_py_capture) plus a hash and a lock-free lookup, no lock,
+ * no allocation; a new one takes a mutex and reads the strings of each code
+ * object not seen before (safe reads). Any thread; not async-signal-safe. */
+int32_t tr_pystack_capture(void);
+/* Writes "python", "pycodes" and "pystacks" into the open top-level object
+ * (indexes are process-wide, like "stacks"). Writer thread. */
+void tr_pystack_write_json(tr_json *j);
+
+typedef struct {
+    uint64_t stacks, codes;   /* distinct Python stacks and code objects kept */
+    uint64_t dropped;         /* captures that gave -1 because a table was full (or no memory) */
+    uint64_t hits, misses;    /* captures with frames: stack seen before / interned now */
+} tr_pystack_stats;
+void tr_pystack_get_stats(tr_pystack_stats *out);
 
 /* ---- NCCL records (tr_nccl.c) ---------------------------------------------- */
 

@@ -43,6 +43,7 @@ static void mt_write_failure(tr_json *j, const mt_failure *f)
     trj_int(j, "error_code", f->code);
     trj_uint(j, "t_ns", f->t_ns);
     trj_int(j, "stack", f->stack);
+    trj_int(j, "pystack", f->pystack);
     trj_object_end(j);
 }
 
@@ -73,7 +74,7 @@ void tr_memory_write_json(tr_json *j, int device)
         uint64_t live = atomic_load_explicit(&md->c.live, memory_order_relaxed);
         int locked = mt_lock_bounded(&md->plock);
         uint64_t p_bytes = md->p_bytes, p_ns = md->p_ns, p_comm = md->p_comm, p_seq = md->p_seq;
-        int32_t p_stack = md->p_stack;
+        int32_t p_stack = md->p_stack, p_pystack = md->p_pystack;
         int p_has_coll = md->p_has_coll;
         if (locked)
             mt_unlock(&md->plock);
@@ -88,6 +89,7 @@ void tr_memory_write_json(tr_json *j, int device)
         trj_uint(j, "frees", atomic_load_explicit(&md->c.frees, memory_order_relaxed));
         trj_uint(j, "peak_ns", p_ns);
         trj_int(j, "peak_stack", p_stack);   /* -1 also while the stack is being taken */
+        trj_int(j, "peak_pystack", p_pystack);
         if (p_has_coll) {
             trj_object_begin(j, "peak_after");
             trj_hex(j, "comm", p_comm);

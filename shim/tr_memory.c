@@ -102,6 +102,7 @@ static __attribute__((noinline)) void mt_peak_grew(mt_device *d, int device, uin
         d->p_bytes = live;
         d->p_ns = ns;
         d->p_stack = -1;
+        d->p_pystack = -1;
         d->p_has_coll = has_coll;
         d->p_comm = comm;
         d->p_seq = seq;
@@ -116,14 +117,20 @@ static void mt_fail_store(const mt_failure *f);
 
 static __attribute__((noinline)) void mt_finish(mt_pending *pd, int32_t stack)
 {
+    /* the Python stack, if the thread runs Python code (no frame of the
+     * wrapper is needed for it: it is the thread's interpreter state) */
+    int32_t pystack = tr_pystack_capture();
     if (pd->what == MT_PEAK) {
         mt_device *d = &mt_devs[pd->device];
         mt_lock(&d->plock);
-        if (d->p_bytes == pd->live)    /* still this peak */
+        if (d->p_bytes == pd->live) {  /* still this peak */
             d->p_stack = stack;
+            d->p_pystack = pystack;
+        }
         mt_unlock(&d->plock);
     } else if (pd->what == MT_FAILURE) {
         pd->fail.stack = stack;
+        pd->fail.pystack = pystack;
         mt_fail_store(&pd->fail);
     }
 }
@@ -327,6 +334,7 @@ static __attribute__((noinline)) void mt_fail(const char *api, mt_api_family fam
     }
     mt_error_name(f.error, sizeof f.error, fam, code);
     f.stack = -1;
+    f.pystack = -1;
     *fp = f;
 }
 

@@ -25,7 +25,7 @@ typedef struct {
     /* The peak's circumstances, consistent with each other (plock). */
     atomic_int plock;
     uint64_t p_bytes, p_ns, p_comm, p_seq;
-    int32_t p_stack;
+    int32_t p_stack, p_pystack;
     int p_has_coll;
 } __attribute__((aligned(64))) mt_device;
 
@@ -51,7 +51,7 @@ typedef struct {
     char error[64];
     int code;
     uint64_t t_ns;
-    int32_t stack;
+    int32_t stack, pystack;
 } mt_failure;
 
 typedef struct {

@@ -120,6 +120,7 @@ static inline __attribute__((always_inline)) void call_begin(call_ctx *x, int op
 {
     uint64_t t = tr_now_ns();
     int32_t st = tr_stack_capture();
+    int32_t pst = tr_pystack_capture();
     x->op = op;
     x->h = comm;
     x->peer = root;
@@ -143,7 +144,7 @@ static inline __attribute__((always_inline)) void call_begin(call_ctx *x, int op
     r->tid = tr_tid();
     r->device = x->device;
     r->group = t_gdepth > 0 ? t_gnum : 0;
-    r->pystack = -1;
+    r->pystack = pst;
     r->count = count;
     r->sendbuff = (uintptr_t)sb;
     r->recvbuff = (uintptr_t)rb;
@@ -375,6 +376,7 @@ static inline __attribute__((always_inline)) trr_record *group_begin(int op, uin
 {
     uint64_t t = tr_now_ns();
     int32_t st = tr_stack_capture();
+    int32_t pst = tr_pystack_capture();
     if (op == OP_GROUPSTART) {
         if (t_gdepth == 0) t_gnum = atomic_fetch_add(&g_groups, 1) + 1;
         t_gdepth++;
@@ -389,7 +391,7 @@ static inline __attribute__((always_inline)) trr_record *group_begin(int op, uin
     r->tid = tr_tid();
     r->device = tr_cuda_device();
     r->group = t_gdepth > 0 ? t_gnum : 0;
-    r->pystack = -1;
+    r->pystack = pst;
     r->capturing = CAPT_UNKNOWN;
     r->enter_ns = t;
     r->state = TRR_REC_ENTERED;
@@ -561,13 +563,16 @@ static char *put_call(char *p, const trr_record *r, int32_t comm)
                    : r->gpu == TRR_GPU_DONE  ? "\"done\""
                    : r->gpu == TRR_GPU_ERROR ? "\"error\""
                                              : "null");
+    *p++ = ',';
+    p = put_i64(p, r->pystack);
     *p++ = ']';
     return p;
 }
 
 static const char *const call_fields[] = {"op", "comm", "seq", "count", "dtype", "redop", "root", "peer",
                                           "sendbuff", "recvbuff", "stream", "capturing", "group", "depth",
-                                          "enter_ns", "exit_ns", "thread", "rc", "stack", "done_ns", "gpu"};
+                                          "enter_ns", "exit_ns", "thread", "rc", "stack", "done_ns", "gpu",
+                                          "pystack"};
 
 /* Whether record r belongs to the rank of view. Group calls follow the
  * calls and communicators made inside the group; an empty group, the device

@@ -468,6 +468,50 @@ drop:
     __atomic_fetch_add(&g_hdr->stacks_dropped, 1, __ATOMIC_RELAXED);
 }
 
+/* ---- blobs: Python code objects and stacks ------------------------------------------ */
+
+int tr_ring_add_pycode(uint32_t idx, int32_t firstlineno, const char *file, const char *qualname)
+{
+    if (!g_hdr) return 0;
+    size_t flen = strlen(file) + 1, nlen = strlen(qualname) + 1;
+    pthread_mutex_lock(&g_blob_mu);
+    trr_blob *b = blob_reserve(sizeof(trr_pycode) + flen + nlen);
+    if (b) {
+        trr_pycode *c = (trr_pycode *)(b + 1);
+        c->index = idx;
+        c->firstlineno = firstlineno;
+        c->file_len = (uint32_t)flen;
+        c->name_len = (uint32_t)nlen;
+        memcpy((char *)(c + 1), file, flen);
+        memcpy((char *)(c + 1) + flen, qualname, nlen);
+        blob_commit(b, TRR_BLOB_PYCODE);
+    }
+    pthread_mutex_unlock(&g_blob_mu);
+    return b != NULL;
+}
+
+int tr_ring_add_pystack(uint32_t idx, const trr_pyframe *frames, uint32_t n)
+{
+    if (!g_hdr) return 0;
+    pthread_mutex_lock(&g_blob_mu);
+    trr_blob *b = blob_reserve(sizeof(trr_pystack) + (size_t)n * sizeof(trr_pyframe));
+    if (b) {
+        trr_pystack *s = (trr_pystack *)(b + 1);
+        s->index = idx;
+        s->n = n;
+        memcpy(s + 1, frames, (size_t)n * sizeof(trr_pyframe));
+        blob_commit(b, TRR_BLOB_PYSTACK);
+    }
+    pthread_mutex_unlock(&g_blob_mu);
+    if (!b) tr_ring_stack_dropped();
+    return b != NULL;
+}
+
+void tr_ring_stack_dropped(void)
+{
+    if (g_hdr) __atomic_fetch_add(&g_hdr->stacks_dropped, 1, __ATOMIC_RELAXED);
+}
+
 /* ---- process state -------------------------------------------------------------------- */
 
 void tr_ring_set_state(int state, int signo)

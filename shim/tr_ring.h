@@ -55,6 +55,15 @@ uint32_t tr_ring_fp_interval(void);
  * order; a module blob always precedes the first stack that needs it. */
 void tr_ring_add_stack(uint32_t idx, const uintptr_t *ip, uint32_t n);
 
+/* Python code object idx and Python stack idx (tr_pystack.c, with its
+ * table lock held, so that a code blob always precedes the first stack
+ * blob that uses it): appended, or counted as dropped (return 0) when the
+ * blob area is full. A stack is stored only after every code it uses was. */
+int tr_ring_add_pycode(uint32_t idx, int32_t firstlineno, const char *file, const char *qualname);
+int tr_ring_add_pystack(uint32_t idx, const trr_pyframe *frames, uint32_t n);
+/* A stack (native or Python) not stored: counted in the header's stacks_dropped. */
+void tr_ring_stack_dropped(void);
+
 /* Process state in the header; async-signal-safe. */
 void tr_ring_set_state(int state, int signo);
 /* "Still alive": the header's heartbeat_ns := now; async-signal-safe. */

@@ -257,6 +257,7 @@ static int write_trace(const char *path, const tr_rank_view *view, const write_c
     snprintf(dir, sizeof dir, "%s", cfg->dir);
     trj_str(&j, "dir", utf8_clean(dir));
     trj_int(&j, "stack_depth", cfg->stack_depth);
+    trj_int(&j, "pystack_depth", cfg->pystack_depth);
     trj_uint(&j, "ring", cfg->ring);
     trj_int(&j, "hang_sec", cfg->hang_sec);
     trj_int(&j, "snapshot_signal", cfg->snapshot_signal);
@@ -271,6 +272,7 @@ static int write_trace(const char *path, const tr_rank_view *view, const write_c
     tr_nan_write_json(&j, checks);       /* "nancheck", "check_fields", "checks" */
     tr_memory_write_json(&j, view->device);
     tr_stack_write_json(&j);
+    tr_pystack_write_json(&j);           /* "python", "pycodes", "pystacks" */
     trj_uint(&j, "dropped", tr_nccl_dropped());
     write_ring(&j);
     /* last: in_call agrees with the calls written above */

@@ -10,7 +10,8 @@
  *   [0, 4096)                      trr_header
  *   [off_comms, +max_comms*1024)   trr_comm slots, in creation order
  *   [off_records, +capacity*128)   trr_record slots: record i is in slot i % capacity
- *   [off_blobs, +blob_bytes)       trr_blob entries, appended (stacks, modules)
+ *   [off_blobs, +blob_bytes)       trr_blob entries, appended (stacks, modules,
+ *                                  Python code objects and Python stacks)
  * The file is created sparse (ftruncate): untouched slots read as zeros.
  *
  * Commit protocol (what a reader may trust after a kill at any instant):
@@ -62,8 +63,8 @@ enum { TRR_KIND_INITRANK, TRR_KIND_INITRANKCONFIG, TRR_KIND_INITRANKSCALABLE, TR
        TRR_KIND_SPLIT, TRR_KIND_SHRINK };
 enum { TRR_END_NONE, TRR_END_FINALIZE, TRR_END_DESTROY, TRR_END_ABORT, TRR_END_REVOKE };
 
-/* blob kinds */
-enum { TRR_BLOB_END = 0, TRR_BLOB_MODULE = 1, TRR_BLOB_STACK = 2 };
+/* blob kinds; a reader skips a kind it does not know by its `bytes` */
+enum { TRR_BLOB_END = 0, TRR_BLOB_MODULE = 1, TRR_BLOB_STACK = 2, TRR_BLOB_PYCODE = 3, TRR_BLOB_PYSTACK = 4 };
 
 typedef struct {
     char magic[8];                  /* TRSHIM_RING_MAGIC */
@@ -97,7 +98,7 @@ typedef struct {
     uint64_t heartbeat_ns;          /* atomic: CLOCK_MONOTONIC, refreshed about once a second while alive */
     uint64_t end_ns;                /* CLOCK_MONOTONIC of the exit or signal, 0 */
     uint64_t blob_used;             /* atomic: bytes of committed blobs (a hint; readers scan) */
-    uint64_t stacks_dropped;        /* atomic: stacks not stored (blob area full) */
+    uint64_t stacks_dropped;        /* atomic: stacks (native or Python) not stored (blob area full) */
     uint64_t comms_dropped;         /* atomic: communicators without a slot */
 } trr_header;
 
@@ -110,7 +111,7 @@ typedef struct {
     int32_t stack;                  /* stack index (TRR_BLOB_STACK.index), -1 */
     int32_t tid, device, rc;
     uint32_t group;
-    int32_t pystack;                /* reserved (Python stacks), -1 */
+    int32_t pystack;                /* Python stack index (TRR_BLOB_PYSTACK.index), -1 */
     uint64_t seq;                   /* atomic */
     uint64_t count, sendbuff, recvbuff, stream;
     uint64_t enter_ns, exit_ns;     /* exit_ns valid when state == RETURNED */
@@ -170,8 +171,31 @@ typedef struct {
      * first); the module of each is the trr_module whose [lo, hi) holds it */
 } trr_stack;
 
+/* TRR_BLOB_PYCODE payload: one Python code object (function), stored once,
+ * before the first Python stack that uses it */
+typedef struct {
+    uint32_t index;                 /* the code index (trr_pyframe.code), 0, 1, 2... */
+    int32_t firstlineno;            /* co_firstlineno */
+    uint32_t file_len;              /* bytes of file after this struct, NUL included */
+    uint32_t name_len;              /* bytes of qualname after file, NUL included */
+    /* char file[file_len]: co_filename, UTF-8; then char qualname[name_len]:
+     * co_qualname (3.10: co_name), UTF-8; then padding to 8 bytes */
+} trr_pycode;
+/* TRR_BLOB_PYSTACK payload */
+typedef struct {
+    uint32_t index;                 /* the records' pystack index */
+    uint32_t n;                     /* frames */
+    /* trr_pyframe frame[n], innermost first */
+} trr_pystack;
+typedef struct {
+    uint32_t code;                  /* trr_pycode.index */
+    int32_t line;                   /* source line, -1 unknown */
+} trr_pyframe;
+
 _Static_assert(sizeof(trr_header) <= TRR_HEADER_BYTES, "ring header fits its page");
 _Static_assert(sizeof(trr_record) == TRR_RECORD_BYTES, "records are 128 bytes");
 _Static_assert(sizeof(trr_comm) <= TRR_COMM_BYTES, "comm slots fit");
+_Static_assert(sizeof(trr_pycode) == 16 && sizeof(trr_pystack) == 8 && sizeof(trr_pyframe) == 8,
+               "Python blobs have no implicit padding");
 
 #endif

@@ -77,6 +77,10 @@ def check_case(tranalyze, exe, work, case):
                 fail("finding %d: %s is %r, expected %r\n%s" % (i, key, g.get(key), w[key], json.dumps(g, indent=1)[:3000]))
         if "function" in w and (g.get("call") or {}).get("function") != w["function"]:
             fail("finding %d: function %r, expected %r" % (i, (g.get("call") or {}).get("function"), w["function"]))
+        for key, side, field in (("site", "call", "site"), ("others_site", "others_call", "site"),
+                                 ("python_stack", "call", "python_stack")):
+            if key in w and (g.get(side) or {}).get(field) != w[key]:
+                fail("finding %d: %s %s is %r, expected %r" % (i, side, field, (g.get(side) or {}).get(field), w[key]))
     traced = [r for r in res["ranks"] if r["ended"]["state"] != "no_trace"]
     nums = [r["rank"] for r in traced]
     if len(nums) != len(set(nums)):
@@ -178,6 +182,8 @@ def layout(prog):
             (gen_ring.HEADER_BYTES, gen_ring.RECORD_BYTES, gen_ring.COMM_BYTES, gen_ring.CHECKPOINTS,
              gen_ring.VERSION, gen_ring.MAGIC.decode()):
         fail("constants differ: %s" % k)
+    if k["blob_kinds"] != [gen_ring.BLOB_MODULE, gen_ring.BLOB_STACK, gen_ring.BLOB_PYCODE, gen_ring.BLOB_PYSTACK]:
+        fail("blob kinds differ: %s" % k["blob_kinds"])
     print("ok: gen_ring.py's layouts are ring_format.h's")
 
 

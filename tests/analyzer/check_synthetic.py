@@ -45,6 +45,8 @@ def check_nan(i, w, g):
                 fail("finding %d: rank %d named as a source without a non-finite input" % (i, r))
             if "function" in w and m["function"] != w["function"]:
                 fail("finding %d: rank %d's call site function %r, expected %r" % (i, r, m["function"], w["function"]))
+            if "site" in w and m["site"] != w["site"]:
+                fail("finding %d: rank %d's call site %r, expected %r" % (i, r, m["site"], w["site"]))
             if not m["site"]:
                 fail("finding %d: rank %d's call site is missing" % (i, r))
     if g["cause"] == "unknown" and not g["reason"]:
@@ -181,6 +183,13 @@ def main():
             fn = (g.get("others_call") or {}).get("function")
             if fn != w["others_function"]:
                 fail("finding %d: the others' call site function %r, expected %r" % (i, fn, w["others_function"]))
+        # call sites (issue 7: the Python site when the call has a Python stack)
+        for key, side, field in (("site", "call", "site"), ("others_site", "others_call", "site"),
+                                 ("python_stack", "call", "python_stack"), ("native_site", "call", "native_site")):
+            if key in w and g.get("kind") != "nan":
+                v = (g.get(side) or {}).get(field, "<absent>")
+                if v != w[key]:
+                    fail("finding %d: %s %s is %r, expected %r" % (i, side, field, v, w[key]))
         for key in ("message", "hint"):
             if not g.get(key):
                 fail("finding %d has no %s" % (i, key))
@@ -214,6 +223,9 @@ def main():
         q = subprocess.run([tranalyze, "--json", "--job", exp["other_job"], out], capture_output=True, text=True)
         if q.returncode != 0 or json.loads(q.stdout)["findings"]:
             fail("--job %s: status %d, %s" % (exp["other_job"], q.returncode, q.stdout[:2000]))
+    for name, sub in exp.get("notes_contain", []):
+        if not any(n.get("file") and os.path.basename(n["file"]) == name and sub in n["problem"] for n in res["inputs"]):
+            fail("no note about %s containing %r: %s" % (name, sub, json.dumps(res["inputs"], indent=1)[:3000]))
     for name in exp.get("noted", []):
         if not any(n.get("file") and os.path.basename(n["file"]) == name for n in res["inputs"]):
             fail("no message about %s: %s" % (name, json.dumps(res["inputs"], indent=1)[:3000]))

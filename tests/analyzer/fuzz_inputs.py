@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""tranalyze never crashes on damaged input: takes the traces of three
+"""tranalyze never crashes on damaged input: takes the traces of four
 synthetic jobs (a hang across split communicators, a pipeline, a NaN that
-spreads: every kind of check record), damages one
+spreads: every kind of check record; Python stacks: python, pycodes,
+pystacks, the pystack call field), damages one
 file at a time (truncation, flipped bytes, every field replaced by a value
 of each wrong type, fields removed, out-of-range indices and numbers) and
 runs tranalyze on the folder. Each run must end with status 0, 1 or 2 (never
@@ -89,7 +90,7 @@ def main():
     rnd = random.Random(7)
     shutil.rmtree(work, ignore_errors=True)
     n = 0
-    for sc in ("hang_spread", "pipeline_missing_send", "nan_consequences"):
+    for sc in ("hang_spread", "pipeline_missing_send", "nan_consequences", "py_extra_collective"):
         base = os.path.join(work, sc + "-base")
         subprocess.run([sys.executable, gen, sc, base], check=True)
         os.remove(os.path.join(base, "expected.json"))

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """tranalyze never crashes on a damaged ring file: takes the ring files of
-three synthetic jobs (tests/analyzer/gen_ring.py: a rank killed among ranks
-with JSON traces, a process driving two devices, a wrapped ring), damages
+four synthetic jobs (tests/analyzer/gen_ring.py: a rank killed among ranks
+with JSON traces, a process driving two devices, a wrapped ring, Python
+stacks in PYCODE/PYSTACK blobs), damages
 one ring at a time -- truncated at many offsets (every area boundary and
 random ones), bytes flipped (anywhere, and in each area), every header
-field, communicator slot field, record field and blob field set to hostile
+field, communicator slot field, record field and blob field (Python code
+objects' lengths and strings, Python frames' codes) set to hostile
 values (0, -1, huge counts and offsets, values just past the file) -- and
 runs tranalyze on the folder and on the ring file alone. Each run must end
 with status 0, 1 or 2 (never a signal or a sanitizer report), within a time
@@ -128,14 +130,17 @@ def cases(data, rnd, rounds):
                 b = bytearray(data)
                 set_field(b, at, "record", name, v)
                 yield "record[%d].%s=%d" % (index, name, v), bytes(b)
-    # hostile blobs
-    for off, kind in blobs_of(data, h)[:6]:
+    # hostile blobs: the first few, and the first of each kind
+    bl = blobs_of(data, h)
+    firsts = [next(x for x in bl if x[1] == k) for k in sorted({x[1] for x in bl})]
+    for off, kind in bl[:6] + [x for x in firsts if x not in bl[:6]]:
         for fld in ("kind", "bytes"):
             for v in (3, 9, 2**31, 2**32 - 1, 2**32 - 8, 8):
                 b = bytearray(data)
                 set_field(b, off, "blob", fld, v)
                 yield "blob@%d.%s=%d" % (off, fld, v), bytes(b)
-        sub = "module" if kind == 1 else "stack"
+        sub = {gr.BLOB_MODULE: "module", gr.BLOB_STACK: "stack", gr.BLOB_PYCODE: "pycode",
+               gr.BLOB_PYSTACK: "pystack"}.get(kind, "stack")
         for name, code in gr.LAYOUTS[sub]:
             for v in rnd.sample(HOSTILE, 4) + [2**32 - 1]:
                 b = bytearray(data)
@@ -147,6 +152,21 @@ def cases(data, rnd, rounds):
             end = min(off + 8 + 80 + pl, len(b))
             b[off + 8 + 80:end] = b"A" * (end - off - 88)
             yield "module@%d path without NUL" % off, bytes(b)
+        if kind == gr.BLOB_PYCODE:   # the file and the name without their NULs; bytes not UTF-8
+            fl, nl = struct.unpack_from("<II", data, off + 16)
+            b = bytearray(data)
+            b[off + 24:off + 24 + fl + nl] = b"\xff\x01" * ((fl + nl) // 2) + b"B" * ((fl + nl) % 2)
+            yield "pycode@%d strings without NUL" % off, bytes(b)
+            b = bytearray(data)
+            b[off + 24:off + 24 + fl - 1] = bytes(rnd.randrange(1, 256) for _ in range(fl - 1))
+            yield "pycode@%d file of random bytes" % off, bytes(b)
+        if kind == gr.BLOB_PYSTACK:  # every frame's code and line hostile
+            n = struct.unpack_from("<I", data, off + 12)[0]
+            for v in (2**32 - 1, 2**31, 5000):
+                b = bytearray(data)
+                for k in range(n):
+                    struct.pack_into("<Ii", b, off + 16 + 8 * k, v, -(2**31))
+                yield "pystack@%d frames code=%d" % (off, v), bytes(b)
 
 
 def run(tranalyze, args, victim, what):
@@ -175,7 +195,7 @@ def main():
     shutil.rmtree(work, ignore_errors=True)
     total = 0
     for sc, pick in (("ring_killed_rank", "trshim.node0.40002.ring"), ("ring_multi_device", None),
-                     ("ring_wrapped", None)):
+                     ("ring_wrapped", None), ("ring_py_hang", "trshim.node0.40000.ring")):
         base = os.path.join(work, sc + "-base")
         subprocess.run([sys.executable, os.path.join(HERE, "gen_ring.py"), sc, base], check=True)
         os.remove(os.path.join(base, "expected.json"))

@@ -34,7 +34,7 @@ RUNNING, EXITED, SIGNALED = 1, 2, 3
 REC_ENTERED, REC_RETURNED = 1, 2
 GPU_UNTRACKED, GPU_PENDING, GPU_DONE, GPU_ERROR = 0, 1, 2, 3
 NONE = -2 ** 31
-BLOB_MODULE, BLOB_STACK = 1, 2
+BLOB_MODULE, BLOB_STACK, BLOB_PYCODE, BLOB_PYSTACK = 1, 2, 3, 4
 OPS = ["AllReduce", "Broadcast", "Bcast", "Reduce", "AllGather", "ReduceScatter", "AlltoAll", "Gather",
        "Scatter", "Send", "Recv", "GroupStart", "GroupEnd"]
 DTYPES = ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64", "bfloat16",
@@ -69,6 +69,9 @@ LAYOUTS = {
     "module": [("index", "I"), ("path_len", "I"), ("base", "Q"), ("lo", "Q"), ("hi", "Q"), ("build_id", "48s")],
     "stack": [("index", "I"), ("n", "I")],
     "blob": [("kind", "I"), ("bytes", "I")],
+    "pycode": [("index", "I"), ("firstlineno", "i"), ("file_len", "I"), ("name_len", "I")],
+    "pystack": [("index", "I"), ("n", "I")],
+    "pyframe": [("code", "I"), ("line", "i")],
 }
 
 
@@ -185,6 +188,10 @@ class Ring:
         self.head = None
         self.modules = []        # dicts: path, build_id, base, lo, hi
         self.stacks = {}         # index -> [ip]
+        self.pycodes = []        # [file, qualname, firstlineno] by index (Python code objects)
+        self.pystacks = []       # [[code, line], ...] by index (Python stacks, innermost first)
+        self.damage_code = None  # a code index written with lengths past its blob
+        self.unknown_blob = False  # a blob of an unknown kind (9) first: readers skip it by its bytes
         self.torn = set()        # indices whose stamp is left 0
 
     def to_bytes(self):
@@ -200,6 +207,8 @@ class Ring:
         h["ncomms"] = len(self.comms)
         out = bytearray(h["file_bytes"])
         blobs = bytearray()
+        if self.unknown_blob:
+            blobs += pack("blob", kind=9, bytes=24) + b"\x07" * 24
         used = set()
         for ix in sorted(self.stacks):
             for ip in self.stacks[ix]:
@@ -214,6 +223,22 @@ class Ring:
             body = pack("stack", index=ix, n=len(self.stacks[ix])) + struct.pack("<%dQ" % len(self.stacks[ix]),
                                                                                   *self.stacks[ix])
             blobs += pack("blob", kind=BLOB_STACK, bytes=len(body)) + body
+        # Python code objects and stacks, as the shim appends them: a code before the
+        # first stack that uses it
+        written = set()
+        for ix, st in enumerate(self.pystacks):
+            for code, _ in st:
+                if code in written or code >= len(self.pycodes):    # (a damaged stack: no such code)
+                    continue
+                written.add(code)
+                file, name, first = self.pycodes[code]
+                fb, nb = file.encode("utf-8", "surrogateescape") + b"\0", name.encode("utf-8", "surrogateescape") + b"\0"
+                fl = len(fb) + (1000 if code == self.damage_code else 0)
+                body = pack("pycode", index=code, firstlineno=first, file_len=fl, name_len=len(nb)) + fb + nb
+                body += b"\0" * (-len(body) % 8)
+                blobs += pack("blob", kind=BLOB_PYCODE, bytes=len(body)) + body
+            body = pack("pystack", index=ix, n=len(st)) + b"".join(pack("pyframe", code=c, line=n) for c, n in st)
+            blobs += pack("blob", kind=BLOB_PYSTACK, bytes=len(body)) + body
         assert len(blobs) <= self.blob_bytes, "blob area too small"
         h["blob_used"] = len(blobs)
         out[:STRUCTS["header"][1]] = pack("header", **h)
@@ -283,6 +308,9 @@ def rank_ring(r, state=RUNNING, signo=0, capacity=4096, lost=0, gpu=None, env_ra
         h["end_ns"] = h["heartbeat_ns"]
     for ix, st in enumerate(r.stacks):
         rg.stacks[ix] = [BASE + int(f["offset"], 16) for f in st["frames"]]
+    if r.python is not None:
+        rg.pycodes = [list(c) for c in r.pycodes]
+        rg.pystacks = [list(s) for s in r.pystacks]
     rg.modules.append({"path": g.MODULE, "build_id": g.BUILD_ID, "base": BASE, "lo": BASE, "hi": BASE + (64 << 20)})
     return rg
 
@@ -297,7 +325,7 @@ def record_of(r, call):
             "capturing": 0 if capt is False else 1 if capt else 2, "gpu": GPU_UNTRACKED, "comm": comm,
             "dtype": NONE if grp else dtype_num(dtype), "redop": redop_num(redop),
             "root": NONE if rp is None else rp, "stack": stack, "tid": tid, "device": dev,
-            "rc": rc or 0, "group": group, "pystack": -1, "seq": seq, "count": count,
+            "rc": rc or 0, "group": group, "pystack": call[21] if len(call) > 21 else -1, "seq": seq, "count": count,
             "sendbuff": int(sb, 16) if sb else 0, "recvbuff": int(rb, 16) if rb else 0,
             "stream": int(stream, 16) if stream else 0, "enter_ns": enter, "exit_ns": ex or 0, "done_ns": 0}
 
@@ -321,6 +349,7 @@ def new_json(r, ring_file=None, capacity=4096, first=0, nxt=None, gpu=None, reas
     shim writes them. nxt: ring.next (default: the calls written)."""
     d = r.to_json()
     d["start_time"] = d["clock"]["realtime"]
+    pys = [c[21] for c in d["calls"]] if r.python is not None else None
     d["calls"] = [c[:19] for c in d["calls"]]
     nxt = len(r.calls) if nxt is None else nxt
     d["ring"] = {"file": ring_file, "capacity": capacity, "first": first, "next": nxt, "lost": first}
@@ -332,7 +361,11 @@ def new_json(r, ring_file=None, capacity=4096, first=0, nxt=None, gpu=None, reas
     for k, c in enumerate(d["calls"]):
         st, done = gpu(r, k, c) if gpu else (GPU_UNTRACKED, 0)
         calls.append(list(c) + [done if st == GPU_DONE else None, [None, "pending", "done", "error"][st]])
+        if pys is not None:
+            calls[-1].append(pys[k])
     d["calls"] = calls
+    if pys is not None:
+        d["call_fields"].append("pystack")
     for i, (c, fp) in enumerate(zip(d["comms"], fingerprints(r))):
         c["slot"] = i
         if fingerprint:
@@ -349,6 +382,8 @@ def old_json(r):
     completion fields, no fingerprints"""
     d = r.to_json()
     d.pop("ring", None)
+    for k in ("python", "pycodes", "pystacks"):
+        d.pop(k, None)
     d["call_fields"] = g.CALL_FIELDS[:19]
     d["calls"] = [c[:19] for c in d["calls"]]
     for c in d["comms"]:
@@ -681,6 +716,79 @@ def sc_json_bad_new_fields(out):
     expect(out, 0, [], nranks=2, ranks={"0": {"calls": 2, "ring": None}, "1": {"calls": 3, "ring.lost": 0}},
            notes=[[n0, "fingerprint of this communicator is not used"], [n0, "ring information is not used"],
                   [n0, "calls[1] gpu is not"]])
+
+
+def sc_ring_py_hang(out):
+    """gen_traces' py_extra_collective from ring files only (every rank
+    SIGKILLed): every call has the same native stack, the Python stacks
+    (PYCODE/PYSTACK blobs, records' pystack) name rank 0's extra
+    AllReduce #3 at train.py:198 in log_metrics"""
+    ranks, wid = g.py_extra_job("ringpy", natives=("train_step", "train_step"))
+    os.makedirs(out, exist_ok=True)
+    for r in ranks:
+        rank_ring(r).write(os.path.join(out, ring_name(r)))
+    expect(out, 1, [g.F("divergence", wid, 3, [0], "log_metrics", subkind="extra_call", others=[1, 2, 3],
+                        site="train.py:198 in log_metrics", others_site="train.py:212 in train_step",
+                        python_stack=g.py_json(g.PY_METRIC))], nranks=4,
+           ranks={str(k): {"ended.state": "killed", "ring.from_ring": True} for k in range(4)})
+
+
+def sc_ring_py_newer(out):
+    """JSON snapshots with Python stacks at step 1, rings with every call
+    after: rank 0's extra all_reduce (step 2, identical native stack) and
+    its Python stack exist only in the ring; the merged traces take the
+    JSON's Python stacks and the ring's new ones"""
+    ranks, wid = g.world_job("ringpynewer", 4)
+    for r in ranks:
+        r.enable_python()
+    snap = {}
+    for step in range(6):
+        if step == 2:
+            for r in ranks:
+                d = new_json(r, reason="snapshot", signal=10)
+                d["ring"]["file"] = os.path.abspath(os.path.join(out, ring_name(r)))
+                snap[r.rank] = d
+        for r in ranks:
+            if step == 2 and r.rank == 0:
+                r.coll(0, count=4096, site="train_step", caller="train_step", py=g.PY_METRIC)
+            r.coll(0, count=4096, site="train_step", caller="train_step", py=g.PY_GRAD)
+    os.makedirs(out, exist_ok=True)
+    for r in ranks:
+        rank_ring(r).write(os.path.join(out, ring_name(r)))
+        write_json(snap[r.rank], out, r.filename())
+    assert len(snap[0]["pystacks"]) == 1 and len(ranks[0].pystacks) == 2
+    expect(out, 1, [g.F("divergence", wid, 3, [0], "log_metrics", subkind="extra_call", others=[1, 2, 3],
+                        site="train.py:198 in log_metrics", others_site="train.py:212 in train_step")], nranks=4,
+           ranks={str(k): {"ended.state": "killed", "ring.from_ring": True, "python.state": "ok",
+                           "file": ranks[k].filename()} for k in range(4)})
+
+
+def sc_ring_py_damaged(out):
+    """ring_py_hang with rank 0's Python blobs damaged: a code blob whose
+    lengths do not fit, and a blob of an unknown kind (a newer writer) that
+    must be skipped by its length; ranks 1-3 with a stack naming a code the
+    ring does not hold, a record naming a stack it does not hold. Each ring
+    is named; rank 0 keeps the Python sites of the stacks that stay whole"""
+    ranks, wid = g.py_extra_job("ringpydmg", natives=("train_step", "log_metrics"))
+    os.makedirs(out, exist_ok=True)
+    rings = [rank_ring(r) for r in ranks]
+    # rank 0: an unused code with lengths past its blob; an unknown blob kind first
+    rings[0].pycodes.append(["/job/llm/unused.py", "unused", 1])
+    rings[0].pystacks.append([[len(rings[0].pycodes) - 1, 5]])
+    rings[0].damage_code = len(rings[0].pycodes) - 1
+    rings[0].unknown_blob = True
+    # rank 1: a stack whose frame names code 999
+    rings[1].pystacks[0] = rings[1].pystacks[0][:1] + [[999, 3]]
+    # rank 2: a record naming stack 77
+    rings[2].records[-1]["pystack"] = 77
+    for r, rg in zip(ranks, rings):
+        rg.write(os.path.join(out, ring_name(r)))
+    expect(out, 1, [g.F("divergence", wid, 3, [0], "log_metrics", subkind="extra_call", others=[1, 2, 3],
+                        site="train.py:198 in log_metrics")], nranks=4,
+           notes=[[ring_name(ranks[0]), "1 damaged Python code record(s) ignored"],
+                  [ring_name(ranks[0]), "1 damaged Python stack record(s) ignored"],
+                  [ring_name(ranks[1]), "1 damaged Python stack record(s) ignored"],
+                  [ring_name(ranks[2]), "1 record(s) name a Python stack the ring does not hold"]])
 
 
 SCENARIOS = {k[3:]: v for k, v in sorted(globals().items()) if k.startswith("sc_")}

@@ -53,9 +53,18 @@ int main(void)
     BEGIN("blob");
     F(trr_blob, kind); F(trr_blob, bytes);
     END(trr_blob);
+    BEGIN("pycode");
+    F(trr_pycode, index); F(trr_pycode, firstlineno); F(trr_pycode, file_len); F(trr_pycode, name_len);
+    END(trr_pycode);
+    BEGIN("pystack");
+    F(trr_pystack, index); F(trr_pystack, n);
+    END(trr_pystack);
+    BEGIN("pyframe");
+    F(trr_pyframe, code); F(trr_pyframe, line);
+    END(trr_pyframe);
     printf(", \"constants\": {\"header_bytes\": %d, \"record_bytes\": %d, \"comm_bytes\": %d, \"checkpoints\": %d, "
-           "\"version\": %d, \"magic\": \"%s\"}}\n",
+           "\"version\": %d, \"magic\": \"%s\", \"blob_kinds\": [%d, %d, %d, %d]}}\n",
            TRR_HEADER_BYTES, TRR_RECORD_BYTES, TRR_COMM_BYTES, TRR_COMM_CHECKPOINTS, TRSHIM_RING_VERSION,
-           TRSHIM_RING_MAGIC);
+           TRSHIM_RING_MAGIC, TRR_BLOB_MODULE, TRR_BLOB_STACK, TRR_BLOB_PYCODE, TRR_BLOB_PYSTACK);
     return 0;
 }

@@ -2,7 +2,9 @@
 "Ring file"), for the tests: stdlib only.
 
     read_ring(path) -> {"header": {...}, "comms": [...], "records": [...],
-                        "stacks": {index: [ip, ...]}, "modules": [...]}
+                        "stacks": {index: [ip, ...]}, "modules": [...],
+                        "pycodes": {index: (file, qualname, firstlineno)},
+                        "pystacks": {index: [(code, line), ...]}}
 
 - header: every trr_header field by its C name (strings decoded, NULs cut).
 - comms: one entry per slot handed out (header ncomms, at most max_comms), the
@@ -12,7 +14,12 @@
   its "index" besides the trr_record fields.
 - stacks: TRR_BLOB_STACK blobs, index -> return addresses (innermost first).
 - modules: TRR_BLOB_MODULE blobs in order (path, base, lo, hi, build_id).
-Blobs are read up to the first zero kind or the end of the blob area.
+- pycodes: TRR_BLOB_PYCODE blobs, code index -> (file, qualname, firstlineno).
+- pystacks: TRR_BLOB_PYSTACK blobs, index -> [(code index, line)], innermost
+  first; "pystack_order_errors": the indexes of Python stacks that came
+  before a code object they use (the format forbids it: should be []).
+Blobs are read up to the first zero kind or the end of the blob area; a kind
+this reader does not know is skipped by its size.
 
 The struct formats below are the C layout of ring_format.h written out with
 explicit padding ("<": little-endian, no implicit alignment); sizes are
@@ -32,7 +39,7 @@ GPU = [None, "pending", "done", "error"]
 KINDS = ["InitRank", "InitRankConfig", "InitRankScalable", "InitAll", "Split", "Shrink"]
 ENDS = [None, "Finalize", "Destroy", "Abort", "Revoke"]
 NONE = -2 ** 31               # TRR_NONE
-BLOB_END, BLOB_MODULE, BLOB_STACK = 0, 1, 2
+BLOB_END, BLOB_MODULE, BLOB_STACK, BLOB_PYCODE, BLOB_PYSTACK = 0, 1, 2, 3, 4
 
 HEADER = struct.Struct("<8sIIIIQII5Q4idQ64s256s32s32s16sIIQIiiIQQQQQ")
 HEADER_FIELDS = ["magic", "version", "header_bytes", "record_bytes", "comm_bytes", "capacity", "max_comms",
@@ -55,9 +62,11 @@ CHECKPOINT = struct.Struct("<QQ")
 BLOB = struct.Struct("<II")
 MODULE = struct.Struct("<IIQQQ48s")
 STACK = struct.Struct("<II")
+PYCODE = struct.Struct("<IiII")
+PYSTACK = struct.Struct("<II")
 
 assert HEADER.size == 584 and RECORD.size == 128 and COMM.size + CHECKPOINTS * CHECKPOINT.size == 920
-assert MODULE.size == 80 and STACK.size == 8
+assert MODULE.size == 80 and STACK.size == 8 and PYCODE.size == 16 and PYSTACK.size == 8
 
 
 class RingError(ValueError):
@@ -113,7 +122,7 @@ def read_ring_bytes(data):
             continue          # not committed, torn, or overwritten by a newer record
         r["index"] = i
         records.append(r)
-    stacks, modules = {}, []
+    stacks, modules, pycodes, pystacks, order_errors = {}, [], {}, {}, []
     off, end = h["off_blobs"], h["off_blobs"] + h["blob_bytes"]
     while off + BLOB.size <= end:
         kind, nbytes = BLOB.unpack_from(data, off)
@@ -130,8 +139,19 @@ def read_ring_bytes(data):
         elif kind == BLOB_STACK:
             index, n = STACK.unpack_from(data, p)
             stacks[index] = list(struct.unpack_from("<%dQ" % n, data, p + STACK.size))
+        elif kind == BLOB_PYCODE:
+            index, first, file_len, name_len = PYCODE.unpack_from(data, p)
+            q = p + PYCODE.size
+            pycodes[index] = (_cstr(data[q:q + file_len]), _cstr(data[q + file_len:q + file_len + name_len]), first)
+        elif kind == BLOB_PYSTACK:
+            index, n = PYSTACK.unpack_from(data, p)
+            flat = struct.unpack_from("<%s" % ("Ii" * n), data, p + PYSTACK.size)
+            pystacks[index] = [(flat[2 * k], flat[2 * k + 1]) for k in range(n)]
+            if any(code not in pycodes for code, _line in pystacks[index]):
+                order_errors.append(index)
         off = p + nbytes
-    return {"header": h, "comms": comms, "records": records, "stacks": stacks, "modules": modules}
+    return {"header": h, "comms": comms, "records": records, "stacks": stacks, "modules": modules,
+            "pycodes": pycodes, "pystacks": pystacks, "pystack_order_errors": order_errors}
 
 
 def read_ring(path):

@@ -29,7 +29,7 @@ CHECK_CALL_SITES = True
 
 CALL_FIELDS = ["op", "comm", "seq", "count", "dtype", "redop", "root", "peer", "sendbuff", "recvbuff",
                "stream", "capturing", "group", "depth", "enter_ns", "exit_ns", "thread", "rc", "stack", "done_ns",
-               "gpu"]
+               "gpu", "pystack"]
 DTYPES = ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64", "bfloat16",
           "float8e4m3", "float8e5m2"]
 IN_PROGRESS = 7
@@ -115,8 +115,12 @@ def load_traces(d):
         eq(t["call_fields"], CALL_FIELDS, "call_fields")
         for k in ("job", "rank", "rank_source", "world_size", "local_rank", "device", "host", "pid", "cmdline",
                   "start_time", "write_time", "end", "versions", "env", "settings", "clock", "comms", "calls",
-                  "memory", "modules", "stacks", "dropped", "ring"):
+                  "memory", "modules", "stacks", "dropped", "ring", "python", "pycodes", "pystacks"):
             check(k in t, "%s: no %s" % (n, k))
+        # these programs are C: no interpreter, no Python stacks, nothing else changed
+        eq(t["python"], {"state": "none", "version": None, "detail": None, "dropped": 0}, "%s: python" % n)
+        eq((t["pycodes"], t["pystacks"]), ([], []), "%s: Python code objects and stacks" % n)
+        eq(t["settings"].get("pystack_depth"), 64, "%s: settings.pystack_depth" % n)
         rg = t["ring"]
         eq(sorted(rg), ["capacity", "file", "first", "lost", "next"], "%s: ring members" % n)
         eq(os.path.realpath(rg["file"]), os.path.realpath(ring_path(d, t["host"], t["pid"])), "%s: ring file" % n)
@@ -124,6 +128,7 @@ def load_traces(d):
         t["calls"] = [dict(zip(CALL_FIELDS, c)) for c in t["calls"]]
         for c in t["calls"]:
             eq(len(c), len(CALL_FIELDS), "fields of a call")
+            eq(c["pystack"], -1, "%s: a C program's call has no Python stack" % n)
         t["_name"] = n
         out.append(t)
     return out
@@ -161,7 +166,7 @@ def check_ring_matches(t, what, rg=None):
         eq(DTYPES[r["dtype"]] if 0 <= r["dtype"] < len(DTYPES) else None,
            x["dtype"] if x["dtype"] in DTYPES else None, w + " dtype")
         for f, g in (("seq", "seq"), ("count", "count"), ("group", "group"), ("depth", "depth"),
-                     ("enter_ns", "enter_ns"), ("tid", "thread"), ("stack", "stack")):
+                     ("enter_ns", "enter_ns"), ("tid", "thread"), ("stack", "stack"), ("pystack", "pystack")):
             eq(r[f], x[g], "%s %s" % (w, f))
         eq(ring.REC_STATES[r["state"]], "returned" if x["exit_ns"] is not None else "entered", w + " state")
         if x["exit_ns"] is not None:
@@ -187,6 +192,9 @@ def check_ring_matches(t, what, rg=None):
         fp = c["fingerprint"]
         eq((k["fp_seq"], "0x%x" % k["fp_hash"], k["fp_step"], [[a, "0x%x" % b] for a, b in k["checkpoints"]]),
            (fp["seq"], fp["hash"], fp["step"], fp["checkpoints"]), w + " fingerprint")
+    # Python stacks and code objects: the same (none for these C programs)
+    eq({i: [tuple(f) for f in st] for i, st in enumerate(t["pystacks"])}, rg["pystacks"], what + ": Python stacks")
+    eq({i: tuple(c) for i, c in enumerate(t["pycodes"])}, rg["pycodes"], what + ": Python code objects")
     # stacks: the same frames, by module path and offset
     mods = t["modules"]
     for i, st in enumerate(t["stacks"]):
@@ -645,16 +653,17 @@ def case_ring_anon(c):
 def case_settings(c):
     # bytes that are not UTF-8 (\udcff is byte 0xff) in the command line and environment
     p = c.run([path_of("SHIM_MISC"), "basic", "arg\udcff\u00e9"], preload=[path_of("TRSHIM_LIB")],
-              extra={"TRSHIM": "maybe", "TRSHIM_STACK_DEPTH": "deep", "TRSHIM_RING": "-5",
+              extra={"TRSHIM": "maybe", "TRSHIM_STACK_DEPTH": "deep", "TRSHIM_PYSTACK_DEPTH": "257", "TRSHIM_RING": "-5",
                      "TRSHIM_HANG_SEC": "soon", "TRSHIM_SNAPSHOT_SIGNAL": "KILL", "TRSHIM_COMPLETION": "yes",
                      "NCCL_ODD\udcfe": "v\udcc3\u00e9"})
     w = warnings(p.stderr)
-    eq(len(w), 6, "one trshim: line per bad setting (%s)" % w)
-    for var in ("TRSHIM=", "TRSHIM_STACK_DEPTH=", "TRSHIM_RING=", "TRSHIM_HANG_SEC=", "TRSHIM_SNAPSHOT_SIGNAL=",
-                "TRSHIM_COMPLETION="):
+    eq(len(w), 7, "one trshim: line per bad setting (%s)" % w)
+    for var in ("TRSHIM=", "TRSHIM_STACK_DEPTH=", "TRSHIM_PYSTACK_DEPTH=", "TRSHIM_RING=", "TRSHIM_HANG_SEC=",
+                "TRSHIM_SNAPSHOT_SIGNAL=", "TRSHIM_COMPLETION="):
         check(any(var in l for l in w), "no warning about %s" % var)
     (t,) = load_traces(c.traces)
-    eq(t["settings"], {"enabled": True, "dir": c.traces, "stack_depth": 64, "ring": 131072, "hang_sec": 300,
+    eq(t["settings"], {"enabled": True, "dir": c.traces, "stack_depth": 64, "pystack_depth": 64, "ring": 131072,
+                       "hang_sec": 300,
                        "snapshot_signal": int(signal.SIGUSR1), "completion": True}, "settings")
     eq(t["cmdline"][1:], ["basic", "arg?\u00e9"], "cmdline with a byte that is not UTF-8")
     eq(t["env"].get("NCCL_ODD?"), "v?\u00e9", "environment with bytes that are not UTF-8")

@@ -83,12 +83,14 @@ def check_entry_shapes(t):
     check(set(m) >= {"devices", "pinned", "failures", "failures_dropped"}, f"memory keys {sorted(m)}")
     for d in m["devices"]:
         check(set(d) == {"device", "live_bytes", "peak_bytes", "allocs", "frees", "peak_ns",
-                         "peak_stack", "peak_after"}, f"device keys {sorted(d)}")
+                         "peak_stack", "peak_pystack", "peak_after"}, f"device keys {sorted(d)}")
+        check(d["peak_pystack"] == -1, "a C program's peak has no Python stack")
         check(d["peak_bytes"] >= d["live_bytes"], f"device {d['device']}: peak >= live")
         check(isinstance(d["peak_ns"], int) and d["peak_ns"] > 0, "peak_ns")
     for f in m["failures"]:
         check(set(f) == {"api", "device", "bytes", "live_bytes", "free_bytes", "total_bytes",
-                         "error", "error_code", "t_ns", "stack"}, f"failure keys {sorted(f)}")
+                         "error", "error_code", "t_ns", "stack", "pystack"}, f"failure keys {sorted(f)}")
+        check(f["pystack"] == -1, "a C program's failure has no Python stack")
 
 
 def mode_sequence(shim, app, launch, tmp):

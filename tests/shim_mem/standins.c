@@ -57,6 +57,12 @@ int32_t tr_stack_capture(void)
     return next_stack != -2 ? next_stack : atomic_fetch_add(&fresh_stack, 1);
 }
 
+/* no Python in these tests: no Python stacks */
+int32_t tr_pystack_capture(void)
+{
+    return -1;
+}
+
 int tr_nccl_last_collective(int device, uint64_t *comm_id, uint64_t *seq)
 {
     if (device < 0 || device >= 64 || !colls[device].has)
