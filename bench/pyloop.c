@@ -11,23 +11,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
+#include "bench_time.h"
 
 typedef int (*allreduce_fn)(const void *, void *, size_t, int, int, void *, void *);
 
 #define API __attribute__((visibility("default")))
-
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 API double loop_allreduce(long n, int rounds, void *buf, void *comm)
 {
@@ -40,8 +28,7 @@ API double loop_allreduce(long n, int rounds, void *buf, void *comm)
             if (f(buf, buf, 1024, 7, 0, comm, NULL) != 0) return -1;
         if (r >= 0) t[r] = (now_ns() - t0) / n;
     }
-    qsort(t, rounds, sizeof *t, cmp_double);
-    return t[rounds / 2];
+    return median(t, rounds);
 }
 
 API long long heap_in_use(void)

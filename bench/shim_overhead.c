@@ -19,6 +19,7 @@
 #include <time.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include "bench_time.h"
 
 #define NOIPA __attribute__((noipa))
 #define ROUNDS 9
@@ -28,25 +29,6 @@ static volatile int sink;
 static long per_round = 40000;
 static ncclComm_t comm;
 static void *sbuf, *rbuf;
-
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, n, sizeof *v, cmp_double);
-    return v[n / 2];
-}
 
 static void die(const char *what)
 {

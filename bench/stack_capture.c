@@ -9,23 +9,11 @@
 
 #include "tr_core.h"
 #include "stack_test.h"
+#include "bench_time.h"
 
 #define ROUNDS 9
 static volatile int sink;
 static long per_round = 100000;
-
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 NOIPA double rounds(void)
 {
@@ -40,8 +28,7 @@ NOIPA double rounds(void)
         double dt = (now_ns() - t0) / per_round;
         if (r >= 0) t[r] = dt;
     }
-    qsort(t, ROUNDS, sizeof *t, cmp_double);
-    return t[ROUNDS / 2];
+    return median(t, ROUNDS);
 }
 
 NOIPA double deep(int d)
