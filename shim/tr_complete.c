@@ -79,22 +79,12 @@ static struct {
     f_evquery query;
     f_capmode capmode;            /* optional */
 } rt;
-static atomic_int g_rt_state;     /* 0 not looked up, 1 found, -1 missing */
-static atomic_uint g_rt_retry;
-static _Atomic uint64_t g_rt_next_ns;
+static tr_lookup_gate g_rt;
 
 static int rt_lookup(void)
 {
-    int st = atomic_load_explicit(&g_rt_state, memory_order_acquire);
-    if (st > 0) return 1;
-    /* missing: asked again at most once a second (a failed lookup searches
-     * the library path) */
-    if (st < 0) {
-        if ((atomic_fetch_add(&g_rt_retry, 1) & 255) != 0) return 0;
-        uint64_t now = tr_now_ns();
-        if (now < atomic_load(&g_rt_next_ns)) return 0;
-        atomic_store(&g_rt_next_ns, now + BEAT_NS);
-    }
+    int st = tr_lookup_begin(&g_rt);
+    if (st >= 0) return st;
     rt.peek = (f_err)tr_real("cudaPeekAtLastError", TR_LIB_CUDART);
     rt.getlast = (f_err)tr_real("cudaGetLastError", TR_LIB_CUDART);
     rt.getdev = (f_getdev)tr_real("cudaGetDevice", TR_LIB_CUDART);
@@ -104,8 +94,7 @@ static int rt_lookup(void)
     rt.query = (f_evquery)tr_real("cudaEventQuery", TR_LIB_CUDART);
     rt.capmode = (f_capmode)tr_real("cudaThreadExchangeStreamCaptureMode", TR_LIB_CUDART);
     int ok = rt.peek && rt.getlast && rt.getdev && rt.setdev && rt.create && rt.record && rt.query;
-    atomic_store_explicit(&g_rt_state, ok ? 1 : -1, memory_order_release);
-    return ok;
+    return tr_lookup_end(&g_rt, ok);
 }
 
 /* ---- pending operations ------------------------------------------------------ */
@@ -505,7 +494,7 @@ static void *poller_main(void *arg)
         if (pending) last_active = now;
         /* GPU first, with the same clock as the host scan: of two calls
          * stuck together, the older (the cause) is the one reported */
-        if (!cuda_off && (pending || stop) && atomic_load(&g_rt_state) > 0) gpu_overdue = poll_all(now);
+        if (!cuda_off && (pending || stop) && atomic_load(&g_rt.state) > 0) gpu_overdue = poll_all(now);
         else if (!pending) gpu_overdue = 0;
         if (stop && !cuda_off) {
             /* the last pass is done: no CUDA call from here on */

@@ -324,6 +324,25 @@ int tr_thread_start(void *(*fn)(void *), const char *name)
     return e;
 }
 
+int tr_lookup_begin(tr_lookup_gate *g)
+{
+    int st = atomic_load_explicit(&g->state, memory_order_acquire);
+    if (st > 0) return 1;
+    if (st < 0) {
+        if ((atomic_fetch_add(&g->retry, 1) & 255) != 0) return 0;
+        uint64_t now = tr_now_ns();
+        if (now < atomic_load(&g->next_ns)) return 0;
+        atomic_store(&g->next_ns, now + 1000000000ull);
+    }
+    return -1;
+}
+
+int tr_lookup_end(tr_lookup_gate *g, int found)
+{
+    atomic_store_explicit(&g->state, found ? 1 : -1, memory_order_release);
+    return found;
+}
+
 int tr_mkdir_p(const char *dir)
 {
     char path[4096];

@@ -24,6 +24,7 @@
 #ifndef TR_CORE_H
 #define TR_CORE_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stddef.h>
 
@@ -101,6 +102,19 @@ int tr_is_forked_child(void);
  * shim's fault handler still marks the ring when one of ours crashes).
  * Returns 0 or the pthread_create error. */
 int tr_thread_start(void *(*fn)(void *), const char *name);
+/* A set of optional runtime functions looked up together, when the library
+ * may be loaded later: a failed lookup (which searches the library path,
+ * ~100 us) is retried at most once a second and only every 256th call.
+ * tr_lookup_begin: 1 found before, 0 missing and not due, -1 look now (then
+ * tr_lookup_end with whether everything was found). */
+typedef struct {
+    atomic_int state;         /* 0 not looked up, 1 found, -1 missing */
+    atomic_uint retry;
+    _Atomic uint64_t next_ns;
+} tr_lookup_gate;
+int tr_lookup_begin(tr_lookup_gate *g);
+int tr_lookup_end(tr_lookup_gate *g, int found);
+
 /* mkdir -p: 0, or -1 with errno (ENOTDIR when a part is not a folder). */
 int tr_mkdir_p(const char *dir);
 

@@ -74,22 +74,12 @@ static struct {
     f_setdev setdev;
     f_capmode capmode;        /* optional */
 } rt;
-static atomic_int g_rt_state;           /* 0 not looked up, 1 found, -1 missing */
-static atomic_uint g_rt_retry;
-static _Atomic uint64_t g_rt_next_ns;
+static tr_lookup_gate g_rt;
 
 static int rt_lookup(void)
 {
-    int st = atomic_load_explicit(&g_rt_state, memory_order_acquire);
-    if (st > 0) return 1;
-    /* missing: asked again at most once a second (the runtime may be loaded
-     * later; a lookup that fails searches the library path, ~100 us) */
-    if (st < 0) {
-        if ((atomic_fetch_add(&g_rt_retry, 1) & 255) != 0) return 0;
-        uint64_t now = tr_now_ns();
-        if (now < atomic_load(&g_rt_next_ns)) return 0;
-        atomic_store(&g_rt_next_ns, now + 1000000000ull);
-    }
+    int st = tr_lookup_begin(&g_rt);
+    if (st >= 0) return st;
     rt.peek = (f_err)tr_real("cudaPeekAtLastError", TR_LIB_CUDART);
     rt.getlast = (f_err)tr_real("cudaGetLastError", TR_LIB_CUDART);
     rt.memcpy_async = (f_memcpy)tr_real("cudaMemcpyAsync", TR_LIB_CUDART);
@@ -99,8 +89,7 @@ static int rt_lookup(void)
     rt.setdev = (f_setdev)tr_real("cudaSetDevice", TR_LIB_CUDART);
     rt.capmode = (f_capmode)tr_real("cudaThreadExchangeStreamCaptureMode", TR_LIB_CUDART);
     int ok = rt.peek && rt.getlast && rt.memcpy_async && rt.hostfn && rt.hostalloc && rt.getdev && rt.setdev;
-    atomic_store_explicit(&g_rt_state, ok ? 1 : -1, memory_order_release);
-    return ok;
+    return tr_lookup_end(&g_rt, ok);
 }
 
 /* ---- the staging pool (host engine) ---------------------------------------- */
