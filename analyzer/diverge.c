@@ -137,11 +137,15 @@ static int64_t first_div(ta_an *a, const seqv *R, const seqv *Q)
     return -1;
 }
 
-typedef struct { int found; int shift; int peer; int64_t rc, pc; } refine_t;
+typedef struct {
+    int found, shift, peer;
+    int64_t rc, pc;
+    int support, compared;   /* peers that agree on where r diverged, of those compared */
+} refine_t;
 
 static refine_t refine(ta_an *a, int r, const int *peers, int npeers)
 {
-    refine_t res = {0, 0, -1, -1, -1};
+    refine_t res = {0, 0, -1, -1, -1, 0, 0};
     uint64_t mr = fam_mask(a, r);
     int same = 0;
     for (int k = 0; k < npeers; k++) same += peers[k] != r && fam_mask(a, peers[k]) == mr;
@@ -162,7 +166,9 @@ static refine_t refine(ta_an *a, int r, const int *peers, int npeers)
         for (int j = 0; j < n; j++) c += iv[j] == iv[k];
         if (c > bestc || (c == bestc && iv[k] >= 0 && (iv[best] < 0 || iv[k] < iv[best]))) { best = k; bestc = c; }
     }
+    res.compared = n;
     if (iv[best] < 0) return res;
+    res.support = bestc;
     uint64_t m = mr & fam_mask(a, pv[best]);
     seqv R = filtered(a, r, pv[best], m), Q = filtered(a, pv[best], r, m);
     res.found = 1;
@@ -188,6 +194,35 @@ void ta_others_of(ta_an *a, ta_finding *f, int g, const int *cul_t, int ncul, in
     free(o);
 }
 
+
+/* the collective before call ci of trace t (on another family than fam, -1:
+ * any), -1 none */
+static int64_t coll_before(const ta_trace *t, int64_t ci, int fam)
+{
+    for (int64_t i = ci - 1; i >= 0; i--) {
+        const ta_call *c = &t->calls[i];
+        if (!ta_op_is_coll(c->op) || !c->seq || c->comm < 0) continue;
+        if (fam < 0 || t->comms[c->comm].family != fam) return i;
+    }
+    return -1;
+}
+
+/* A skipped call (g, seq) of culprit trace r, whose next call was rc (the
+ * peer's at the gap: pc): r's call before the gap, and, when r issued
+ * (g, seq) itself later with the peer's arguments, that call: NCCL matched
+ * it with the peers' (g, seq) of an earlier step. Where each side's (g, seq)
+ * stands among its calls on other communicators shows the shift. */
+static void skipped_context(ta_an *a, ta_finding *f, int r, int64_t rc, int g, uint32_t seq, int peer, int64_t pc)
+{
+    const ta_trace *rt = a->tr[r], *pt = a->tr[peer];
+    f->gap_before = coll_before(rt, rc, -1);
+    int64_t mine = ta_call_at(a, r, g, seq);
+    if (mine < 0 || mine <= rc || !ta_sig_equal(&rt->calls[mine], &pt->calls[pc])) return;
+    int fam = rt->comms[rt->calls[mine].comm].family;
+    f->mis_call = mine;
+    f->mis_prev = coll_before(rt, mine, fam);
+    f->mis_peer_prev = coll_before(pt, pc, pt->comms[pt->calls[pc].comm].family);
+}
 
 /* Moves a finding with culprit trace r to its earliest divergence, if any. */
 void ta_move_earlier(ta_an *a, ta_finding *f, int r, const int *peers, int npeers, int g_stop)
@@ -215,6 +250,11 @@ void ta_move_earlier(ta_an *a, ta_finding *f, int r, const int *peers, int npeer
     } else if (rf.shift == 2) {
         g = pg; seq = pcall->seq;
         snprintf(f->subkind, sizeof f->subkind, "skipped_call");
+    } else if (rfam != pfam && ta_call_at(a, r, pg, pcall->seq) < 0 && ta_comm_local(rt, pg) >= 0) {
+        /* r went on to another communicator and never issued the peers'
+         * call (a loop left one iteration early): a skipped call */
+        g = pg; seq = pcall->seq;
+        snprintf(f->subkind, sizeof f->subkind, "skipped_call");
     } else if (rfam != pfam) {
         /* another communicator at this point: report the call r put off */
         if (rfam == stop_fam && pfam != stop_fam) { g = rg; seq = rcall->seq; }
@@ -238,15 +278,37 @@ void ta_move_earlier(ta_an *a, ta_finding *f, int r, const int *peers, int npeer
         for (int t = 0; t < a->ntr; t++) if (a->tr[t]->rank == cul[nc]) cult[nc] = t;
         nc++;
     }
+    /* the others' call: a member of g's when the peer compared is not one
+     * (a rank of another group of the same family) */
+    int rep = rf.peer;
+    int64_t repc = pc;
+    if (ta_comm_local(pt, g) < 0) {
+        const ta_gcomm *n = &a->gc[g];
+        for (int p = 0; p < n->npos; p++) {
+            int m = n->member[p];
+            int64_t mc = m >= 0 && !ihas(cult, nc, m) ? ta_call_at(a, m, g, seq) : -1;
+            if (mc >= 0) { rep = m; repc = mc; break; }
+        }
+    }
     ta_side_set(&f->culprit, cul, nc, r, rc);
-    ta_others_of(a, f, g, cult, nc, rf.peer, pc);
+    ta_others_of(a, f, g, cult, nc, rep, repc);
     f->t = ta_wall(rt, rcall->enter_ns);
+    f->gap_before = f->mis_call = f->mis_prev = f->mis_peer_prev = -1;
+    if (!strcmp(f->subkind, "skipped_call")) skipped_context(a, f, r, rc, g, seq, rep, repc);
     free(cul); free(cult);
 }
 
 int ta_diverges(ta_an *a, int r, const int *peers, int npeers)
 {
     return refine(a, r, peers, npeers).found;
+}
+
+int ta_divergence_evidence(ta_an *a, int r, const int *peers, int npeers, int *compared, double *t)
+{
+    refine_t rf = refine(a, r, peers, npeers);
+    *compared = rf.compared;
+    *t = rf.found ? ta_wall(a->tr[r], a->tr[r]->calls[rf.rc].enter_ns) : 0;
+    return rf.found ? rf.support : 0;
 }
 
 void ta_diverge_done(ta_an *a)

@@ -24,6 +24,7 @@ ta_finding *ta_finding_new(ta_an *a, int kind)
     f->stack2 = f->pystack2 = -1;
     f->at_g = -1;
     f->at_seq = f->win_after = f->win_upto = -1;
+    f->gap_before = f->mis_call = f->mis_prev = f->mis_peer_prev = -1;
     return f;
 }
 
@@ -255,6 +256,43 @@ static char *side_call_text(ta_an *a, ta_side *sd)
     return r;
 }
 
+/* "AllReduce #12 on comm 0x... at fn (file:line)" */
+static char *call_at_text(ta_an *a, const ta_trace *t, int64_t ci)
+{
+    char *c = ta_call_text(a, t, ci), *s = ta_call_site_text(a, t, ci);
+    char *r = xasprintf("%s at %s", c, s);
+    free(c); free(s);
+    return r;
+}
+
+/* skipped_call: the culprit's calls around the gap, and the silent
+ * mis-pairing that followed when it issued the skipped (comm, seq) later */
+static char *skipped_text(ta_an *a, const ta_finding *f, const char *cs, const char *cr, const char *os,
+                          const char *orr)
+{
+    if (f->culprit.trace < 0 || f->culprit.call < 0) return xstrdup("");
+    const ta_trace *t = a->tr[f->culprit.trace];
+    char *gap = xstrdup("");
+    if (f->gap_before >= 0) {
+        char *b = call_at_text(a, t, f->gap_before);
+        free(gap);
+        gap = xasprintf("; the gap in %s %s's calls is right after %s", cs, cr, b);
+        free(b);
+    }
+    if (f->mis_call < 0) return gap;
+    const ta_trace *o = f->other.trace >= 0 ? a->tr[f->other.trace] : NULL;
+    char *mine = ta_call_text(a, t, f->mis_call);
+    char *mp = f->mis_prev >= 0 ? call_at_text(a, t, f->mis_prev) : NULL;
+    char *op = o && f->mis_peer_prev >= 0 ? call_at_text(a, o, f->mis_peer_prev) : NULL;
+    char *mctx = mp ? xasprintf(", issued after its %s,", mp) : xstrdup("");
+    char *octx = op ? xasprintf(", issued after their %s", op) : xstrdup("");
+    char *r = xasprintf("%s. %s %s's own %s%s was reduced with %s %s's #%lld%s: with the same arguments, NCCL "
+                        "reduced calls of different steps together and nothing failed there",
+                        gap, cs[1] == 'a' && cs[4] ? "Ranks" : "Rank", cr, mine, mctx, os, orr, (long long)f->seq, octx);
+    free(gap); free(mine); free(mp); free(op); free(mctx); free(octx);
+    return r;
+}
+
 /* Message and hint from the sides (divergence, missing, p2p). */
 void ta_finding_describe(ta_an *a, ta_finding *f)
 {
@@ -277,9 +315,11 @@ void ta_finding_describe(ta_an *a, ta_finding *f)
         f->hint = xstrdup("a collective inside code that only some ranks run (saving a checkpoint on rank 0, logging): "
                           "run it on every rank of the communicator or use a communicator of only those ranks");
     } else if (f->kind == K_DIVERGENCE && !strcmp(sk, "skipped_call")) {
-        f->message = xasprintf("%s %s skipped a collective: %s %s issued %s where %s %s issued %s",
+        char *ctx = skipped_text(a, f, cs, cr, os, orr);
+        f->message = xasprintf("%s %s skipped a collective: %s %s issued %s where %s %s issued %s%s",
                                cs, cr, os, orr, ocall ? ocall : "a collective", cs, cr,
-                               ccall ? ccall : "something else");
+                               ccall ? ccall : "something else", ctx);
+        free(ctx);
         f->hint = xstrdup("this rank took a different path (fewer micro-batches, an early return, a skipped module): "
                           "make all ranks issue the same number of collectives (DistributedSampler with drop_last, "
                           "the same number of micro-batches, no rank-dependent early exit)");

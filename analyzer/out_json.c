@@ -156,6 +156,27 @@ static void call_json(jw *w, ta_an *a, const char *k, const ta_side *s)
     close_(w, '}');
 }
 
+/* call ci of trace t (-1: null) */
+static void call_json_at(jw *w, ta_an *a, const char *k, int t, int64_t ci)
+{
+    ta_side s = {.trace = ci >= 0 ? t : -1, .call = ci, .stack = -1, .pystack = -1};
+    call_json(w, a, k, &s);
+}
+
+/* skipped_call: the culprit's call before the gap; the culprit's own call at
+ * (comm, seq) that NCCL paired with the others' of another step */
+static void skipped_json(jw *w, ta_an *a, const ta_finding *f)
+{
+    call_json_at(w, a, "gap_before", f->culprit.trace, f->gap_before);
+    key(w, "mispaired");
+    if (f->mis_call < 0) { fputs("null", w->o); return; }
+    open_(w, '{');
+    call_json_at(w, a, "call", f->culprit.trace, f->mis_call);
+    call_json_at(w, a, "after", f->culprit.trace, f->mis_prev);
+    call_json_at(w, a, "others_after", f->other.trace, f->mis_peer_prev);
+    close_(w, '}');
+}
+
 static void kdbl(jw *w, const char *k, double v)
 {
     key(w, k);
@@ -318,6 +339,7 @@ void ta_out_json(ta_an *a, FILE *o)
             fputs("null", o);
         }
         stuck_json(&w, a, f);
+        if (f->kind == K_DIVERGENCE && !strcmp(f->subkind, "skipped_call")) skipped_json(&w, a, f);
         if (f->win_upto > 0) {
             key(&w, "seq_window");
             fprintf(o, "[%lld,%lld]", (long long)f->win_after, (long long)f->win_upto);

@@ -330,6 +330,66 @@ static ta_finding *root_finding(ta_an *a, spoint *sp, const int *stuck)
     return f;
 }
 
+/* A cycle of waits has no rank that waits for nobody: every rank in it
+ * issued something its peers never reach. Where the walk enters the cycle
+ * says nothing about who caused it (a rank that skipped a data-parallel
+ * AllReduce mid-training waits in a later world AllReduce that its
+ * data-parallel peers, waiting for it, never reach: both sides "never
+ * issued" something). The evidence is each candidate's order of calls
+ * against its peers' (diverge.c): the rank that skipped, or broke out of a
+ * loop early, differs from most of its peers somewhere before the hang;
+ * its victims match their peers up to where they wait.
+ *
+ * A candidate is a culprit when at least two peers were compared and most
+ * of them agree on where it differs ("strong"): every strong candidate
+ * becomes a culprit of the point it never issued (two ranks that skipped
+ * on different communicators are two findings, the earlier divergence
+ * first). Without a strong one, a candidate that alone has evidence is the
+ * culprit. Returns 1 when points were made roots, 0 when the evidence
+ * decides nothing (then the rule below breaks the cycle). */
+#define CYCLE_CANDIDATES_MAX 64
+static int cycle_roots(ta_an *a)
+{
+    int *all = xmalloc(sizeof(int) * (size_t)(a->ntr + 1));
+    for (int t = 0; t < a->ntr; t++) all[t] = t;
+    int *seen = xcalloc((size_t)a->ntr + 1, sizeof(int));
+    struct cand { int k, c, strong; double t; } *cv = xmalloc(sizeof *cv * CYCLE_CANDIDATES_MAX);
+    int nc = 0, nstrong = 0, top = -1, top_support = 0, top_tie = 0;
+    for (int k = 0; k < nP && nc < CYCLE_CANDIDATES_MAX; k++) {
+        const spoint *sp = &P[k];
+        if (sp->finding != SP_OPEN || sp->type != SP_COLL) continue;
+        for (int j = 0; j < sp->nnever && nc < CYCLE_CANDIDATES_MAX; j++) {
+            int c = sp->never[j];
+            if (seen[c]) continue;
+            seen[c] = 1;
+            int compared;
+            double t;
+            int support = ta_divergence_evidence(a, c, all, a->ntr, &compared, &t);
+            if (!support) continue;
+            int strong = support >= 2 && support * 2 > compared;
+            nstrong += strong;
+            if (support > top_support) { top = nc; top_support = support; top_tie = 0; }
+            else if (support == top_support) top_tie = 1;
+            cv[nc++] = (struct cand){k, c, strong, t};
+        }
+    }
+    int made = 0;
+    for (int i = 0; i < nc; i++) {
+        if (nstrong ? !cv[i].strong : (i != top || top_tie)) continue;
+        spoint *sp = &P[cv[i].k];
+        if (sp->root != 2) {      /* its culprits: the candidates of this point */
+            sp->root = 2;
+            sp->nwf = 0;
+            sp->t = cv[i].t;
+        }
+        iadd(&sp->wf, &sp->nwf, cv[i].c);
+        if (cv[i].t < sp->t) sp->t = cv[i].t;     /* roots are made earliest first */
+        made = 1;
+    }
+    free(all); free(seen); free(cv);
+    return made;
+}
+
 /* expected members of an init that some ranks are stuck inside */
 static void init_expected(ta_an *a, spoint *sp, const int *stuck)
 {
@@ -499,7 +559,8 @@ void ta_rootcause(ta_an *a)
                 changed = 1;
             }
         }
-        /* a cycle of waits: break it */
+        /* a cycle of waits: decided by evidence, else broken by rule */
+        if (cycle_roots(a)) continue;
         int best = -1;
         for (int k = 0; k < nP; k++) {
             spoint *sp = &P[k];

@@ -354,6 +354,13 @@ typedef struct {
     int64_t win_after, win_upto;
     ta_fpgroup *fpg; int nfpg;   /* ranks by fingerprint hash at win_upto, minority first */
     int fp_tie;                  /* the smallest groups are of equal size */
+    /* divergence / skipped_call: the culprit's call before the gap (culprit.call
+     * is the one after it; -1 none); mis_call: the culprit's own (g, seq),
+     * issued later with the peers' arguments, so NCCL reduced it with the
+     * peers' call of another step (-1: none); mis_prev, mis_peer_prev: the
+     * calls on another communicator that precede it in the culprit's trace
+     * and the peers' (g, seq) in other.trace (-1 none) */
+    int64_t gap_before, mis_call, mis_prev, mis_peer_prev;
 } ta_finding;
 
 /* ---- global communicator table ------------------------------------------------ */
@@ -503,6 +510,10 @@ void ta_rootcause(ta_an *a);
 
 /* diverge.c: the earliest divergence of culprit trace r from its peers */
 int ta_diverges(ta_an *a, int r, const int *peers, int npeers);          /* 1: r's order differs somewhere */
+/* how strongly r's order differs: the peers compared that agree on where r
+ * first differs (0: r does not differ), *compared of them; *t: when r's
+ * call there was entered (wall time) */
+int ta_divergence_evidence(ta_an *a, int r, const int *peers, int npeers, int *compared, double *t);
 /* moves f to r's earliest divergence (kind divergence), keeping where the job stopped (stop_g/stop_seq) */
 void ta_move_earlier(ta_an *a, ta_finding *f, int r, const int *peers, int npeers, int g_stop);
 /* f's other side: the members of g that are not among the culprit traces */

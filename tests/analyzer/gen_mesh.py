@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Synthetic traces of jobs on a tensor x pipeline x data-parallel mesh
+(issue 20: a rank that skips a collective on one communicator and only
+hangs much later, in a wait cycle across communicators), built with
+analyzer/gen_traces.py's Rank model. Same command line as gen_traces.py:
+
+    gen_mesh.py SCENARIO OUTDIR          one scenario (writes OUTDIR/expected.json too)
+    gen_mesh.py --list                   the scenarios
+
+Layout (Megatron's order, tensor-parallel fastest): rank = pp * tp * dp +
+d * tp + t. Each step: a tensor-parallel AllReduce (forward), the pipeline's
+activations sent from stage s to s + 1 on the pipeline communicator, a
+tensor-parallel AllReduce (backward), and the data-parallel gradient
+AllReduce, whose size is the same every step. After the last step, one
+AllReduce on the world communicator (a loss or a checkpoint barrier).
+"""
+import os
+import random
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "analyzer"))
+import gen_traces as gt  # noqa: E402
+
+GRAD = 1 << 16          # elements of the data-parallel gradient AllReduce
+
+
+class Mesh:
+    def __init__(self, name, tp, pp, dp):
+        self.tp, self.pp, self.dp = tp, pp, dp
+        self.n = tp * pp * dp
+        self.ranks, self.wid = gt.world_job(name, self.n)
+        self.ranks_of = {"tp": {}, "pp": {}, "dp": {}}
+        for r in self.ranks:
+            t, d, p = self.coords(r.rank)
+            tpg = [self.rank_at(x, d, p) for x in range(tp)]
+            dpg = [self.rank_at(t, x, p) for x in range(dp)]
+            ppg = [self.rank_at(t, d, x) for x in range(pp)]
+            r.tp = r.split(0, 1, d + dp * p, tpg, site="init_tensor_parallel")
+            r.pp = r.split(0, 2, t + tp * d, ppg, site="init_pipeline_parallel")
+            r.dp = r.split(0, 3, t + tp * p, dpg, site="init_data_parallel")
+            r.stage = p
+            for k, g in (("tp", tpg), ("pp", ppg), ("dp", dpg)):
+                self.ranks_of[k][r.rank] = g
+
+    def coords(self, rank):
+        return rank % self.tp, (rank // self.tp) % self.dp, rank // (self.tp * self.dp)
+
+    def rank_at(self, t, d, p):
+        return p * self.tp * self.dp + d * self.tp + t
+
+    def comm_id(self, rank, kind):
+        r = self.ranks[rank]
+        return r.comms[getattr(r, kind)]["id"]
+
+    def step(self, r, skip_dp=False, dp_site="allreduce_gradients"):
+        """one training step of rank r (host-level: every call completes)"""
+        r.coll(r.tp, count=4096, site="tp_forward")
+        if r.stage + 1 < self.pp:
+            r.sendrecv(r.pp, "Send", r.stage + 1, count=8192, site="send_activations")
+        if r.stage > 0:
+            r.sendrecv(r.pp, "Recv", r.stage - 1, count=8192, site="recv_activations")
+        r.coll(r.tp, count=4096, site="tp_backward")
+        if not skip_dp:
+            r.coll(r.dp, count=GRAD, site=dp_site)
+
+    def final(self, r):
+        r.coll(0, count=1, site="reduce_final_loss")
+
+
+def skip_then_cycle(out, name, tp, pp, dp, culprit, skip_step, steps=10):
+    """culprit skips its data-parallel AllReduce in skip_step; its next ones
+    pair with its peers' previous ones (same size): nothing hangs until the
+    end, where its data-parallel peers wait in their last data-parallel
+    AllReduce for it, and it waits for them in the world AllReduce"""
+    m = Mesh(name, tp, pp, dp)
+    peers = [x for x in m.ranks_of["dp"][culprit] if x != culprit]
+    for i in range(steps):
+        for r in m.ranks:
+            if i == steps - 1 and r.rank in peers:
+                r.tick(200 * gt.MS)     # a slow last step: the world AllReduce is entered first
+            m.step(r, skip_dp=(r.rank == culprit and i == skip_step))
+    for r in m.ranks:
+        if r.rank not in peers:
+            m.final(r)
+    gt.killed(m.ranks)
+    gt.write(m.ranks, out)
+    dpc = m.comm_id(culprit, "dp")
+    gt.expect(out, 1, [gt.F("divergence", dpc, skip_step + 1, [culprit], "tp_forward", subkind="skipped_call",
+                            others=sorted(peers), others_function="allreduce_gradients",
+                            stopped_at={"comm": m.wid, "seq": 1})], count=1)
+    return m
+
+
+def sc_mesh_skip_cycle_16(out):
+    """16 ranks (TP 2 x PP 2 x DP 4): rank 11 skips its DP AllReduce in step
+    5; the job hangs at the end in a wait cycle: its DP peers 9, 13, 15 in DP
+    #10, rank 11 and the others in world #1"""
+    skip_then_cycle(out, "meshskip16", 2, 2, 4, 11, 5)
+
+
+def sc_mesh_skip_cycle_8(out):
+    """8 ranks (TP 2 x PP 2 x DP 2): rank 5 skips its DP AllReduce in step 3"""
+    skip_then_cycle(out, "meshskip8", 2, 2, 2, 5, 3)
+
+
+SCENARIOS = {k[3:]: v for k, v in sorted(globals().items()) if k.startswith("sc_")}
+
+
+def main(argv):
+    if len(argv) >= 2 and argv[1] == "--list":
+        for k, fn in SCENARIOS.items():
+            print("%-24s %s" % (k, (fn.__doc__ or "").strip().splitlines()[0]))
+        return 0
+    if len(argv) != 3 or argv[1] not in SCENARIOS:
+        print(__doc__, file=sys.stderr)
+        return 2
+    random.seed(1234)
+    SCENARIOS[argv[1]](argv[2])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
