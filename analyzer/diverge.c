@@ -51,8 +51,13 @@ static uint64_t fam_mask(ta_an *a, int t)
 {
     uint64_t m = 0;
     const ta_trace *tr = a->tr[t];
+    /* a communicator any member issued collectives on, not only this rank:
+     * a rank that went on to a communicator its peers never reached (they
+     * wait elsewhere) differs from them there; a group of the family that
+     * nobody used (another pair than the peers') is no difference */
     for (int i = 0; i < tr->ncomms; i++)
-        if (tr->comms[i].nseq) m |= fam_bit(tr->comms[i].family);
+        if (tr->comms[i].nseq || (tr->comms[i].g >= 0 && a->gc[tr->comms[i].g].nseqs))
+            m |= fam_bit(tr->comms[i].family);
     return m;
 }
 

@@ -285,7 +285,7 @@ static char *skipped_text(ta_an *a, const ta_finding *f, const char *cs, const c
     char *mp = f->mis_prev >= 0 ? call_at_text(a, t, f->mis_prev) : NULL;
     char *op = o && f->mis_peer_prev >= 0 ? call_at_text(a, o, f->mis_peer_prev) : NULL;
     char *mctx = mp ? xasprintf(", issued after its %s,", mp) : xstrdup("");
-    char *octx = op ? xasprintf(", issued after their %s", op) : xstrdup("");
+    char *octx = op ? xasprintf(", issued after %s %s", f->other.nranks > 1 ? "their" : "its", op) : xstrdup("");
     char *r = xasprintf("%s. %s %s's own %s%s was reduced with %s %s's #%lld%s: with the same arguments, NCCL "
                         "reduced calls of different steps together and nothing failed there",
                         gap, cs[1] == 'a' && cs[4] ? "Ranks" : "Rank", cr, mine, mctx, os, orr, (long long)f->seq, octx);

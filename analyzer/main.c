@@ -144,6 +144,7 @@ int main(int argc, char **argv)
     }
     ta_findings_divergence_scan(&a, covered);
     ta_findings_p2p_scan(&a);
+    ta_findings_mispair(&a);
     ta_findings_fingerprint(&a);     /* after the per-call scans: only what they cannot see */
     free(covered);
     ta_findings_nan(&a);

@@ -12,6 +12,7 @@
  *   straggler.c  ranks that enter a communicator's collectives consistently late
  *   rootcause.c  wait-for graph across communicators, ordering root cause first
  *   diverge.c    a culprit's earliest divergence from its peers' order of calls
+ *   mispair.c    silent mis-pairing: shifted calls on a job that did not hang
  *   symbolize.c  module + build id + offset -> function (file:line) (libdw)
  *   out_text.c   text and --markdown;  out_json.c  --json
  *   main.c       options
@@ -501,6 +502,9 @@ int64_t ta_check_find(const ta_trace *t, int64_t call, int buffer);   /* index i
 ta_check ta_check_at(const ta_trace *t, int64_t k);                   /* the whole check */
 const char *ta_nan_limit_text(int dtype);                            /* "65504", "~3.39e38" */
 double ta_nan_limit(int dtype);
+
+/* mispair.c: ranks whose calls are shifted against their peers' although nothing hung */
+void ta_findings_mispair(ta_an *a);
 
 /* straggler.c */
 void ta_findings_straggler(ta_an *a);

@@ -103,6 +103,26 @@ def check_stuck(i, w, g):
                 fail("finding %d: %r not in the message/hint: %s" % (i, sub, g.get("message")))
 
 
+def check_skipped(i, w, g):
+    """issue 20: a skipped call's gap (the culprit's call before it) and the
+    silent mis-pairing that followed (the culprit's own call at the skipped
+    comm/seq and the calls before each side's, by seq)"""
+    if "gap_before" in w:
+        gb = g.get("gap_before") or {}
+        if gb.get("seq") != w["gap_before"]["seq"] or gb.get("function") != w["gap_before"]["function"]:
+            fail("finding %d: gap_before %r, expected %r" % (i, gb, w["gap_before"]))
+    if "mispaired" in w:
+        m, want = g.get("mispaired", "<absent>"), w["mispaired"]
+        if want is None or m is None or m == "<absent>":
+            if m != want:
+                fail("finding %d: mispaired %r, expected %r" % (i, m, want))
+            return
+        got = {"seq": (m.get("call") or {}).get("seq"), "after": (m.get("after") or {}).get("seq"),
+               "others_after": (m.get("others_after") or {}).get("seq")}
+        if got != want:
+            fail("finding %d: mispaired %r, expected %r" % (i, got, want))
+
+
 def as_limit(as_mib):
     """a preexec_fn: an address-space limit of as_mib MiB (an allocation past
     it fails at once instead of swallowing the machine); None: no limit"""
@@ -173,6 +193,7 @@ def main():
                 fail("finding %d: %s is %r, expected %r\n%s" % (i, key, g.get(key), w[key], json.dumps(g, indent=1)[:3000]))
         check_nan(i, w, g)
         check_stuck(i, w, g)
+        check_skipped(i, w, g)
         if "also_comms" in w and sorted(g.get("also_comms") or []) != sorted(w["also_comms"]):
             fail("finding %d: also_comms %r, expected %r" % (i, g.get("also_comms"), w["also_comms"]))
         if "function" in w:

@@ -67,28 +67,48 @@ class Mesh:
         r.coll(0, count=1, site="reduce_final_loss")
 
 
+def hang_at_end(m, stuck):
+    """the job's end: ranks in `stuck` issued their last call and wait in it;
+    every other rank issues the world AllReduce and waits there"""
+    for r in m.ranks:
+        if r.rank not in stuck:
+            m.final(r)
+    gt.killed(m.ranks)
+
+
+def dp_peers(m, rank):
+    return sorted(x for x in m.ranks_of["dp"][rank] if x != rank)
+
+
 def skip_then_cycle(out, name, tp, pp, dp, culprit, skip_step, steps=10):
     """culprit skips its data-parallel AllReduce in skip_step; its next ones
     pair with its peers' previous ones (same size): nothing hangs until the
     end, where its data-parallel peers wait in their last data-parallel
-    AllReduce for it, and it waits for them in the world AllReduce"""
+    AllReduce for it, and it waits for them in the world AllReduce. The
+    peers' last step is slow, so the world AllReduce is entered first (where
+    a walk of the wait-for graph would start)."""
     m = Mesh(name, tp, pp, dp)
-    peers = [x for x in m.ranks_of["dp"][culprit] if x != culprit]
+    peers = dp_peers(m, culprit)
     for i in range(steps):
         for r in m.ranks:
             if i == steps - 1 and r.rank in peers:
-                r.tick(200 * gt.MS)     # a slow last step: the world AllReduce is entered first
+                r.tick(200 * gt.MS)
             m.step(r, skip_dp=(r.rank == culprit and i == skip_step))
-    for r in m.ranks:
-        if r.rank not in peers:
-            m.final(r)
-    gt.killed(m.ranks)
+    hang_at_end(m, peers)
     gt.write(m.ranks, out)
     dpc = m.comm_id(culprit, "dp")
+    # the skipped call is the peers' #skip_step+1; the culprit's calls around
+    # the gap are its tp_backward of that step and tp_forward of the next; its
+    # own #skip_step+1 comes one step (two tensor-parallel calls) later
+    gap = 2 * (skip_step + 1)
     gt.expect(out, 1, [gt.F("divergence", dpc, skip_step + 1, [culprit], "tp_forward", subkind="skipped_call",
-                            others=sorted(peers), others_function="allreduce_gradients",
-                            stopped_at={"comm": m.wid, "seq": 1})], count=1)
-    return m
+                            others=peers, others_function="allreduce_gradients",
+                            gap_before={"seq": gap, "function": "tp_backward"},
+                            mispaired={"seq": skip_step + 1, "after": gap + 2, "others_after": gap},
+                            message_contains=["rank %d skipped a collective" % culprit,
+                                              "was reduced with rank%s %s" % ("s" if len(peers) > 1 else "",
+                                                                              ", ".join(map(str, peers)))])],
+              count=1, stopped_at={"comm": dpc, "seq": steps})
 
 
 def sc_mesh_skip_cycle_16(out):
@@ -101,6 +121,101 @@ def sc_mesh_skip_cycle_16(out):
 def sc_mesh_skip_cycle_8(out):
     """8 ranks (TP 2 x PP 2 x DP 2): rank 5 skips its DP AllReduce in step 3"""
     skip_then_cycle(out, "meshskip8", 2, 2, 2, 5, 3)
+
+
+def sc_mesh_break_early(out):
+    """16 ranks: rank 6 leaves its training loop one iteration early on the
+    DP communicator (its last step sends activations and runs its TP calls,
+    but no DP AllReduce) and goes on to the world AllReduce; its DP peers
+    wait for it in DP #10"""
+    m = Mesh("meshbreak", 2, 2, 4)
+    culprit, steps = 6, 10
+    peers = dp_peers(m, culprit)
+    for i in range(steps):
+        for r in m.ranks:
+            if i == steps - 1 and r.rank in peers:
+                r.tick(200 * gt.MS)
+            m.step(r, skip_dp=(r.rank == culprit and i == steps - 1))
+    hang_at_end(m, peers)
+    gt.write(m.ranks, out)
+    dpc = m.comm_id(culprit, "dp")
+    gt.expect(out, 1, [gt.F("divergence", dpc, steps, [culprit], "reduce_final_loss", subkind="skipped_call",
+                            others=peers, others_function="allreduce_gradients",
+                            gap_before={"seq": 2 * steps, "function": "tp_backward"}, mispaired=None)],
+              count=1, stopped_at=None)
+
+
+def sc_mesh_two_skips(out):
+    """16 ranks: rank 11 skips its DP AllReduce in step 3, rank 4 its
+    tp_backward in step 6; at the end rank 5 waits in TP #20 for rank 4,
+    the DP peers of 5 and 11 wait for them, the rest in world #1: two
+    culprits, the earlier first"""
+    m = Mesh("meshtwo", 2, 2, 4)
+    steps = 10
+    stuck = set(dp_peers(m, 11)) | {5} | set(dp_peers(m, 5))
+    for i in range(steps):
+        for r in m.ranks:
+            if i == steps - 1 and r.rank in stuck:
+                r.tick(200 * gt.MS)
+            if r.rank == 4 and i == 6:
+                r.coll(r.tp, count=4096, site="tp_forward")
+                if r.stage + 1 < m.pp:
+                    r.sendrecv(r.pp, "Send", r.stage + 1, count=8192, site="send_activations")
+                r.coll(r.dp, count=gt_grad(), site="allreduce_gradients")
+                continue
+            m.step(r, skip_dp=(r.rank == 11 and i == 3) or (r.rank == 5 and i == steps - 1))
+    hang_at_end(m, stuck)
+    gt.write(m.ranks, out)
+    gt.expect(out, 1, [
+        gt.F("divergence", m.comm_id(11, "dp"), 4, [11], "tp_forward", subkind="skipped_call", root_cause=True,
+             others=dp_peers(m, 11)),
+        gt.F("divergence", m.comm_id(4, "tp"), 14, [4], "allreduce_gradients", subkind="skipped_call", root_cause=True,
+             others=[5])], count=2)
+
+
+def gt_grad():
+    return GRAD
+
+
+def sc_mesh_mispair(out):
+    """16 ranks: rank 11 gets no micro-batch in step 3 and two in step 7:
+    one DP AllReduce fewer, then one more, all of the same size: nothing
+    hangs, the job ends cleanly, but DP #4-#8 of rank 11 were reduced with
+    its peers' calls of another step"""
+    m = Mesh("meshmispair", 2, 2, 4)
+    culprit = 11
+    for i in range(10):
+        for r in m.ranks:
+            m.step(r, skip_dp=(r.rank == culprit and i == 3))
+            if r.rank == culprit and i == 7:
+                r.coll(r.dp, count=GRAD, site="allreduce_gradients")
+    for r in m.ranks:
+        m.final(r)
+        r.finish()
+    gt.write(m.ranks, out)
+    peers = dp_peers(m, culprit)
+    gt.expect(out, 1, [gt.F("divergence", m.comm_id(culprit, "dp"), 4, [culprit], "tp_forward",
+                            subkind="skipped_call", others=peers, others_function="allreduce_gradients",
+                            gap_before={"seq": 8, "function": "tp_backward"},
+                            mispaired={"seq": 4, "after": 10, "others_after": 8},
+                            message_contains=["was reduced with ranks %s" % ", ".join(map(str, peers))])],
+              count=1, stopped_at=None)
+
+
+def sc_mesh_clean(out):
+    """16 ranks, no failure; the pipeline stages differ (stage 0 issues one
+    more TP AllReduce per step, for its embedding): no finding"""
+    m = Mesh("meshclean", 2, 2, 4)
+    for i in range(12):
+        for r in m.ranks:
+            if r.stage == 0:
+                r.coll(r.tp, count=1024, site="embedding_forward")
+            m.step(r)
+    for r in m.ranks:
+        m.final(r)
+        r.finish()
+    gt.write(m.ranks, out)
+    gt.expect(out, 0, [])
 
 
 SCENARIOS = {k[3:]: v for k, v in sorted(globals().items()) if k.startswith("sc_")}
