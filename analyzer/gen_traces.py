@@ -1324,6 +1324,12 @@ def straggler_steps(ranks, comm_of, late_rank, steps=50, late=30 * MS, eval_seq=
             r.coll(comm_of(r), count=1 << 16, site=site, at=r.at(step_time(i) + lat))
 
 
+# these scenarios test the detection itself, with a floor of 5 ms and no
+# share of the interval (--straggler-ms, --straggler-fraction; the defaults,
+# 50 ms and 10%, keep out lateness that costs little: tests/analyzer/gen_mesh.py)
+LOW_FLOOR = ["--straggler-ms", "5", "--straggler-fraction", "0"]
+
+
 def straggler_expect(wid, ranks=(3,), others=(0, 1, 2), clock="monotonic", **kw):
     return F("straggler", wid, 37, list(ranks), "eval_step", others=list(others), root_cause=False,
              examined=50, last=50, lateness_median_ns=30 * MS, lateness_max_ns=45 * MS, jitter_ns=1 * MS,
@@ -1339,7 +1345,7 @@ def sc_straggler(out):
         r.finish()
     write(ranks, out)
     # entry spread: rank 3 vs the earliest other (-1 ms): 31 ms, 46 ms at #37
-    expect(out, 1, [straggler_expect(wid, also_comms=[])], count=1,
+    expect(out, 1, [straggler_expect(wid, also_comms=[])], count=1, args=LOW_FLOOR,
            comm_spread={"comm": wid, "collectives": 50, "median_ns": 31 * MS, "max_ns": 46 * MS, "max_seq": 37,
                         "clock": "monotonic"})
 
@@ -1354,7 +1360,7 @@ def sc_straggler_two_hosts(out):
     for r in ranks:
         r.finish()
     write(ranks, out)
-    expect(out, 1, [straggler_expect(wid, clock="init")], count=1)
+    expect(out, 1, [straggler_expect(wid, clock="init")], count=1, args=LOW_FLOOR)
 
 
 def sc_straggler_subcomm(out):
@@ -1377,7 +1383,8 @@ def sc_straggler_subcomm(out):
     tp1 = ranks[4].comms[ranks[4].tp]["id"]
     expect(out, 1, [F("straggler", tp1, 1, [5], "tp_forward", others=[4, 6, 7], comm_ranks=[4, 5, 6, 7],
                       root_cause=False, examined=40, last=40, lateness_median_ns=20 * MS,
-                      lateness_max_ns=20 * MS, jitter_ns=1 * MS, clock="monotonic", also_comms=[])], count=1)
+                      lateness_max_ns=20 * MS, jitter_ns=1 * MS, clock="monotonic", also_comms=[])], count=1,
+           args=LOW_FLOOR)
 
 
 def sc_straggler_node(out):
@@ -1400,7 +1407,7 @@ def sc_straggler_node(out):
     dps = [ranks[k].comms[ranks[k].dp]["id"] for k in range(4)]
     # the latest of them is 20.15 ms behind the others' median in every step: first at world #1
     expect(out, 1, [F("straggler", wid, 1, [4, 5, 6, 7], others=[0, 1, 2, 3], root_cause=False, examined=30,
-                      last=30, clock="init", also_comms=sorted(dps))], count=1)
+                      last=30, clock="init", also_comms=sorted(dps))], count=1, args=LOW_FLOOR)
 
 
 def jitter_job(name, seed, steps=60, jitter=2 * MS, spike=None):
@@ -1433,7 +1440,7 @@ def seeded(fn, *args):
     return sc
 
 
-def sc_straggler_jitter(out, seed, args=()):
+def sc_straggler_jitter(out, seed, args=LOW_FLOOR):
     """healthy: +-2 ms random jitter on every rank (seed): no straggler"""
     ranks, wid = jitter_job("jitter%d" % seed, seed)
     write(ranks, out)
@@ -1445,7 +1452,7 @@ def sc_straggler_noisy(out, seed):
     rank (seed): no straggler"""
     ranks, wid = jitter_job("noisy%d" % seed, seed, jitter=8 * MS, spike=(0.05, 60 * MS))
     write(ranks, out)
-    expect(out, 0, [])
+    expect(out, 0, [], args=LOW_FLOOR)
 
 
 def sc_straggler_one_slow(out):
@@ -1460,7 +1467,7 @@ def sc_straggler_one_slow(out):
     for r in ranks:
         r.finish()
     write(ranks, out)
-    expect(out, 0, [])
+    expect(out, 0, [], args=LOW_FLOOR)
 
 
 def sc_straggler_in_hang(out):
@@ -1482,7 +1489,7 @@ def sc_straggler_in_hang(out):
     write(ranks, out)
     expect(out, 1, [F("missing", wid, 41, [1], root_cause=True),
                     F("straggler", wid, 1, [3], others=[0, 1, 2], root_cause=False, examined=40, last=40,
-                      lateness_median_ns=30 * MS)], count=2)
+                      lateness_median_ns=30 * MS)], count=2, args=LOW_FLOOR)
 
 
 
@@ -2036,7 +2043,7 @@ SCENARIOS = {
     "straggler": sc_straggler, "straggler_two_hosts": sc_straggler_two_hosts,
     "straggler_subcomm": sc_straggler_subcomm, "straggler_node": sc_straggler_node,
     "straggler_jitter_1": seeded(sc_straggler_jitter, 1), "straggler_jitter_2": seeded(sc_straggler_jitter, 2),
-    "straggler_jitter_3_0ms": seeded(sc_straggler_jitter, 3, ["--straggler-ms", "0"]),
+    "straggler_jitter_3_0ms": seeded(sc_straggler_jitter, 3, ["--straggler-ms", "0", "--straggler-fraction", "0"]),
     "straggler_noisy_4": seeded(sc_straggler_noisy, 4), "straggler_noisy_5": seeded(sc_straggler_noisy, 5),
     "straggler_one_slow": sc_straggler_one_slow, "straggler_in_hang": sc_straggler_in_hang,
 }

@@ -42,7 +42,9 @@ static void usage(FILE *o)
           "  --imbalance-threshold F    report a rank whose peak memory exceeds the median of the\n"
           "                             others by more than F (fraction, default 0.25)\n"
           "  --straggler-ms MS          report a rank that enters a communicator's collectives late by a\n"
-          "                             median of at least MS milliseconds (default 5)\n"
+          "                             median of at least MS milliseconds (default 50)\n"
+          "  --straggler-fraction F     ... and by at least F of the median interval between the\n"
+          "                             communicator's collectives (default 0.1)\n"
           "  -h, --help                 this help\n\n"
           "Exit status: 0 nothing found, 1 findings, 2 could not analyse.\n", o);
 }
@@ -72,11 +74,13 @@ int main(int argc, char **argv)
     memset(&a, 0, sizeof a);
     a.imbalance = 0.25;
     a.imbalance_min = 1 << 20;
-    a.straggler_ns = 5000000;
+    a.straggler_ns = 50000000;
+    a.straggler_frac = 0.1;
     static const struct option opts[] = {
         {"job", required_argument, 0, 'j'}, {"json", no_argument, 0, 'J'}, {"markdown", no_argument, 0, 'm'},
         {"modules", required_argument, 0, 'M'}, {"full-stacks", no_argument, 0, 'F'},
         {"imbalance-threshold", required_argument, 0, 'i'}, {"straggler-ms", required_argument, 0, 'S'},
+        {"straggler-fraction", required_argument, 0, 'f'},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -102,10 +106,19 @@ int main(int argc, char **argv)
             char *end;
             double ms = strtod(optarg, &end);
             if (*end || !(ms >= 0) || ms > 1e9) {
-                fprintf(stderr, "tranalyze: --straggler-ms wants milliseconds such as 5, not \"%s\"\n", optarg);
+                fprintf(stderr, "tranalyze: --straggler-ms wants milliseconds such as 50, not \"%s\"\n", optarg);
                 return 2;
             }
             a.straggler_ns = (int64_t)(ms * 1e6 + 0.5);
+            break;
+        }
+        case 'f': {
+            char *end;
+            a.straggler_frac = strtod(optarg, &end);
+            if (*end || !(a.straggler_frac >= 0) || a.straggler_frac > 1000) {
+                fprintf(stderr, "tranalyze: --straggler-fraction wants a fraction such as 0.1, not \"%s\"\n", optarg);
+                return 2;
+            }
             break;
         }
         case 'h': usage(stdout); return 0;

@@ -397,6 +397,7 @@ void ta_out_json(ta_an *a, FILE *o)
             kint(&w, "lateness_max_ns", st->max_ns);
             kint(&w, "jitter_ns", st->jitter_ns);
             kint(&w, "threshold_ns", st->threshold_ns);
+            kint(&w, "interval_ns", st->interval_ns);
             kint(&w, "spread_median_ns", st->spread_ns);
             kstr(&w, "clock", ta_strag_clock_names[st->clock]);
             key(&w, "also_comms");

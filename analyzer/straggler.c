@@ -14,10 +14,15 @@
  *     last k to enter in at least LAST_FRACTION of them;
  *   - gap(c) = first entry of S - median entry of the other members, at each
  *     collective c; jitter(c) = last entry of the others - their median;
- *     median gap >= max(--straggler-ms, NOISE_FACTOR * median jitter).
+ *     median gap >= max(--straggler-ms, --straggler-fraction x the mean
+ *     interval between the communicator's collectives, NOISE_FACTOR x
+ *     median jitter).
  * Random jitter makes no rank last most of the time, a single slow
  * collective moves no median, and a rank that is always last by less than
- * the others' own spread is not singled out. */
+ * the others' own spread is not singled out. The floor (50 ms) and the
+ * fraction of the interval (10%) keep out what only costs little: ranks a
+ * few milliseconds late on an oversubscribed host, or on a job whose steps
+ * take seconds, are noise that would mislead next to a real cause. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -182,6 +187,25 @@ static int table_build(ta_an *a, int g, table *tb)
     free(ok);
     free(base);
     return tb->nrows > 0;
+}
+
+/* The mean time between consecutive collectives examined, each one's time
+ * being its members' median entry; 0 with fewer than two. The mean, not the
+ * median: a communicator with two collectives 10 ms apart in each 2 s step
+ * has a median interval of 10 ms, which would make any delay "large". */
+static int64_t interval_mean(const table *tb)
+{
+    if (tb->nrows < 2) return 0;
+    int n = tb->n;
+    int64_t *row = xmalloc(sizeof(int64_t) * (size_t)n), first = 0, last = 0;
+    for (int64_t r = 0; r < tb->nrows; r += tb->nrows - 1) {
+        memcpy(row, tb->e + r * n, sizeof(int64_t) * (size_t)n);
+        int64_t m = median64(row, n);
+        if (r) last = m; else first = m;
+        if (tb->nrows == 1) break;
+    }
+    free(row);
+    return last > first ? (last - first) / (tb->nrows - 1) : 0;
 }
 
 /* Each row's places in entry order. */
@@ -376,9 +400,13 @@ static void describe(ta_an *a, ta_finding *f)
         free(also);
         also = x;
     }
+    char *iv = dur_text(st->interval_ns);
+    char *share = st->interval_ns > 0 ? xasprintf(", %.0f%% of the %s between its collectives",
+                                                  100.0 * (double)st->median_ns / (double)st->interval_ns, iv)
+                                      : xstrdup("");
     f->message = xasprintf("%s %s enter%s the collectives of comm %s late: %s, a median of %s behind the "
-                           "others (max %s, %sat %s #%lld at %s)%s%s",
-                           many ? "ranks" : "rank", who, many ? "" : "s", ta_comm_name(a, f->g), last, med, mx,
+                           "others%s (max %s, %sat %s #%lld at %s)%s%s",
+                           many ? "ranks" : "rank", who, many ? "" : "s", ta_comm_name(a, f->g), last, med, share, mx,
                            which, call, (long long)f->seq, site, also,
                            st->clock == SC_WALL ? "; clocks of different hosts aligned by wall time, which may be "
                                                   "off by milliseconds" : "");
@@ -394,7 +422,7 @@ static void describe(ta_an *a, ta_finding *f)
                           "pipeline (data loading, decoding, augmentation), work only it does (logging, evaluation, "
                           "checkpoints), a busy or slower host (CPU contention, too few data-loader workers, a "
                           "throttled GPU); profile its step and compare it with a fast rank's");
-    free(who); free(med); free(mx); free(call); free(site); free(last); free(which); free(also);
+    free(who); free(med); free(mx); free(call); free(site); free(last); free(which); free(also); free(iv); free(share);
 }
 
 void ta_findings_straggler(ta_an *a)
@@ -413,11 +441,14 @@ void ta_findings_straggler(ta_an *a)
         ta_gcomm *gc = &a->gc[g];
         table tb;
         if (!table_build(a, g, &tb)) { table_free(&tb); continue; }
-        int64_t wide = spread_summary(gc, &tb, a->straggler_ns);
+        int64_t interval = interval_mean(&tb);
+        int64_t floor_ns = a->straggler_ns;
+        if ((double)interval * a->straggler_frac > (double)floor_ns) floor_ns = llround((double)interval * a->straggler_frac);
+        int64_t wide = spread_summary(gc, &tb, floor_ns);
         result res;
         if (tb.nrows < MIN_COLLECTIVES || wide * 2 < tb.nrows) { table_free(&tb); continue; }
         table_sort(&tb);
-        if (!find_late_set(&tb, a->straggler_ns, &res)) { table_free(&tb); continue; }
+        if (!find_late_set(&tb, floor_ns, &res)) { table_free(&tb); continue; }
         int *ranks = xmalloc(sizeof(int) * (size_t)res.k);
         for (int j = 0; j < res.k; j++) ranks[j] = a->tr[gc->member[res.places[j]]]->rank;
         ta_ints_sort(ranks, res.k);
@@ -465,6 +496,7 @@ void ta_findings_straggler(ta_an *a)
             st->max_ns = res.max;
             st->jitter_ns = res.jitter;
             st->threshold_ns = res.threshold;
+            st->interval_ns = interval;
             st->spread_ns = res.spread;
         }
         free(ranks);

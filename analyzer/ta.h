@@ -308,7 +308,9 @@ typedef struct {
     int64_t median_ns;       /* median over them of: first entry of these ranks - median entry of the others */
     int64_t max_ns;          /* the latest of these ranks behind the others' median, at its worst (seq) */
     int64_t jitter_ns;       /* median of: last entry of the others - their median */
-    int64_t threshold_ns;    /* what median_ns had to reach: max(--straggler-ms, 3 x jitter_ns) */
+    int64_t threshold_ns;    /* what median_ns had to reach: max(--straggler-ms, --straggler-fraction x
+                                interval_ns, 3 x jitter_ns) */
+    int64_t interval_ns;     /* mean time between the communicator's collectives examined */
     int64_t spread_ns;       /* median of: last entry - first entry */
     int *also; int nalso;    /* smaller communicators where the same ranks are late (global indices) */
 } ta_straggler;
@@ -400,6 +402,8 @@ typedef struct {
     double imbalance;            /* fraction above the median */
     int64_t imbalance_min;       /* bytes */
     int64_t straggler_ns;        /* --straggler-ms: least median lateness of a straggler */
+    double straggler_frac;       /* --straggler-fraction: least lateness, as a fraction of the interval
+                                    between the communicator's collectives */
     const char *job_wanted;
     const char **module_dirs; int nmodule_dirs;
     /* input */

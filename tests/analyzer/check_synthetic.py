@@ -187,7 +187,7 @@ def main():
         for key in ("kind", "comm", "seq", "ranks", "others", "subkind", "bytes", "cause", "op", "dtype", "limit",
                     "root_cause", "later_count", "unchecked_inputs", "comm_ranks", "unchecked_before",
                     # straggler
-                    "examined", "last", "lateness_median_ns", "lateness_max_ns", "jitter_ns", "threshold_ns",
+                    "examined", "last", "lateness_median_ns", "lateness_max_ns", "jitter_ns", "threshold_ns", "interval_ns",
                     "clock"):
             if key in w and g.get(key) != w[key]:
                 fail("finding %d: %s is %r, expected %r\n%s" % (i, key, g.get(key), w[key], json.dumps(g, indent=1)[:3000]))

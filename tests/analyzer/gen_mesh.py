@@ -25,10 +25,11 @@ GRAD = 1 << 16          # elements of the data-parallel gradient AllReduce
 
 
 class Mesh:
-    def __init__(self, name, tp, pp, dp):
+    def __init__(self, name, tp, pp, dp, exact=False):
+        """exact: exact times (gen_traces.exact_job): calls are placed with `at`"""
         self.tp, self.pp, self.dp = tp, pp, dp
         self.n = tp * pp * dp
-        self.ranks, self.wid = gt.world_job(name, self.n)
+        self.ranks, self.wid = gt.exact_job(name, self.n) if exact else gt.world_job(name, self.n)
         self.ranks_of = {"tp": {}, "pp": {}, "dp": {}}
         for r in self.ranks:
             t, d, p = self.coords(r.rank)
@@ -52,16 +53,19 @@ class Mesh:
         r = self.ranks[rank]
         return r.comms[getattr(r, kind)]["id"]
 
-    def step(self, r, skip_dp=False, dp_site="allreduce_gradients"):
-        """one training step of rank r (host-level: every call completes)"""
-        r.coll(r.tp, count=4096, site="tp_forward")
+    def step(self, r, skip_dp=False, dp_site="allreduce_gradients", at=None):
+        """one training step of rank r (host-level: every call completes);
+        at: (exact jobs) when the rank starts it, its calls 5 ms apart"""
+        def when(k):
+            return None if at is None else r.at(at + k * 5 * gt.MS)
+        r.coll(r.tp, count=4096, site="tp_forward", at=when(0))
         if r.stage + 1 < self.pp:
             r.sendrecv(r.pp, "Send", r.stage + 1, count=8192, site="send_activations")
         if r.stage > 0:
             r.sendrecv(r.pp, "Recv", r.stage - 1, count=8192, site="recv_activations")
-        r.coll(r.tp, count=4096, site="tp_backward")
+        r.coll(r.tp, count=4096, site="tp_backward", at=when(2))
         if not skip_dp:
-            r.coll(r.dp, count=GRAD, site=dp_site)
+            r.coll(r.dp, count=GRAD, site=dp_site, at=when(3))
 
     def final(self, r):
         r.coll(0, count=1, site="reduce_final_loss")
@@ -214,6 +218,53 @@ def sc_mesh_clean(out):
     for r in m.ranks:
         m.final(r)
         r.finish()
+    gt.write(m.ranks, out)
+    gt.expect(out, 0, [])
+
+
+def timed_mesh(name, late, steps=40, step_ns=300 * gt.MS):
+    """16 ranks on one host, exact times: late(rank, step) is how long after
+    the step's start the rank starts it; then the world AllReduce"""
+    m = Mesh(name, 2, 2, 4, exact=True)
+    for i in range(steps):
+        for r in m.ranks:
+            m.step(r, at=1_000_000_000_000 + (i + 1) * step_ns + late(r.rank, i))
+    for r in m.ranks:
+        r.coll(0, count=1, site="reduce_final_loss", at=r.at(1_000_000_000_000 + (steps + 1) * step_ns))
+        r.finish()
+    return m
+
+
+def sc_mesh_oversubscribed(out):
+    """a clean 16-rank mesh on an oversubscribed host: every rank starts
+    each step 0-3 ms late at random, ranks 3, 7 and 12 another 5-12 ms (the
+    straggler findings of 5-12 ms that issue 20 saw): below the 50 ms floor
+    and 10% of the 300 ms step, no finding"""
+    rnd = random.Random(20)
+    m = timed_mesh("meshbusy", lambda rank, i: rnd.randint(0, 3 * gt.MS) +
+                   (rnd.randint(5 * gt.MS, 12 * gt.MS) if rank in (3, 7, 12) else 0))
+    gt.write(m.ranks, out)
+    gt.expect(out, 0, [])
+
+
+def sc_mesh_straggler(out):
+    """the same mesh, rank 6 starts every step 80 ms late (a slow input
+    pipeline): a straggler on the world of its data-parallel group, at the
+    default thresholds; nothing else"""
+    rnd = random.Random(21)
+    m = timed_mesh("meshslow", lambda rank, i: rnd.randint(0, 3 * gt.MS) + (80 * gt.MS if rank == 6 else 0))
+    gt.write(m.ranks, out)
+    gt.expect(out, 1, [gt.F("straggler", m.comm_id(6, "dp"), 12, [6], others=[0, 2, 4], root_cause=False,
+                            also_comms=[m.comm_id(6, "tp")], threshold_ns=50 * gt.MS)], count=1)
+
+
+def sc_mesh_straggler_small_share(out):
+    """rank 6 starts every step 80 ms late, but a step takes 2 s: above the
+    50 ms floor, below 10% of the interval between collectives on each of
+    its communicators (2 s; 1 s on the tensor-parallel one), no finding"""
+    rnd = random.Random(22)
+    m = timed_mesh("meshshare", lambda rank, i: rnd.randint(0, 3 * gt.MS) + (80 * gt.MS if rank == 6 else 0),
+                   steps=20, step_ns=2000 * gt.MS)
     gt.write(m.ranks, out)
     gt.expect(out, 0, [])
 

@@ -1,8 +1,8 @@
 /* Catalog: a slow rank (a slow input pipeline, a throttled GPU, a noisy
  * host) makes every collective wait for it; nothing hangs, the job is just
- * slow. Rank 3 spends STRAGGLER_MS (default 30) in load_batch() before each
- * step's gradient AllReduce, the others none: tranalyze names rank 3 as a
- * straggler on the world communicator. STRAGGLER_MS=0 is the healthy twin:
+ * slow. Rank 3 spends STRAGGLER_MS (default 80, above tranalyze's 50 ms
+ * floor) in load_batch() before each step's gradient AllReduce, the others
+ * none: tranalyze names rank 3 as a straggler on the world communicator. STRAGGLER_MS=0 is the healthy twin:
  * no finding. */
 #include "job.h"
 
@@ -19,7 +19,7 @@ static NOINLINE void train_step(void)
 int main(void)
 {
     const char *v = getenv("STRAGGLER_MS");
-    int delay_ms = v && *v ? atoi(v) : 30;
+    int delay_ms = v && *v ? atoi(v) : 80;
     job_setup();
     for (int step = 0; step < 30; step++) {
         load_batch(delay_ms);
