@@ -10,6 +10,7 @@ the call site's function name (culprit side, and the others' side).
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -26,7 +27,9 @@ def main():
     extra = dict(kv.split("=", 1) for kv in sys.argv[9:])
     exp = json.loads(expect)
     name = os.path.basename(prog)
-    traces = os.path.join(work, name + "-traces")
+    # one folder per program and environment: the same program runs as several tests at once
+    tag = "".join("-" + re.sub(r"[^A-Za-z0-9]", "_", kv) for kv in sys.argv[9:])
+    traces = os.path.join(work, "%s-n%s%s-traces" % (name, n, tag))
     shutil.rmtree(traces, ignore_errors=True)
     os.makedirs(traces)
     env = dict(os.environ)
@@ -91,6 +94,13 @@ def main():
                     fail("finding %d: %s function %r, expected %r" % (i, side, fn, w[key]), log)
         if "site_has_line" in w and ":" not in ((g.get("call") or {}).get("site") or ""):
             fail("finding %d: call site %r without file:line" % (i, (g.get("call") or {}).get("site")), log)
+        # issue 20: where the job stopped, the call before a skipped call's gap, the mis-paired call
+        if "stopped_seq" in w and (g.get("stopped_at") or {}).get("seq") != w["stopped_seq"]:
+            fail("finding %d: stopped_at %r, expected seq %r" % (i, g.get("stopped_at"), w["stopped_seq"]), log)
+        if "gap_before_function" in w and (g.get("gap_before") or {}).get("function") != w["gap_before_function"]:
+            fail("finding %d: gap_before %r, expected function %r" % (i, g.get("gap_before"), w["gap_before_function"]), log)
+        if "mispaired_seq" in w and ((g.get("mispaired") or {}).get("call") or {}).get("seq") != w["mispaired_seq"]:
+            fail("finding %d: mispaired %r, expected seq %r" % (i, g.get("mispaired"), w["mispaired_seq"]), log)
         for r, state in w.get("ended", {}).items():
             ended = [x.get("ended", {}).get("state") for x in res["ranks"] if x.get("rank") == int(r)]
             if ended != [state]:
