@@ -348,7 +348,9 @@ static ta_finding *root_finding(ta_an *a, spoint *sp, const int *stuck)
  * culprit. Returns 1 when points were made roots, 0 when the evidence
  * decides nothing (then the rule below breaks the cycle). */
 #define CYCLE_CANDIDATES_MAX 64
-static int cycle_roots(ta_an *a)
+typedef struct { int done, support, compared; double t; } evidence;   /* per trace, computed once */
+
+static int cycle_roots(ta_an *a, evidence *ev)
 {
     int *all = xmalloc(sizeof(int) * (size_t)(a->ntr + 1));
     for (int t = 0; t < a->ntr; t++) all[t] = t;
@@ -362,9 +364,12 @@ static int cycle_roots(ta_an *a)
             int c = sp->never[j];
             if (seen[c]) continue;
             seen[c] = 1;
-            int compared;
-            double t;
-            int support = ta_divergence_evidence(a, c, all, a->ntr, &compared, &t);
+            if (!ev[c].done) {
+                ev[c].support = ta_divergence_evidence(a, c, all, a->ntr, &ev[c].compared, &ev[c].t);
+                ev[c].done = 1;
+            }
+            int support = ev[c].support, compared = ev[c].compared;
+            double t = ev[c].t;
             if (!support) continue;
             int strong = support >= 2 && support * 2 > compared;
             nstrong += strong;
@@ -527,6 +532,7 @@ void ta_rootcause(ta_an *a)
     for (int t = 0; t < a->ntr; t++) res[t] = -1;
     int *order = xmalloc(sizeof(int) * (size_t)(nP + 1)), nord = 0;   /* points, in resolution order */
     int first_root_f = a->nf;
+    evidence *ev = xcalloc((size_t)a->ntr + 1, sizeof *ev);
     for (;;) {
         /* root points, earliest first */
         for (;;) {
@@ -560,7 +566,7 @@ void ta_rootcause(ta_an *a)
             }
         }
         /* a cycle of waits: decided by evidence, else broken by rule */
-        if (cycle_roots(a)) continue;
+        if (cycle_roots(a, ev)) continue;
         int best = -1;
         for (int k = 0; k < nP; k++) {
             spoint *sp = &P[k];
@@ -650,7 +656,7 @@ void ta_rootcause(ta_an *a)
     ta_diverge_done(a);
     for (int t = 0; t < a->ntr; t++) free(ST[t]);
     free(ST);
-    free(res); free(order);
+    free(res); free(order); free(ev);
     for (int k = 0; k < nP; k++) { free(P[k].wt); free(P[k].wf); free(P[k].never); }
     free(P);
     P = NULL;
