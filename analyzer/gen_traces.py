@@ -2159,10 +2159,6 @@ def bench(out, nranks, nrec, hang=True, checks=False, nan_step=None):
 
 
 def main(argv):
-    if len(argv) >= 2 and argv[1] == "--list":
-        for k, fn in SCENARIOS.items():
-            print("%-24s %s" % (k, (fn.__doc__ or "").strip().splitlines()[0]))
-        return 0
     if len(argv) >= 3 and argv[1] == "bench":
         out = argv[2]
         nranks = int(argv[argv.index("--ranks") + 1]) if "--ranks" in argv else 1024
@@ -2170,11 +2166,20 @@ def main(argv):
         nan_step = int(argv[argv.index("--nan-step") + 1]) if "--nan-step" in argv else None
         bench(out, nranks, nrec, checks="--checks" in argv or nan_step is not None, nan_step=nan_step)
         return 0
-    if len(argv) != 3 or argv[1] not in SCENARIOS:
-        print(__doc__, file=sys.stderr)
+    return scenario_main(argv, SCENARIOS, __doc__)
+
+
+def scenario_main(argv, scenarios, doc):
+    """the command line of a scenario generator: SCENARIO OUTDIR, or --list"""
+    if len(argv) >= 2 and argv[1] == "--list":
+        for k, fn in scenarios.items():
+            print("%-24s %s" % (k, (fn.__doc__ or "").strip().splitlines()[0]))
+        return 0
+    if len(argv) != 3 or argv[1] not in scenarios:
+        print(doc, file=sys.stderr)
         return 2
     random.seed(1234)
-    SCENARIOS[argv[1]](argv[2])
+    scenarios[argv[1]](argv[2])
     return 0
 
 

@@ -272,18 +272,5 @@ def sc_mesh_straggler_small_share(out):
 SCENARIOS = {k[3:]: v for k, v in sorted(globals().items()) if k.startswith("sc_")}
 
 
-def main(argv):
-    if len(argv) >= 2 and argv[1] == "--list":
-        for k, fn in SCENARIOS.items():
-            print("%-24s %s" % (k, (fn.__doc__ or "").strip().splitlines()[0]))
-        return 0
-    if len(argv) != 3 or argv[1] not in SCENARIOS:
-        print(__doc__, file=sys.stderr)
-        return 2
-    random.seed(1234)
-    SCENARIOS[argv[1]](argv[2])
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(gt.scenario_main(sys.argv, SCENARIOS, __doc__))
