@@ -49,6 +49,19 @@ static void usage(FILE *o)
           "Exit status: 0 nothing found, 1 findings, 2 could not analyse.\n", o);
 }
 
+/* optarg as a number in [0, max]: 0 (with a message) when it is not one */
+static int number_arg(const char *opt, const char *wants, double max, double *out)
+{
+    char *end;
+    double v = strtod(optarg, &end);
+    if (end == optarg || *end || !(v >= 0) || v > max) {
+        fprintf(stderr, "tranalyze: %s wants %s, not \"%s\"\n", opt, wants, optarg);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
 static int group_of(const ta_an *a, const ta_finding *f)
 {
     if (f->kind == K_OOM) {
@@ -93,34 +106,18 @@ int main(int argc, char **argv)
             a.module_dirs = xrealloc(a.module_dirs, sizeof(char *) * (size_t)(a.nmodule_dirs + 1));
             a.module_dirs[a.nmodule_dirs++] = optarg;
             break;
-        case 'i': {
-            char *end;
-            a.imbalance = strtod(optarg, &end);
-            if (*end || !(a.imbalance >= 0) || a.imbalance > 1000) {
-                fprintf(stderr, "tranalyze: --imbalance-threshold wants a fraction such as 0.25, not \"%s\"\n", optarg);
-                return 2;
-            }
+        case 'i':
+            if (!number_arg("--imbalance-threshold", "a fraction such as 0.25", 1000, &a.imbalance)) return 2;
             break;
-        }
         case 'S': {
-            char *end;
-            double ms = strtod(optarg, &end);
-            if (*end || !(ms >= 0) || ms > 1e9) {
-                fprintf(stderr, "tranalyze: --straggler-ms wants milliseconds such as 50, not \"%s\"\n", optarg);
-                return 2;
-            }
+            double ms;
+            if (!number_arg("--straggler-ms", "milliseconds such as 50", 1e9, &ms)) return 2;
             a.straggler_ns = (int64_t)(ms * 1e6 + 0.5);
             break;
         }
-        case 'f': {
-            char *end;
-            a.straggler_frac = strtod(optarg, &end);
-            if (*end || !(a.straggler_frac >= 0) || a.straggler_frac > 1000) {
-                fprintf(stderr, "tranalyze: --straggler-fraction wants a fraction such as 0.1, not \"%s\"\n", optarg);
-                return 2;
-            }
+        case 'f':
+            if (!number_arg("--straggler-fraction", "a fraction such as 0.1", 1000, &a.straggler_frac)) return 2;
             break;
-        }
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
