@@ -148,21 +148,31 @@ typedef struct {
     int support, compared;   /* peers that agree on where r diverged, of those compared */
 } refine_t;
 
-static refine_t refine(ta_an *a, int r, const int *peers, int npeers)
+/* in_step: only peers in step with r at first count (their first
+ * difference, if any, lies past the first IN_STEP_CALLS calls compared):
+ * a rank of another pipeline stage follows another program from its first
+ * call and says nothing about where r left the common path. Then at most
+ * IN_STEP_EXAMINED peers are examined. */
+#define IN_STEP_CALLS 8
+#define IN_STEP_EXAMINED 64
+static refine_t refine_peers(ta_an *a, int r, const int *peers, int npeers, int in_step)
 {
     refine_t res = {0, 0, -1, -1, -1, 0, 0};
     uint64_t mr = fam_mask(a, r);
     int same = 0;
     for (int k = 0; k < npeers; k++) same += peers[k] != r && fam_mask(a, peers[k]) == mr;
     int64_t iv[16];
-    int pv[16], n = 0;
-    for (int k = 0; k < npeers && n < 16; k++) {
+    int pv[16], n = 0, examined = 0;
+    for (int k = 0; k < npeers && n < 16 && (!in_step || examined < IN_STEP_EXAMINED); k++) {
         if (peers[k] == r || (same && fam_mask(a, peers[k]) != mr)) continue;
         uint64_t m = mr & fam_mask(a, peers[k]);
         seqv R = filtered(a, r, peers[k], m), Q = filtered(a, peers[k], r, m);
-        pv[n] = peers[k];
-        iv[n++] = first_div(a, &R, &Q);
+        int64_t d = first_div(a, &R, &Q);
         free(R.v); free(Q.v);
+        examined++;
+        if (in_step && d >= 0 && d < IN_STEP_CALLS) continue;
+        pv[n] = peers[k];
+        iv[n++] = d;
     }
     if (!n) return res;
     int best = -1, bestc = 0;
@@ -183,6 +193,11 @@ static refine_t refine(ta_an *a, int r, const int *peers, int npeers)
     res.pc = Q.v[iv[best]];
     free(R.v); free(Q.v);
     return res;
+}
+
+static refine_t refine(ta_an *a, int r, const int *peers, int npeers)
+{
+    return refine_peers(a, r, peers, npeers, 0);
 }
 
 
@@ -310,7 +325,7 @@ int ta_diverges(ta_an *a, int r, const int *peers, int npeers)
 
 int ta_divergence_evidence(ta_an *a, int r, const int *peers, int npeers, int *compared, double *t)
 {
-    refine_t rf = refine(a, r, peers, npeers);
+    refine_t rf = refine_peers(a, r, peers, npeers, 1);
     *compared = rf.compared;
     *t = rf.found ? ta_wall(a->tr[r], a->tr[r]->calls[rf.rc].enter_ns) : 0;
     return rf.found ? rf.support : 0;

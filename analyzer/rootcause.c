@@ -352,8 +352,7 @@ typedef struct { int done, support, compared; double t; } evidence;   /* per tra
 
 static int cycle_roots(ta_an *a, evidence *ev)
 {
-    int *all = xmalloc(sizeof(int) * (size_t)(a->ntr + 1));
-    for (int t = 0; t < a->ntr; t++) all[t] = t;
+    int *near = xmalloc(sizeof(int) * (size_t)(a->ntr + 1));
     int *seen = xcalloc((size_t)a->ntr + 1, sizeof(int));
     struct cand { int k, c, strong; double t; } *cv = xmalloc(sizeof *cv * CYCLE_CANDIDATES_MAX);
     int nc = 0, nstrong = 0, top = -1, top_support = 0, top_tie = 0;
@@ -365,7 +364,13 @@ static int cycle_roots(ta_an *a, evidence *ev)
             if (seen[c]) continue;
             seen[c] = 1;
             if (!ev[c].done) {
-                ev[c].support = ta_divergence_evidence(a, c, all, a->ntr, &ev[c].compared, &ev[c].t);
+                /* the traces nearest c first: ranks of the same pipeline stage are neighbours */
+                int nn = 0;
+                for (int d = 1; nn < a->ntr - 1; d++) {
+                    if (c - d >= 0) near[nn++] = c - d;
+                    if (c + d < a->ntr) near[nn++] = c + d;
+                }
+                ev[c].support = ta_divergence_evidence(a, c, near, nn, &ev[c].compared, &ev[c].t);
                 ev[c].done = 1;
             }
             int support = ev[c].support, compared = ev[c].compared;
@@ -391,7 +396,7 @@ static int cycle_roots(ta_an *a, evidence *ev)
         if (cv[i].t < sp->t) sp->t = cv[i].t;     /* roots are made earliest first */
         made = 1;
     }
-    free(all); free(seen); free(cv);
+    free(near); free(seen); free(cv);
     return made;
 }
 

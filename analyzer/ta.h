@@ -519,8 +519,10 @@ void ta_rootcause(ta_an *a);
 /* diverge.c: the earliest divergence of culprit trace r from its peers */
 int ta_diverges(ta_an *a, int r, const int *peers, int npeers);          /* 1: r's order differs somewhere */
 /* how strongly r's order differs: the peers compared that agree on where r
- * first differs (0: r does not differ), *compared of them; *t: when r's
- * call there was entered (wall time) */
+ * first differs (0: r does not differ), *compared of them, counting only
+ * peers in step with r over its first calls (not another pipeline stage's
+ * program); *t: when r's call there was entered (wall time). peers: the
+ * nearest first (they are examined in that order, 64 at most) */
 int ta_divergence_evidence(ta_an *a, int r, const int *peers, int npeers, int *compared, double *t);
 /* moves f to r's earliest divergence (kind divergence), keeping where the job stopped (stop_g/stop_seq) */
 void ta_move_earlier(ta_an *a, ta_finding *f, int r, const int *peers, int npeers, int g_stop);

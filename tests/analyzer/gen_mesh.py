@@ -28,6 +28,7 @@ class Mesh:
     def __init__(self, name, tp, pp, dp, exact=False):
         """exact: exact times (gen_traces.exact_job): calls are placed with `at`"""
         self.tp, self.pp, self.dp = tp, pp, dp
+        self.embedding = False
         self.n = tp * pp * dp
         self.ranks, self.wid = gt.exact_job(name, self.n) if exact else gt.world_job(name, self.n)
         self.ranks_of = {"tp": {}, "pp": {}, "dp": {}}
@@ -55,9 +56,12 @@ class Mesh:
 
     def step(self, r, skip_dp=False, dp_site="allreduce_gradients", at=None):
         """one training step of rank r (host-level: every call completes);
-        at: (exact jobs) when the rank starts it, its calls 5 ms apart"""
+        at: (exact jobs) when the rank starts it, its calls 5 ms apart;
+        with self.embedding, stage 0 starts with one more TP AllReduce"""
         def when(k):
             return None if at is None else r.at(at + k * 5 * gt.MS)
+        if self.embedding and r.stage == 0:
+            r.coll(r.tp, count=1024, site="embedding_forward", at=when(0))
         r.coll(r.tp, count=4096, site="tp_forward", at=when(0))
         if r.stage + 1 < self.pp:
             r.sendrecv(r.pp, "Send", r.stage + 1, count=8192, site="send_activations")
@@ -84,7 +88,7 @@ def dp_peers(m, rank):
     return sorted(x for x in m.ranks_of["dp"][rank] if x != rank)
 
 
-def skip_then_cycle(out, name, tp, pp, dp, culprit, skip_step, steps=10):
+def skip_then_cycle(out, name, tp, pp, dp, culprit, skip_step, steps=10, embedding=False):
     """culprit skips its data-parallel AllReduce in skip_step; its next ones
     pair with its peers' previous ones (same size): nothing hangs until the
     end, where its data-parallel peers wait in their last data-parallel
@@ -92,6 +96,7 @@ def skip_then_cycle(out, name, tp, pp, dp, culprit, skip_step, steps=10):
     peers' last step is slow, so the world AllReduce is entered first (where
     a walk of the wait-for graph would start)."""
     m = Mesh(name, tp, pp, dp)
+    m.embedding = embedding
     peers = dp_peers(m, culprit)
     for i in range(steps):
         for r in m.ranks:
@@ -102,13 +107,16 @@ def skip_then_cycle(out, name, tp, pp, dp, culprit, skip_step, steps=10):
     gt.write(m.ranks, out)
     dpc = m.comm_id(culprit, "dp")
     # the skipped call is the peers' #skip_step+1; the culprit's calls around
-    # the gap are its tp_backward of that step and tp_forward of the next; its
-    # own #skip_step+1 comes one step (two tensor-parallel calls) later
-    gap = 2 * (skip_step + 1)
-    gt.expect(out, 1, [gt.F("divergence", dpc, skip_step + 1, [culprit], "tp_forward", subkind="skipped_call",
+    # the gap are its tp_backward of that step and tp_forward of the next
+    # (embedding_forward in stage 0); its own #skip_step+1 comes one step
+    # (two or three tensor-parallel calls) later
+    per = 3 if embedding and m.ranks[culprit].stage == 0 else 2
+    gap = per * (skip_step + 1)
+    after = "embedding_forward" if per == 3 else "tp_forward"
+    gt.expect(out, 1, [gt.F("divergence", dpc, skip_step + 1, [culprit], after, subkind="skipped_call",
                             others=peers, others_function="allreduce_gradients",
                             gap_before={"seq": gap, "function": "tp_backward"},
-                            mispaired={"seq": skip_step + 1, "after": gap + 2, "others_after": gap},
+                            mispaired={"seq": skip_step + 1, "after": gap + per, "others_after": gap},
                             message_contains=["rank %d skipped a collective" % culprit,
                                               "was reduced with rank%s %s" % ("s" if len(peers) > 1 else "",
                                                                               ", ".join(map(str, peers)))])],
@@ -125,6 +133,14 @@ def sc_mesh_skip_cycle_16(out):
 def sc_mesh_skip_cycle_8(out):
     """8 ranks (TP 2 x PP 2 x DP 2): rank 5 skips its DP AllReduce in step 3"""
     skip_then_cycle(out, "meshskip8", 2, 2, 2, 5, 3)
+
+
+def sc_mesh_skip_cycle_stages(out):
+    """16 ranks whose pipeline stages differ (stage 0 issues one more TP
+    AllReduce per step): rank 2 (stage 0) skips its DP AllReduce in step 4;
+    ranks of stage 1 follow another program from their first call and say
+    nothing about where rank 2 or its victims left the common path"""
+    skip_then_cycle(out, "meshstages", 2, 2, 4, 2, 4, embedding=True)
 
 
 def sc_mesh_break_early(out):
