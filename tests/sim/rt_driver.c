@@ -608,6 +608,51 @@ TRSIM_API CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation
     return r;
 }
 
+/* The allocation containing dptr: a cuMemAlloc/cudaMalloc block, or a
+ * mapping of a cuMemCreate allocation (PyTorch's expandable segments ask
+ * for it). */
+TRSIM_API CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+    trsim_alloc_info info;
+    if (!driver_ready())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!trsim_mem_lookup((void *)(uintptr_t)dptr, &info) || info.kind == TRSIM_MEM_HOST)
+        return CUDA_ERROR_NOT_FOUND;
+    if (pbase)
+        *pbase = (CUdeviceptr)(uintptr_t)info.base;
+    if (psize)
+        *psize = info.size;
+    return CUDA_SUCCESS;
+}
+
+/* A new handle of the cuMemCreate allocation mapped at addr; released with
+ * cuMemRelease like the first. */
+TRSIM_API CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+    if (!driver_ready())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!handle)
+        return CUDA_ERROR_INVALID_VALUE;
+    uintptr_t a = (uintptr_t)addr;
+    pthread_mutex_lock(&vmm_lock);
+    struct mapping *m = mappings;
+    while (m && !(m->base <= a && a < m->base + m->size))
+        m = m->next;
+    struct phys *p = m ? m->phys : NULL;
+    if (p)
+        p->refs++;
+    pthread_mutex_unlock(&vmm_lock);
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = phys_publish(p, handle);
+    if (r != CUDA_SUCCESS) {
+        pthread_mutex_lock(&vmm_lock);
+        phys_unref(p);
+        pthread_mutex_unlock(&vmm_lock);
+    }
+    return r;
+}
+
 /* ---- entry points -------------------------------------------------------- */
 
 /* The driver hands out its own functions, whatever another library (a
@@ -622,6 +667,7 @@ LOCAL(cuMemFree_v2) LOCAL(cuMemGetInfo_v2) LOCAL(cuMemGetAllocationGranularity) 
 LOCAL(cuMemRelease) LOCAL(cuMemGetAllocationPropertiesFromHandle) LOCAL(cuMemExportToShareableHandle)
 LOCAL(cuMemImportFromShareableHandle) LOCAL(cuMemAddressReserve) LOCAL(cuMemAddressFree) LOCAL(cuMemMap)
 LOCAL(cuMemUnmap) LOCAL(cuMemSetAccess) LOCAL(cuMemGetAccess) LOCAL(cuGetProcAddress_v2)
+LOCAL(cuMemGetAddressRange_v2) LOCAL(cuMemRetainAllocationHandle)
 
 static const struct entry_point { const char *name; void *fn; } entry_points[] = {
     {"cuInit", (void *)local_cuInit},
@@ -650,6 +696,18 @@ static const struct entry_point { const char *name; void *fn; } entry_points[] =
     {"cuMemSetAccess", (void *)local_cuMemSetAccess},
     {"cuMemGetAccess", (void *)local_cuMemGetAccess},
     {"cuGetProcAddress", (void *)local_cuGetProcAddress_v2},
+    {"cuMemGetAddressRange", (void *)local_cuMemGetAddressRange_v2},
+    {"cuMemRetainAllocationHandle", (void *)local_cuMemRetainAllocationHandle},
+    {"cuCtxGetCurrent", (void *)trsim_cuCtxGetCurrent},
+    {"cuCtxSetCurrent", (void *)trsim_cuCtxSetCurrent},
+    {"cuCtxPushCurrent", (void *)trsim_cuCtxPushCurrent},
+    {"cuCtxPopCurrent", (void *)trsim_cuCtxPopCurrent},
+    {"cuMemsetD32Async", (void *)trsim_cuMemsetD32Async},
+    {"cuStreamWriteValue32", (void *)trsim_cuStreamWriteValue32},
+    {"cuLogsRegisterCallback", (void *)trsim_cuLogsRegisterCallback},
+    {"cuLogsUnregisterCallback", (void *)trsim_cuLogsUnregisterCallback},
+#define UNSUPPORTED_ENTRY(name) {#name, (void *)trsim_unsupported_##name},
+    TRSIM_DRIVER_UNSUPPORTED(UNSUPPORTED_ENTRY)
 };
 
 /* Finds symbol; returns 1 when found. Versions are not distinguished: the

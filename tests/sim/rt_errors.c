@@ -35,6 +35,16 @@ void trsim_warn(const char *fmt, ...)
     fprintf(stderr, "%s\n", line);
 }
 
+/* A runtime function the simulator does not implement (rt_unsupported.c,
+ * generated): one line the first time, cudaErrorNotSupported every time. */
+int trsim_runtime_unsupported(int *said, const char *name)
+{
+    if (!__atomic_exchange_n(said, 1, __ATOMIC_RELAXED))
+        trsim_warn("%s: not implemented by the simulated runtime: cudaErrorNotSupported (also the thread's "
+                   "last error)", name);
+    return trsim_error(cudaErrorNotSupported);
+}
+
 TRSIM_API cudaError_t cudaGetLastError(void)
 {
     cudaError_t err = last_error;

@@ -621,3 +621,12 @@ TRSIM_API cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
 {
     return cudaFreeAsync(devPtr, TRSIM_PTSZ(hStream));
 }
+
+/* A channel format, for arrays and textures the simulator does not have:
+ * a plain value, as the real runtime computes it. */
+TRSIM_API struct cudaChannelFormatDesc cudaCreateChannelDesc(int x, int y, int z, int w,
+                                                             enum cudaChannelFormatKind f)
+{
+    struct cudaChannelFormatDesc d = {x, y, z, w, f};
+    return d;
+}

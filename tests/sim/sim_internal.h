@@ -156,6 +156,28 @@ cudaError_t trsim_device_attribute(int *value, int attr, int device);
 /* Marks the driver API initialized: using the runtime initializes it. */
 void trsim_driver_mark_initialized(void);
 
+/* rt_driver_extra.c: driver entries handed out by the entry-point lookups
+ * only (CUcontext, CUstream and CUdeviceptr from cuda.h) */
+#ifdef __cuda_cuda_h__
+CUresult trsim_cuCtxGetCurrent(CUcontext *pctx);
+CUresult trsim_cuCtxSetCurrent(CUcontext ctx);
+CUresult trsim_cuCtxPushCurrent(CUcontext ctx);
+CUresult trsim_cuCtxPopCurrent(CUcontext *pctx);
+CUresult trsim_cuMemsetD32Async(CUdeviceptr dst, unsigned int ui, size_t n, CUstream stream);
+CUresult trsim_cuStreamWriteValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags);
+CUresult trsim_cuLogsRegisterCallback(CUlogsCallback cb, void *userData, CUlogsCallbackHandle *handle);
+CUresult trsim_cuLogsUnregisterCallback(CUlogsCallbackHandle handle);
+#endif
+/* the entries a simulated device does not have: each fails with
+ * CUDA_ERROR_NOT_SUPPORTED and one trsim: line (X(name) per entry) */
+#define TRSIM_DRIVER_UNSUPPORTED(X)                                                                  \
+    X(cuCtxFromGreenCtx) X(cuDevResourceGenerateDesc) X(cuDevSmResourceSplitByCount)                \
+    X(cuDeviceGetDevResource) X(cuGreenCtxCreate) X(cuGreenCtxDestroy) X(cuGreenCtxStreamCreate)    \
+    X(cuMulticastAddDevice)                                                                          \
+    X(cuMulticastBindMem) X(cuMulticastCreate) X(cuMulticastUnbind)
+#define TRSIM_UNSUPPORTED_DECL(name) int trsim_unsupported_##name(void);
+TRSIM_DRIVER_UNSUPPORTED(TRSIM_UNSUPPORTED_DECL)
+
 /* Programs built with per-thread default streams (nvcc --default-stream
  * per-thread, or CUDA_API_PER_THREAD_DEFAULT_STREAM) call the _ptsz / _ptds
  * variants of the stream-taking functions, where stream 0 means the calling
