@@ -31,7 +31,7 @@ static void test_init_and_devices(void)
     CUEXPECT(cuDeviceGetCount(&n), CUDA_ERROR_NOT_INITIALIZED);
     CUEXPECT(cuMemGetInfo(&total, &total), CUDA_ERROR_NOT_INITIALIZED);
     CUCHECK(cuDriverGetVersion(&v));
-    EXPECT(v == CUDA_VERSION, "driver version %d", v);
+    EXPECT(v == 13020, "driver version %d", v);
     CUEXPECT(cuInit(1), CUDA_ERROR_INVALID_VALUE);
     CUCHECK(cuInit(0));
     CUCHECK(cuDeviceGetCount(&n));

@@ -271,7 +271,7 @@ TRSIM_API cudaError_t cudaDriverGetVersion(int *driverVersion)
 {
     if (!driverVersion)
         return trsim_error(cudaErrorInvalidValue);
-    *driverVersion = CUDART_VERSION;
+    *driverVersion = TRSIM_CUDA_VERSION;
     return cudaSuccess;
 }
 
@@ -279,7 +279,7 @@ TRSIM_API cudaError_t cudaRuntimeGetVersion(int *runtimeVersion)
 {
     if (!runtimeVersion)
         return trsim_error(cudaErrorInvalidValue);
-    *runtimeVersion = CUDART_VERSION;
+    *runtimeVersion = TRSIM_CUDA_VERSION;
     return cudaSuccess;
 }
 

@@ -55,7 +55,7 @@ TRSIM_API CUresult cuDriverGetVersion(int *driverVersion)
 {
     if (!driverVersion)
         return CUDA_ERROR_INVALID_VALUE;
-    *driverVersion = CUDA_VERSION;
+    *driverVersion = TRSIM_CUDA_VERSION;
     return CUDA_SUCCESS;
 }
 

@@ -23,6 +23,11 @@ void trsim_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* ---- devices (rt_device.c) ----------------------------------------------- */
 
 #define TRSIM_MAX_DEVICES 16
+/* The CUDA version the simulated driver and runtime report: the toolkit's
+ * headers', but at least 13.2 (what PyTorch 2.15's wheels, built for CUDA
+ * 13.2, were built for: a driver older than the application's runtime is
+ * refused by frameworks). */
+#define TRSIM_CUDA_VERSION (CUDART_VERSION > 13020 ? CUDART_VERSION : 13020)
 
 int trsim_device_count(void);      /* TRSIM_DEVICE_COUNT, default 8 */
 int trsim_current_device(void);    /* the calling thread's current device */
