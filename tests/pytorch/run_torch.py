@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Runs one real PyTorch job of the torch suite on the simulated runtime,
+under libtrshim.so, started by torchrun or by the DeepSpeed launcher as a
+user would, then runs tranalyze --json on its traces and checks the answer:
+exit status, and for each expected finding from the top its kind, culprit
+ranks, others, sequence number and the exact line of the job script
+(a `# planted: TAG` comment marks each line an expectation names).
+
+    run_torch.py SHIM SIM_DIR TRANALYZE WORKDIR VENV_SH CASE
+
+SIM_DIR holds libtrsim.so and driver/ (libcuda.so.1, libnvidia-ml.so.1);
+VENV_SH (tests/pytorch/venv.sh) prints the virtual environment, installing it
+once. The job runs in its own session; a job that must hang is stopped after
+its case's seconds with SIGTERM to the whole session (every rank writes its
+trace; launchers then kill what is left), a clean one must exit 0.
+"""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+JOBS = os.path.join(HERE, "jobs")
+
+# name: launcher, ranks, the job, seconds before a hung job is stopped (None:
+# it must exit by itself), environment, expected tranalyze answer. Findings:
+# "site": TAG names the line marked `# planted: TAG` in the job script.
+CASES = {
+    "extra": ("torchrun", 4, "extra.py", 25, {}, {"exit": 1, "findings": [
+        {"kind": "divergence", "ranks": [0], "others": [1, 2, 3], "seq": 7, "site": "extra",
+         "others_site": "grads"}]}),
+    "extra_nonblocking": ("torchrun", 4, "extra.py", 25, {"TORCH_NCCL_USE_COMM_NONBLOCKING": "1"}, {"exit": 1, "findings": [
+        {"kind": "divergence", "ranks": [0], "others": [1, 2, 3], "seq": 7, "site": "extra"}]}),
+    "uneven": ("torchrun", 4, "uneven.py", 25, {}, {"exit": 1, "findings": [
+        {"kind": "divergence", "ranks": [2], "others": [0, 1, 3], "seq": 14, "site": "loss",
+         "others_site": "grads"}]}),
+    "checkpoint_deepspeed": ("deepspeed", 2, "checkpoint.py", 30, {}, {"exit": 1, "findings": [
+        {"kind": "divergence", "ranks": [0], "others": [1], "seq": 6, "site": "checkpoint",
+         "others_site": "grads"}]}),
+    "groups_cycle": ("torchrun", 4, "groups.py", 25, {}, {"exit": 1, "findings": [
+        {"kind": "divergence", "subkind": "skipped_call", "ranks": [3], "others": [1], "seq": 4,
+         "site": "tp_forward", "others_site": "dp_grads"}]}),
+    "pipeline": ("torchrun", 2, "pipeline.py", 25, {}, {"exit": 1, "findings": [
+        {"kind": "p2p", "ranks": [1], "others": [0]}]}),
+    "oom": ("torchrun", 4, "oom.py", 25, {"TRSIM_DEVICE_MEM": "256M"}, {"exit": 1, "findings": [
+        {"kind": "oom", "ranks": [1], "site": "oom"}]}),
+    "nan_input": ("torchrun", 4, "nan.py", None, {}, {"exit": 1, "findings": [
+        {"kind": "nan", "ranks": [2], "seq": 4, "cause": "input", "site": "grads"}]}),
+    "fp16_overflow": ("torchrun", 4, "fp16.py", None, {}, {"exit": 1, "findings": [
+        {"kind": "nan", "ranks": [0, 1, 2, 3], "seq": 3, "cause": "overflow"}]}),
+    "expandable_segments": ("torchrun", 2, "expandable.py", None,
+                            {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
+                            {"exit": 0, "findings": [], "peaks": "PEAK_FILE"}),
+    "clean": ("torchrun", 4, "clean.py", None, {}, {"exit": 0, "findings": []}),
+}
+
+
+def fail(msg, log=""):
+    print(log[-8000:])
+    print("FAIL:", msg)
+    sys.exit(1)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def marked_site(script, tag):
+    """'script.py:LINE in FUNCTION' of the line marked `# planted: TAG`"""
+    func = "<module>"
+    with open(os.path.join(JOBS, script)) as f:
+        for n, line in enumerate(f, 1):
+            if line.startswith("def "):
+                func = line[4:line.index("(")]
+            if line.rstrip().endswith("# planted: " + tag):
+                return "%s:%d in %s" % (script, n, func)
+    raise SystemExit("no line marked '# planted: %s' in %s" % (tag, script))
+
+
+def main():
+    shim, simdir, tranalyze, work, venv_sh, case = sys.argv[1:7]
+    launcher, nranks, script, hang_s, extra_env, exp = CASES[case]
+    v = subprocess.run(["bash", venv_sh], capture_output=True, text=True)
+    if v.returncode == 3:
+        print(v.stderr.strip())
+        sys.exit(77)                 # TRSHIM_TORCH=0: skipped
+    if v.returncode != 0:
+        fail("the torch suite's environment could not be installed: %s" % v.stderr[-2000:])
+    venv = v.stdout.strip().splitlines()[-1]
+    traces = os.path.join(work, case + "-traces")
+    subprocess.run(["rm", "-rf", traces])
+    os.makedirs(traces)
+    env = dict(os.environ)
+    env.update(extra_env)
+    env.update({"TRSHIM_DIR": traces, "PATH": os.path.join(venv, "bin") + ":" + env.get("PATH", ""),
+                "LD_PRELOAD": ":".join([shim, os.path.join(simdir, "libtrsim.so"),
+                                        os.path.join(simdir, "driver", "libcuda.so.1"),
+                                        os.path.join(simdir, "driver", "libnvidia-ml.so.1")]),
+                "TRSIM_SHM_TAG": "torch%d" % os.getpid(), "PYTHONUNBUFFERED": "1",
+                "OMP_NUM_THREADS": "1", "TORCH_NCCL_ENABLE_MONITORING": "0"})
+    if "peaks" in exp:
+        env["PEAK_FILE"] = os.path.join(work, case + "-peak")
+    port = str(free_port())
+    if launcher == "torchrun":
+        cmd = [os.path.join(venv, "bin", "torchrun"), "--nproc-per-node", str(nranks), "--master-port", port,
+               script]
+    else:
+        cmd = [os.path.join(venv, "bin", "deepspeed"), "--num_gpus", str(nranks), "--master_port", port, script]
+    t0 = time.time()
+    p = subprocess.Popen(cmd, cwd=JOBS, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=hang_s or 150)
+        stopped = False
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGTERM)
+        try:
+            out, _ = p.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            out, _ = p.communicate()
+        stopped = True
+    # the simulated NCCL's shared memory of a job killed mid-collective (trsim-launch removes it for its
+    # jobs; torchrun and deepspeed know nothing of it)
+    tag = "trsim.%s." % env["TRSIM_SHM_TAG"]
+    for f in os.listdir("/dev/shm"):
+        if f.startswith(tag):
+            os.unlink(os.path.join("/dev/shm", f))
+    log = "$ %s (%s, %d ranks): status %s after %.0f s%s\n%s" % (
+        " ".join(cmd), case, nranks, p.returncode, time.time() - t0, ", stopped (hung)" if stopped else "", out)
+    if hang_s is None and (stopped or p.returncode != 0):
+        fail("the job should end by itself with status 0", log)
+    if hang_s is not None and not stopped and exp["findings"] and exp["findings"][0]["kind"] not in ("oom",):
+        fail("the job should hang", log)
+    q = subprocess.run([tranalyze, "--json", traces], capture_output=True, text=True, timeout=120)
+    t = subprocess.run([tranalyze, traces], capture_output=True, text=True, timeout=120)
+    log += "\n$ tranalyze %s: status %d\n%s%s" % (traces, t.returncode, t.stdout, t.stderr)
+    if q.returncode != exp["exit"]:
+        fail("tranalyze exit status %d, expected %d" % (q.returncode, exp["exit"]), log)
+    got = json.loads(q.stdout)["findings"]
+    if not exp["findings"] and got:
+        fail("a clean job gave findings", log)
+    if len(got) < len(exp["findings"]):
+        fail("%d findings, expected at least %d" % (len(got), len(exp["findings"])), log)
+    for i, w in enumerate(exp["findings"]):
+        g = got[i]
+        for key in ("kind", "subkind", "ranks", "others", "seq", "cause"):
+            if key in w and g.get(key) != w[key]:
+                fail("finding %d: %s is %r, expected %r" % (i, key, g.get(key), w[key]), log)
+        for key, side in (("site", "call"), ("others_site", "others_call")):
+            if key in w:
+                want = marked_site(script, w[key])
+                site = (g.get(side) or {}).get("site")
+                if g["kind"] == "nan":
+                    site = [m.get("site") for m in g.get("members", []) if m.get("rank") in g["ranks"]]
+                    site = site[0] if site else None
+                if site != want:
+                    fail("finding %d: %s site %r, expected %r" % (i, side, site, want), log)
+    if "peaks" in exp:        # the trace's device peak is what PyTorch reserved, to the byte
+        ranks = {r["rank"]: r for r in json.loads(q.stdout)["ranks"]}
+        for r in range(nranks):
+            with open("%s.%d" % (env["PEAK_FILE"], r)) as f:
+                want = int(f.read())
+            if ranks.get(r, {}).get("peak_bytes") != want:
+                fail("rank %d: peak %r in the trace, PyTorch reserved %d" % (r, ranks.get(r, {}).get("peak_bytes"), want),
+                     log)
+            log += "rank %d: peak %d bytes, as PyTorch reserved\n" % (r, want)
+    print(log)
+    print("ok: %s" % case)
+
+
+if __name__ == "__main__":
+    main()
