@@ -63,7 +63,11 @@ static void usage(FILE *f)
         "                     QUIT, HUP, USR1, USR2 or a number\n"
         "  --grace SEC        seconds between that signal and SIGKILL (default 5)\n"
         "  --no-kill-on-fail  keep waiting for the other ranks when one fails\n"
-        "  --quiet            no report of the ranks that failed\n", MAX_RANKS);
+        "  --quiet            no report of the ranks that failed\n"
+        "The ranks run PROG with the simulator when it is preloaded: LD_PRELOAD=libtrsim.so for\n"
+        "CUDA C programs; for PyTorch (which loads the driver and NVML by name) also\n"
+        "driver/libcuda.so.1 and driver/libnvidia-ml.so.1 from libtrsim.so's folder, after it.\n",
+        MAX_RANKS);
 }
 
 static void __attribute__((noreturn, format(printf, 1, 2))) bad_usage(const char *fmt, ...)
