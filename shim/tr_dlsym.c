@@ -26,6 +26,20 @@
  *
  * The real dlsym and dlvsym, for the shim's own lookups: tr_dlreal.c.
  *
+ * Before the process is initialised: a sanitizer runtime (ASan, TSan)
+ * looks up every function it intercepts with dlsym(RTLD_NEXT, ...) and
+ * dlvsym while it initialises, from the program's preinit array (before
+ * any constructor, the shim's included), when its interceptors of the C
+ * library's string functions (and more) would still jump to address 0.
+ * Those lookups, and any other lookup of a name the shim does not wrap, run
+ * on the shim's own code only, at any time (no "initialised" flag: a
+ * constructor that runs before the shim's still gets wrappers): the
+ * trampoline, tr_dlsym_target, the real functions found without the C
+ * library (tr_dlreal.c, tr_dynsym.c), and for a library's handle the real
+ * lookup and name_family(). Only a successful lookup of a name the shim
+ * could wrap (nccl*, cuda*, cu[A-Z]*, which no sanitizer runtime looks up)
+ * goes on to getenv, dladdr and the rest (lookup_done).
+ *
  * Other architectures: the trampolines are not built and dlsym/dlvsym are
  * not interposed (the entry-point lookups of tr_entry.c still are). */
 #include <dlfcn.h>
@@ -33,7 +47,6 @@
 #include <link.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "tr_core.h"
 #include "tr_dlsym.h"
@@ -45,6 +58,14 @@
 
 /* ---- which lookups get wrappers --------------------------------------------- */
 
+/* name starts with prefix (the shim's own code: see above) */
+static int has_prefix(const char *name, const char *prefix)
+{
+    while (*prefix)
+        if (*name++ != *prefix++) return 0;
+    return 1;
+}
+
 /* TRSHIM=0 (pure forwarding): lookups return what the real ones return.
  * Read here, not from tr_cfg(): a lookup may come before the shim's
  * constructor has read the settings. */
@@ -54,7 +75,7 @@ static int lookups_enabled(void)
     int s = atomic_load_explicit(&state, memory_order_relaxed);
     if (!s) {
         const char *v = getenv("TRSHIM");
-        s = v && !strcmp(v, "0") ? 2 : 1;
+        s = v && v[0] == '0' && v[1] == 0 ? 2 : 1;
         atomic_store_explicit(&state, s, memory_order_relaxed);
     }
     return s == 1;
@@ -88,11 +109,12 @@ void *tr_self_func(const char *name)
     return tr_dyn_func(&d, name);
 }
 
-/* The family of a name the shim could wrap, -1 for any other name. */
+/* The family of a name the shim could wrap, -1 for any other name. The
+ * shim's own code only: every lookup of a library's handle comes here. */
 static int name_family(const char *name)
 {
-    if (!strncmp(name, "nccl", 4)) return TR_LIB_NCCL;
-    if (!strncmp(name, "cuda", 4)) return TR_LIB_CUDART;
+    if (has_prefix(name, "nccl")) return TR_LIB_NCCL;
+    if (has_prefix(name, "cuda")) return TR_LIB_CUDART;
     if (name[0] == 'c' && name[1] == 'u' && name[2] >= 'A' && name[2] <= 'Z') return TR_LIB_CUDA;
     return -1;
 }

@@ -5,9 +5,16 @@
  * a read-only one (the vDSO, some architectures) keeps link-time offsets.
  * An entry below the load bias is therefore an offset and gets the bias
  * added. Lookups go through the GNU hash table (every object built by a
- * current toolchain has one), else the System V one. */
+ * current toolchain has one), else the System V one.
+ *
+ * Everything here runs on the shim's own code only: no C library function
+ * (not even strcmp or memset, and no call the compiler could turn into
+ * one), no allocation, no lock, no thread-local state. It finds the real
+ * dlsym (tr_dlreal.c), which a sanitizer runtime (ASan, TSan) reaches
+ * through the shim's dlsym while it initialises itself, before the
+ * constructors: at that point its interceptors of strcmp, memset,
+ * dl_iterate_phdr... are not set up and a call to one jumps to address 0. */
 #include <elf.h>
-#include <string.h>
 
 #include "tr_dynsym.h"
 
@@ -20,9 +27,33 @@ static uintptr_t dyn_addr(uintptr_t base, ElfW(Addr) v)
     return v < base ? base + v : v;
 }
 
+/* strcmp(a, b) == 0, without the C library's strcmp (see above) */
+static int str_eq(const char *a, const char *b)
+{
+    while (*a && *a == *b) {
+        a++;
+        b++;
+    }
+    return *a == *b;
+}
+
+/* Field by field: a struct assignment or memset may become a call to the
+ * C library's memset. */
+static void dyn_clear(tr_dyn *d)
+{
+    d->base = 0;
+    d->symtab = NULL;
+    d->strtab = NULL;
+    d->strsz = 0;
+    d->gnu_hash = NULL;
+    d->sysv_hash = NULL;
+    d->versym = NULL;
+    d->soname = NULL;
+}
+
 int tr_dyn_init(tr_dyn *d, uintptr_t base, const ElfW(Dyn) *dyn)
 {
-    memset(d, 0, sizeof *d);
+    dyn_clear(d);
     d->base = base;
     if (!dyn) return 0;
     size_t soname = (size_t)-1;
@@ -54,7 +85,7 @@ int tr_dyn_init_phdr(tr_dyn *d, const struct dl_phdr_info *info)
         if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
             return tr_dyn_init(d, (uintptr_t)info->dlpi_addr,
                                (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr));
-    memset(d, 0, sizeof *d);
+    dyn_clear(d);
     return 0;
 }
 
@@ -63,7 +94,7 @@ int tr_dyn_init_phdr(tr_dyn *d, const struct dl_phdr_info *info)
 static const ElfW(Sym) *sym_match(const tr_dyn *d, uint32_t i, const char *name)
 {
     const ElfW(Sym) *s = &d->symtab[i];
-    if (s->st_name >= d->strsz || strcmp(d->strtab + s->st_name, name) != 0) return NULL;
+    if (s->st_name >= d->strsz || !str_eq(d->strtab + s->st_name, name)) return NULL;
     if (s->st_shndx == SHN_UNDEF || s->st_value == 0) return NULL;
     int type = SYM_TYPE(s->st_info), bind = SYM_BIND(s->st_info);
     if (type != STT_FUNC && type != STT_GNU_IFUNC) return NULL;
