@@ -353,10 +353,10 @@ int tr_mkdir_p(const char *dir)
     for (char *p = path + 1; *p; p++) {
         if (*p != '/') continue;
         *p = 0;
-        if (mkdir(path, 0777) != 0 && errno != EEXIST) return -1;
+        if (mkdir(path, 0700) != 0 && errno != EEXIST) return -1;
         *p = '/';
     }
-    if (mkdir(path, 0777) != 0 && errno != EEXIST) return -1;
+    if (mkdir(path, 0700) != 0 && errno != EEXIST) return -1;
     struct stat st;
     if (stat(path, &st) != 0) return -1;
     if (!S_ISDIR(st.st_mode)) {
@@ -376,6 +376,7 @@ static void at_exit(void)
 static void activate_once(void)
 {
     for (int i = 0; i < g_npending; i++) warn_line(g_pending[i]);
+    tr_dir_setup();      /* TRSHIM_DIR against the folder of the first call; checked by tr_ring_open */
     tr_ring_open();      /* before anything records: the file behind every record */
     tr_pystack_init();   /* the CPython interpreter, if any (before the first capture) */
     tr_writer_start();

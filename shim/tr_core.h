@@ -17,6 +17,8 @@
  *   tr_nanresults.c check results and their JSON; tr_nanscan.c scanners;
  *   tr_nangpu.c  the CUDA kernel engine (driver API)
  *   tr_writer.c  trace files: background writer, signals, exit
+ *   tr_files.c   the trace folder's checks, exclusive file creation, writes
+ *                that stay below the file-size limit
  *   tr_json.c    streaming JSON; tr_hash.h the shared hash/mix functions
  * Everything is hidden; only the wrapped API functions, and the lookups
  * that could bypass them, are exported (shim/trshim.map). Internal names
@@ -115,8 +117,42 @@ typedef struct {
 int tr_lookup_begin(tr_lookup_gate *g);
 int tr_lookup_end(tr_lookup_gate *g, int found);
 
-/* mkdir -p: 0, or -1 with errno (ENOTDIR when a part is not a folder). */
+/* mkdir -p, each folder made 0700: 0, or -1 with errno (ENOTDIR when a
+ * part is not a folder). */
 int tr_mkdir_p(const char *dir);
+
+/* ---- the trace folder and its files (tr_files.c) ----------------------------
+ * Nothing in the folder is trusted: it is checked each time it is opened,
+ * files are made relative to the folder's descriptor, exclusively (O_EXCL,
+ * O_NOFOLLOW), mode 0600, and no write goes past RLIMIT_FSIZE. */
+/* TRSHIM_DIR made absolute against the current folder (at activation). */
+void tr_dir_setup(void);
+const char *tr_dir_path(void);
+/* The folder, created if missing (0700), opened (O_DIRECTORY) and checked:
+ * owned by this user or root, not writable by group or others unless
+ * sticky, no link of another user on the way. -1 with errno and *why set
+ * when it cannot be had; when it is unsafe, one "trshim:" line the first
+ * time and tr_dir_refused() is 1 from then on (nothing is written). */
+int tr_dir_open(const char **why);
+int tr_dir_refused(void);
+/* A new file name in folder dfd, opened with flags | O_CREAT | O_EXCL |
+ * O_NOFOLLOW | O_CLOEXEC, mode 0600; -1 with errno (EEXIST: the name is
+ * taken). */
+int tr_create_at(int dfd, const char *name, int flags);
+/* The same under the name prefix + 8 random characters [A-Za-z0-9] +
+ * suffix (written to name), another one tried while the name is taken. */
+int tr_create_unique(int dfd, const char *prefix, const char *suffix, char *name, size_t cap, int flags);
+/* RLIMIT_FSIZE's soft limit in bytes, UINT64_MAX when unlimited. */
+uint64_t tr_fsize_limit(void);
+/* A FILE writing to fd (closed by fclose) that never writes past the file-
+ * size limit: a write that would cross it fails with EFBIG instead of the
+ * kernel's SIGXFSZ. o records the bytes written and the first error. */
+typedef struct {
+    int fd;
+    uint64_t bytes, limit;
+    int err;
+} tr_out;
+FILE *tr_out_open(tr_out *o, int fd);
 
 /* ---- real functions (tr_real.c) --------------------------------------------
  * The next definition of name after the shim (dlsym RTLD_NEXT); when the

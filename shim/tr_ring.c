@@ -8,7 +8,9 @@
  * allocated on disk (posix_fallocate) so that no store into the mapping on a
  * hot path has to allocate a block, and a full disk cannot turn such a store
  * into SIGBUS. The blob area grows on disk 1 MiB at a time as stacks arrive
- * (a stack seen for the first time costs a full unwind anyway). When the
+ * (a stack seen for the first time costs a full unwind anyway). The file is
+ * created exclusively, mode 0600, in the checked trace folder (tr_files.c),
+ * and made no larger than the file-size limit allows (fit_limit). When the
  * file cannot be had, the same layout lives in anonymous memory: the JSON
  * traces work as before, only a SIGKILL loses them.
  *
@@ -47,6 +49,8 @@ static char *g_blobs;
 static uint64_t g_cap, g_mask;              /* g_mask: capacity - 1 when a power of two, else 0 */
 static char g_path[2400];                   /* "" when in anonymous memory */
 static int g_fd = -1;                       /* the file, for growing the blob area */
+static uint32_t g_max_comms = RING_MAX_COMMS; /* comm slots (fewer under a file-size limit) */
+static uint64_t g_blob_bytes = RING_BLOB_BYTES; /* blob area (smaller under a file-size limit) */
 
 /* blobs: appended under g_blob_mu */
 static pthread_mutex_t g_blob_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -84,32 +88,39 @@ static void clean_host(char *out, size_t cap, const char *in)
 
 /* ---- opening -------------------------------------------------------------------- */
 
-/* The file: created, sized, its fixed part allocated on disk, mapped.
- * Returns the mapping, or NULL with *why set (errno kept). */
-static void *map_file(uint64_t bytes, uint64_t fixed, const char **why)
+/* The file: created in the trace folder dfd (tr_dir_open) under name (and
+ * g_path), sized, its fixed part allocated on disk, mapped. Returns the
+ * mapping, or NULL with *why set (errno kept).
+ *
+ * The name is trshim.<host>.<pid>.ring. A file of that name that is this
+ * user's own regular file is an older process's (pid reused): it is
+ * replaced, not truncated, so that a reader holding it keeps what it read.
+ * Anything else there (another user's file, a link) is left alone and the
+ * ring takes the name trshim.<host>.<pid>.<8 random characters>.ring
+ * instead (still trshim.*.ring for tranalyze, which pairs a ring with its
+ * traces by the host, pid and start time in its header), with one line. */
+static void *map_file(int dfd, char *name, size_t cap, uint64_t bytes, uint64_t fixed, const char **why)
 {
-    const char *dir = tr_cfg()->dir;
-    char absdir[2100], cwd[1024], host[256] = "", host_clean[256];
-    while (dir[0] == '.' && dir[1] == '/') dir += 2;      /* "./traces": cwd/traces */
-    if (dir[0] != '/' && getcwd(cwd, sizeof cwd)) {
-        if (!dir[0] || !strcmp(dir, ".")) snprintf(absdir, sizeof absdir, "%s", cwd);
-        else snprintf(absdir, sizeof absdir, "%s/%s", cwd, dir);
-    } else {
-        snprintf(absdir, sizeof absdir, "%s", dir[0] ? dir : ".");
-    }
-    for (size_t n = strlen(absdir); n > 1 && absdir[n - 1] == '/'; n--) absdir[n - 1] = 0;
-    gethostname(host, sizeof host - 1);
-    clean_host(host_clean, sizeof host_clean, host);
-    snprintf(g_path, sizeof g_path, "%s/" TRSHIM_TRACE_PREFIX "%s.%d" TRSHIM_RING_SUFFIX, absdir, host_clean,
-             (int)getpid());
-    *why = "cannot create the folder";
-    if (tr_mkdir_p(absdir) != 0) return NULL;
-    /* a file of the same name is an older process's (pid reused): replaced,
-     * not truncated, so that a reader holding it keeps what it read */
-    unlink(g_path);
+    struct stat st;
+    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid())
+        unlinkat(dfd, name, 0);
     *why = "cannot create";
-    int fd = open(g_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);   /* as the traces: umask applies */
+    int fd = tr_create_at(dfd, name, O_RDWR);
+    if (fd < 0 && errno == EEXIST) {
+        char prefix[600], other[600];
+        /* trshim.<host>.<pid>.ring -> trshim.<host>.<pid>. */
+        snprintf(prefix, sizeof prefix, "%.*s", (int)(strlen(name) - strlen(TRSHIM_RING_SUFFIX) + 1), name);
+        fd = tr_create_unique(dfd, prefix, TRSHIM_RING_SUFFIX, other, sizeof other, O_RDWR);
+        if (fd >= 0) {
+            tr_warn("%s is taken by a file this process did not make: its ring file is %s/%s", g_path,
+                    tr_dir_path(), other);
+            snprintf(g_path, sizeof g_path, "%s/%s", tr_dir_path(), other);
+            snprintf(name, cap, "%s", other);
+        }
+    }
     if (fd < 0) return NULL;
+    /* bytes fits the file-size limit (tr_ring_open): neither call below
+     * can raise SIGXFSZ */
     *why = "cannot size";
     if (ftruncate(fd, (off_t)bytes) != 0) goto fail;
     int e = posix_fallocate(fd, 0, (off_t)fixed);
@@ -127,9 +138,32 @@ static void *map_file(uint64_t bytes, uint64_t fixed, const char **why)
 fail:;
     int saved = errno;
     close(fd);
-    unlink(g_path);
+    unlinkat(dfd, name, 0);
     errno = saved;
     return NULL;
+}
+
+/* The smallest ring file kept under a file-size limit: below it, none. */
+#define RING_MIN_COMMS 8
+#define RING_MIN_RECORDS 64
+#define RING_MIN_BLOBS (64u << 10)
+
+/* Sizes the areas (record slots *cap, *comms slots, *blob bytes) so that the
+ * file fits limit: the largest area is halved until it does (the blob area
+ * goes to 0 below RING_MIN_BLOBS). 0, or -1 when even the smallest ring
+ * does not fit. */
+static int fit_limit(uint64_t limit, uint64_t *cap, uint64_t *comms, uint64_t *blob)
+{
+    for (;;) {
+        uint64_t rec = *cap * TRR_RECORD_BYTES, com = *comms * TRR_COMM_BYTES;
+        if (TRR_HEADER_BYTES + com + rec + *blob <= limit) return 0;
+        if (*blob && *blob >= rec && *blob >= com) *blob = *blob / 2 >= RING_MIN_BLOBS ? *blob / 2 : 0;
+        else if (*cap > RING_MIN_RECORDS && rec >= com) *cap = *cap / 2 > RING_MIN_RECORDS ? *cap / 2 : RING_MIN_RECORDS;
+        else if (*comms > RING_MIN_COMMS) *comms = *comms / 2 > RING_MIN_COMMS ? *comms / 2 : RING_MIN_COMMS;
+        else if (*cap > RING_MIN_RECORDS) *cap = *cap / 2 > RING_MIN_RECORDS ? *cap / 2 : RING_MIN_RECORDS;
+        else if (*blob) *blob = 0;
+        else return -1;
+    }
 }
 
 int tr_ring_open(void)
@@ -138,17 +172,54 @@ int tr_ring_open(void)
     const tr_settings *cfg = tr_cfg();
     const tr_process *proc = tr_proc();
     uint64_t cap = cfg->ring ? cfg->ring : 131072;
-    uint64_t off_comms = TRR_HEADER_BYTES;
-    uint64_t off_records = off_comms + (uint64_t)RING_MAX_COMMS * TRR_COMM_BYTES;
-    uint64_t off_blobs = off_records + cap * TRR_RECORD_BYTES;
-    uint64_t bytes = off_blobs + RING_BLOB_BYTES;
-
+    uint64_t comms = RING_MAX_COMMS, blob = RING_BLOB_BYTES;
+    char host[256] = "", host_clean[256], name[600];
+    gethostname(host, sizeof host - 1);
+    clean_host(host_clean, sizeof host_clean, host);
+    snprintf(name, sizeof name, TRSHIM_TRACE_PREFIX "%s.%d" TRSHIM_RING_SUFFIX, host_clean, (int)getpid());
+    snprintf(g_path, sizeof g_path, "%s/%s", tr_dir_path(), name);
+    /* the trace folder, checked here once at activation: when refused (one
+     * line, from tr_dir_open), no file at all */
     const char *why = NULL;
-    char *base = map_file(bytes, off_blobs, &why);
+    int dfd = tr_dir_open(&why);
+    int dir_errno = errno;
+    int file_ok = !tr_dir_refused();
+    /* RLIMIT_FSIZE (ulimit -f): a file past it would kill the process with
+     * SIGXFSZ at ftruncate; the file is made smaller instead, or not at all */
+    uint64_t limit = tr_fsize_limit();
+    if (limit != UINT64_MAX && file_ok) {
+        uint64_t c = cap, k = comms, b = blob;
+        if (fit_limit(limit, &c, &k, &b) != 0) {
+            file_ok = 0;
+            tr_warn("the file-size limit (ulimit -f: %llu bytes) is too small for a ring file: records are kept in "
+                    "memory only, lost if the process is killed",
+                    (unsigned long long)limit);
+        } else if (c != cap || k != comms || b != blob) {
+            tr_warn("the file-size limit (ulimit -f: %llu bytes) makes the ring file smaller: %llu calls, %llu "
+                    "communicators, %llu bytes of stacks",
+                    (unsigned long long)limit, (unsigned long long)c, (unsigned long long)k,
+                    (unsigned long long)b);
+            cap = c;
+            comms = k;
+            blob = b;
+        }
+    }
+    uint64_t off_comms = TRR_HEADER_BYTES;
+    uint64_t off_records = off_comms + comms * TRR_COMM_BYTES;
+    uint64_t off_blobs = off_records + cap * TRR_RECORD_BYTES;
+    uint64_t bytes = off_blobs + blob;
+
+    char *base = NULL;
+    if (file_ok) {
+        if (dfd >= 0) base = map_file(dfd, name, sizeof name, bytes, off_blobs, &why);
+        else errno = dir_errno;
+        if (!base)
+            tr_warn("cannot keep the ring file %s (%s: %s): records are kept in memory only, lost if the "
+                    "process is killed",
+                    g_path, why, strerror(errno));
+    }
+    if (dfd >= 0) close(dfd);
     if (!base) {
-        tr_warn("cannot keep the ring file %s (%s: %s): records are kept in memory only, lost if the "
-                "process is killed",
-                g_path, why, strerror(errno));
         g_path[0] = 0;
         base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (base == MAP_FAILED) {
@@ -157,18 +228,20 @@ int tr_ring_open(void)
             return -1;
         }
     }
+    g_max_comms = (uint32_t)comms;
+    g_blob_bytes = blob;
     trr_header *h = (trr_header *)base;
     h->version = TRSHIM_RING_VERSION;
     h->header_bytes = TRR_HEADER_BYTES;
     h->record_bytes = TRR_RECORD_BYTES;
     h->comm_bytes = TRR_COMM_BYTES;
     h->capacity = cap;
-    h->max_comms = RING_MAX_COMMS;
+    h->max_comms = (uint32_t)comms;
     h->fp_interval = RING_FP_INTERVAL;
     h->off_comms = off_comms;
     h->off_records = off_records;
     h->off_blobs = off_blobs;
-    h->blob_bytes = RING_BLOB_BYTES;
+    h->blob_bytes = blob;
     h->file_bytes = bytes;
     h->pid = (int32_t)getpid();
     h->env_rank = proc->env_rank;
@@ -176,8 +249,6 @@ int tr_ring_open(void)
     h->local_rank = proc->local_rank;
     h->start_realtime = proc->start_realtime;
     h->start_mono_ns = proc->start_mono_ns;
-    char host[256] = "";
-    gethostname(host, sizeof host - 1);
     copy_str(h->host, sizeof h->host, host);
     copy_str(h->job_id, sizeof h->job_id, proc->job_id);
     copy_str(h->job_source, sizeof h->job_source, proc->job_source);
@@ -275,8 +346,8 @@ trr_comm *tr_ring_comm_new(int32_t *slot)
     *slot = -1;
     if (!g_hdr) return NULL;
     uint32_t n = __atomic_fetch_add(&g_hdr->ncomms, 1, __ATOMIC_RELAXED);
-    if (n >= RING_MAX_COMMS) {
-        __atomic_store_n(&g_hdr->ncomms, RING_MAX_COMMS, __ATOMIC_RELAXED);
+    if (n >= g_max_comms) {
+        __atomic_store_n(&g_hdr->ncomms, g_max_comms, __ATOMIC_RELAXED);
         __atomic_fetch_add(&g_hdr->comms_dropped, 1, __ATOMIC_RELAXED);
         return NULL;
     }
@@ -287,7 +358,7 @@ trr_comm *tr_ring_comm_new(int32_t *slot)
 trr_comm *tr_ring_comm_claim(int32_t slot)
 {
     if (!g_hdr || slot < 0) return NULL;
-    if (slot >= RING_MAX_COMMS) {
+    if ((uint32_t)slot >= g_max_comms) {
         __atomic_fetch_add(&g_hdr->comms_dropped, 1, __ATOMIC_RELAXED);
         return NULL;
     }
@@ -301,7 +372,7 @@ trr_comm *tr_ring_comm_claim(int32_t slot)
 
 trr_comm *tr_ring_comm_at(int32_t slot)
 {
-    if (!g_hdr || slot < 0 || slot >= RING_MAX_COMMS ||
+    if (!g_hdr || slot < 0 || (uint32_t)slot >= g_max_comms ||
         (uint32_t)slot >= __atomic_load_n(&g_hdr->ncomms, __ATOMIC_ACQUIRE))
         return NULL;
     return comm_slot(slot);
@@ -316,13 +387,22 @@ uint32_t tr_ring_fp_interval(void) { return RING_FP_INTERVAL; }
 static trr_blob *blob_reserve(size_t payload)
 {
     uint64_t need = sizeof(trr_blob) + ((payload + 7) & ~(size_t)7);
-    if (g_blob_full || g_blob_end + need > RING_BLOB_BYTES) {
+    if (g_blob_full || g_blob_end + need > g_blob_bytes) {
         g_blob_full = 1;
         return NULL;
     }
     if (g_fd >= 0 && g_blob_disk != UINT64_MAX && g_blob_end + need > g_blob_disk) {
         uint64_t want = (g_blob_end + need + BLOB_GROW - 1) / BLOB_GROW * BLOB_GROW;
-        if (want > RING_BLOB_BYTES) want = RING_BLOB_BYTES;
+        if (want > g_blob_bytes) want = g_blob_bytes;
+        /* within the file's size, but a file-size limit lowered since the
+         * file was made would turn glibc's emulation of fallocate (a write
+         * per block, where the file system has none) into SIGXFSZ */
+        if (g_hdr->off_blobs + want > tr_fsize_limit()) {
+            tr_warn("the file-size limit (ulimit -f) was lowered below the ring file's size: later stacks are "
+                    "not kept in it");
+            g_blob_full = 1;
+            return NULL;
+        }
         int e = posix_fallocate(g_fd, (off_t)(g_hdr->off_blobs + g_blob_disk), (off_t)(want - g_blob_disk));
         if (e == EOPNOTSUPP || e == EINVAL) {
             g_blob_disk = UINT64_MAX;

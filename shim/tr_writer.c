@@ -9,8 +9,15 @@
  * for a write and waits up to ~3 s for it, then lets the application's
  * handler or the default action run as before (the process still dies of
  * that signal); on the snapshot signal (TRSHIM_SNAPSHOT_SIGNAL, SIGUSR1) it
- * asks for a write and returns at once. Every file is written to a
- * temporary name and renamed. */
+ * asks for a write and returns at once.
+ *
+ * Every file is written to a new temporary name with a random part
+ * (<name>.tmp.XXXXXXXX, created exclusively, mode 0600, no link followed,
+ * in the folder opened and checked by tr_dir_open: tr_files.c) and renamed,
+ * never past the file-size limit (tr_out_open: EFBIG, no SIGXFSZ). A write
+ * that fails (disk full, quota, file-size limit) removes its temporary file
+ * (freeing its space), leaves a small marker <name without .json>.write-failed
+ * (write_trace) where it can, and says so in one line; the job goes on. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -47,13 +54,16 @@ static pthread_mutex_t g_write_mu = PTHREAD_MUTEX_INITIALIZER;
 static int g_ver_rt, g_ver_drv, g_ver_nccl;     /* 0: unknown; only under g_write_mu */
 static atomic_int g_versions_asked;             /* the writer thread asked CUDA once */
 
-/* TRSHIM_DIR made absolute at activation: a later chdir() moves nothing */
-static char g_dir[2100];
-
-/* files of the previous write, removed when a rank's name changed */
+/* files of the previous write (names in the trace folder), removed when a
+ * rank's name changed */
 #define MAX_VIEWS 256
 static char *g_prev[MAX_VIEWS];
 static int g_nprev;
+
+/* write-failed markers this process left (names), removed once their trace
+ * is written */
+static char *g_markers[MAX_VIEWS];
+static int g_nmarkers;
 
 /* ---- requests -------------------------------------------------------------- */
 
@@ -209,21 +219,68 @@ typedef struct {
     int signo;
 } write_ctx;
 
-static int write_trace(const char *path, const tr_rank_view *view, const write_ctx *w)
+/* The marker name of trace name: ".json" replaced by ".write-failed". */
+static void marker_name(char *out, size_t cap, const char *name)
 {
-    char tmp[2800];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "we");
-    if (!f) {
-        tr_warn("cannot write trace %s: %s", tmp, strerror(errno));
+    size_t n = strlen(name);
+    if (n > 5 && !strcmp(name + n - 5, ".json")) n -= 5;
+    snprintf(out, cap, "%.*s" TRSHIM_WRITE_FAILED_SUFFIX, (int)n, name);
+}
+
+/* A file of the folder dfd written through a temporary name (exclusive,
+ * 0600, random part) and renamed to name; fill writes its content. 0, or
+ * -1 with *err (errno value) and *bytes (written before the failure). */
+typedef void (*fill_fn)(FILE *f, const void *arg);
+
+static int write_file(int dfd, const char *name, fill_fn fill, const void *arg, int *err, uint64_t *bytes)
+{
+    char tmp[800], prefix[800];
+    snprintf(prefix, sizeof prefix, "%s.tmp.", name);
+    *bytes = 0;
+    int fd = tr_create_unique(dfd, prefix, "", tmp, sizeof tmp, O_WRONLY);
+    if (fd < 0) {
+        *err = errno;
         return -1;
     }
-    setvbuf(f, NULL, _IOFBF, 1 << 20);
+    tr_out o;
+    FILE *f = tr_out_open(&o, fd);
+    if (!f) {
+        *err = errno;
+        close(fd);
+        unlinkat(dfd, tmp, 0);
+        return -1;
+    }
+    fill(f, arg);
+    int bad = fflush(f) != 0 || ferror(f);
+    if (fclose(f) != 0) bad = 1;
+    *bytes = o.bytes;
+    *err = o.err ? o.err : EIO;
+    if (!bad && renameat(dfd, tmp, dfd, name) != 0) {
+        bad = 1;
+        *err = errno;
+    }
+    if (bad) {
+        unlinkat(dfd, tmp, 0);       /* first: its space may be what the marker needs */
+        return -1;
+    }
+    return 0;
+}
+
+static const char *const g_reasons[] = {"exit", "signal", "comm_end", "snapshot", "hang"};
+
+typedef struct {
+    const tr_rank_view *view;
+    const write_ctx *w;
+} trace_arg;
+
+static void fill_trace(FILE *f, const void *arg)
+{
+    const tr_rank_view *view = ((const trace_arg *)arg)->view;
+    const write_ctx *w = ((const trace_arg *)arg)->w;
     const tr_process *proc = tr_proc();
     const tr_settings *cfg = tr_cfg();
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
-    static const char *const reasons[] = {"exit", "signal", "comm_end", "snapshot", "hang"};
 
     tr_json j;
     trj_init(&j, f);
@@ -277,7 +334,7 @@ static int write_trace(const char *path, const tr_rank_view *view, const write_c
     write_ring(&j);
     /* last: in_call agrees with the calls written above */
     trj_object_begin(&j, "end");
-    trj_str(&j, "reason", reasons[w->reason]);
+    trj_str(&j, "reason", g_reasons[w->reason]);
     if ((w->reason == TR_WRITE_SIGNAL || w->reason == TR_WRITE_SNAPSHOT) && w->signo > 0)
         trj_int(&j, "signal", w->signo);
     else trj_null(&j, "signal");
@@ -285,19 +342,95 @@ static int write_trace(const char *path, const tr_rank_view *view, const write_c
     trj_object_end(&j);
     trj_object_end(&j);
 
-    int err = fflush(f) != 0 || ferror(f);
-    int saved = errno;
-    if (fclose(f) != 0 && !err) {
-        err = 1;
-        saved = errno;
+}
+
+typedef struct {
+    const char *trace;
+    const tr_rank_view *view;
+    const write_ctx *w;
+    int err;
+    uint64_t bytes;
+} marker_arg;
+
+/* The marker: one line of JSON (docs/trace-format.md, "Failed writes"). */
+static void fill_marker(FILE *f, const void *arg)
+{
+    const marker_arg *m = arg;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    char trace[800];
+    snprintf(trace, sizeof trace, "%s", m->trace);
+    tr_json j;
+    trj_init(&j, f);
+    trj_object_begin(&j, NULL);
+    trj_str(&j, "format", TRSHIM_WRITE_FAILED_FORMAT);
+    trj_int(&j, "version", TRSHIM_WRITE_FAILED_VERSION);
+    trj_str(&j, "job", m->w->job_id);
+    trj_str(&j, "job_source", m->w->job_source);
+    int_or_null(&j, "rank", m->view->rank);
+    trj_str(&j, "host", m->w->host);
+    trj_int(&j, "pid", getpid());
+    trj_str(&j, "trace", utf8_clean(trace));
+    trj_str(&j, "reason", g_reasons[m->w->reason]);
+    trj_double(&j, "time", (double)now.tv_sec + (double)now.tv_nsec * 1e-9);
+    trj_int(&j, "errno", m->err);
+    trj_str(&j, "error", strerror(m->err));
+    trj_uint(&j, "bytes", m->bytes);
+    trj_object_end(&j);             /* and its newline */
+}
+
+static void forget_marker(int k)
+{
+    free(g_markers[k]);
+    g_markers[k] = g_markers[--g_nmarkers];
+}
+
+/* The trace of one rank into the folder dfd under name; on failure, the
+ * marker and one line. */
+static int write_trace(int dfd, const char *name, const tr_rank_view *view, const write_ctx *w)
+{
+    trace_arg ta = {view, w};
+    int err = 0;
+    uint64_t bytes = 0;
+    char mname[800];
+    marker_name(mname, sizeof mname, name);
+    if (write_file(dfd, name, fill_trace, &ta, &err, &bytes) == 0) {
+        for (int k = 0; k < g_nmarkers; k++)
+            if (!strcmp(g_markers[k], mname)) {
+                unlinkat(dfd, mname, 0);      /* that trace is complete now */
+                forget_marker(k);
+                break;
+            }
+        return 0;
     }
-    if (err || rename(tmp, path) != 0) {
-        if (!err) saved = errno;
-        tr_warn("cannot write trace %s: %s", path, strerror(saved));
-        unlink(tmp);
-        return -1;
+    marker_arg ma = {name, view, w, err, bytes};
+    int merr = 0, known = 0, made = 0;
+    uint64_t mbytes = 0;
+    for (int k = 0; k < g_nmarkers && !known; k++) known = !strcmp(g_markers[k], mname);
+    char note[1000];
+    if (write_file(dfd, mname, fill_marker, &ma, &merr, &mbytes) == 0) {
+        made = 1;
+        snprintf(note, sizeof note, "marker %s left", mname);
+    } else if (known) {
+        /* no room for the new one: the marker of the earlier failure stays */
+        snprintf(note, sizeof note, "marker %s of an earlier failure kept (%s)", mname, strerror(merr));
+    } else {
+        /* not even a few hundred bytes: an empty marker (a name needs no
+         * data block), when even that fails, none */
+        int fd = tr_create_at(dfd, mname, O_WRONLY);
+        if (fd >= 0) {
+            close(fd);
+            made = 1;
+            snprintf(note, sizeof note, "empty marker %s left (%s)", mname, strerror(merr));
+        } else {
+            snprintf(note, sizeof note, "no marker either (%s)", strerror(errno));
+        }
     }
-    return 0;
+    if (made && !known && g_nmarkers < MAX_VIEWS && (g_markers[g_nmarkers] = strdup(mname))) g_nmarkers++;
+    /* one format: one line per process, however many writes fail */
+    tr_warn("cannot write trace %s/%s: %s (after %llu bytes); %s", tr_dir_path(), name, strerror(err),
+            (unsigned long long)bytes, note);
+    return -1;
 }
 
 /* ---- all ranks' traces ------------------------------------------------------------ */
@@ -331,13 +464,25 @@ static void query_versions(int with_cuda)
     if (!g_ver_nccl) g_ver_nccl = tr_nccl_version();
 }
 
+/* The file name of the trace of view (TRSHIM_TRACE_PREFIX<job>.r<rank>.<host>.<pid>.json). */
+static void trace_name(char *out, size_t cap, const char *job_clean, const tr_rank_view *view, const char *host_clean)
+{
+    char rank[16];
+    if (view->rank >= 0) snprintf(rank, sizeof rank, "%d", view->rank);
+    else snprintf(rank, sizeof rank, "x");
+    snprintf(out, cap, TRSHIM_TRACE_PREFIX "%s.r%s.%s.%d.json", job_clean, rank, host_clean, (int)getpid());
+}
+
 /* Called with g_write_mu held. */
 static void write_all(tr_write_reason reason, int signo, int from_writer)
 {
     const tr_process *proc = tr_proc();
     query_versions(from_writer);
-    if (tr_mkdir_p(g_dir) != 0) {
-        tr_warn("cannot create trace folder %s: %s", g_dir, strerror(errno));
+    if (tr_dir_refused()) return;        /* said once, at activation */
+    const char *why = NULL;
+    int dfd = tr_dir_open(&why);
+    if (dfd < 0) {
+        if (!tr_dir_refused()) tr_warn("cannot write traces in %s (%s: %s)", tr_dir_path(), why, strerror(errno));
         return;
     }
     char host[256] = "", job[300], job_clean[64], host_clean[256];
@@ -363,26 +508,49 @@ static void write_all(tr_write_reason reason, int signo, int from_writer)
 
     tr_rank_view views[MAX_VIEWS];
     int nv = tr_nccl_ranks(views, MAX_VIEWS);
-    char *paths[MAX_VIEWS];
-    int np = 0;
+    char *names[MAX_VIEWS];          /* every trace this write is for */
+    int ok[MAX_VIEWS], nn = 0;
     for (int v = 0; v < nv; v++) {
-        char rank[16], path[2700];
-        if (views[v].rank >= 0) snprintf(rank, sizeof rank, "%d", views[v].rank);
-        else snprintf(rank, sizeof rank, "x");
-        snprintf(path, sizeof path, "%s/" TRSHIM_TRACE_PREFIX "%s.r%s.%s.%d.json", g_dir, job_clean, rank, host_clean,
-                 (int)getpid());
-        if (write_trace(path, &views[v], &w) == 0 && (paths[np] = strdup(path))) np++;
+        char name[700];
+        trace_name(name, sizeof name, job_clean, &views[v], host_clean);
+        int r = write_trace(dfd, name, &views[v], &w);
+        if ((names[nn] = strdup(name))) ok[nn++] = r == 0;
     }
     /* a rank whose file name changed (rank learnt later, one rank became
-     * several): its older file goes */
+     * several): its older file goes, and a marker of it; a trace whose
+     * write failed keeps its older complete file */
+    char *keep[MAX_VIEWS];
+    int nk = 0;
+    for (int k = 0; k < nn; k++) {
+        int before = 0;
+        for (int i = 0; i < g_nprev && !before; i++) before = !strcmp(g_prev[i], names[k]);
+        if (ok[k] || before) keep[nk++] = names[k];
+        else free(names[k]);
+    }
     for (int i = 0; i < g_nprev; i++) {
         int kept = 0;
-        for (int k = 0; k < np && !kept; k++) kept = !strcmp(g_prev[i], paths[k]);
-        if (!kept) unlink(g_prev[i]);
+        for (int k = 0; k < nk && !kept; k++) kept = !strcmp(g_prev[i], keep[k]);
+        if (!kept) unlinkat(dfd, g_prev[i], 0);
         free(g_prev[i]);
     }
-    memcpy(g_prev, paths, (size_t)np * sizeof *paths);
-    g_nprev = np;
+    memcpy(g_prev, keep, (size_t)nk * sizeof *keep);
+    g_nprev = nk;
+    for (int m = 0; m < g_nmarkers;) {
+        int current = 0;
+        for (int v = 0; v < nv && !current; v++) {
+            char name[700], mname[800];
+            trace_name(name, sizeof name, job_clean, &views[v], host_clean);
+            marker_name(mname, sizeof mname, name);
+            current = !strcmp(mname, g_markers[m]);
+        }
+        if (current) {
+            m++;
+            continue;
+        }
+        unlinkat(dfd, g_markers[m], 0);
+        forget_marker(m);
+    }
+    close(dfd);
 }
 
 /* ---- the writer thread ---------------------------------------------------------------- */
@@ -630,12 +798,6 @@ static void install_handlers(void)
 
 void tr_writer_start(void)
 {
-    const char *dir = tr_cfg()->dir;
-    char cwd[1024];
-    if (dir[0] != '/' && getcwd(cwd, sizeof cwd))
-        snprintf(g_dir, sizeof g_dir, "%s/%s", cwd, dir);
-    else
-        snprintf(g_dir, sizeof g_dir, "%s", dir);
     tr_complete_start();          /* the completion poller: heartbeat, GPU completion, watchdog */
     g_efd = eventfd(0, EFD_CLOEXEC);
     if (g_efd < 0) {

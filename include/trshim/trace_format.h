@@ -10,4 +10,13 @@
 /* Trace file names: TRSHIM_TRACE_PREFIX<job>.r<rank>.<host>.<pid>.json */
 #define TRSHIM_TRACE_PREFIX "trshim."
 
+/* A trace write that failed (disk full, quota, file-size limit...) leaves,
+ * where it can, TRSHIM_TRACE_PREFIX<job>.r<rank>.<host>.<pid>.write-failed
+ * (the trace's name with this suffix instead of ".json"): one line of JSON,
+ * {"format": TRSHIM_WRITE_FAILED_FORMAT, "version": 1, ...}; see
+ * docs/trace-format.md. Removed by the next successful write of that trace. */
+#define TRSHIM_WRITE_FAILED_SUFFIX ".write-failed"
+#define TRSHIM_WRITE_FAILED_FORMAT "trshim-write-failed"
+#define TRSHIM_WRITE_FAILED_VERSION 1
+
 #endif

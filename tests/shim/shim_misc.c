@@ -16,8 +16,12 @@
  *   unblock    after its first CUDA call (the shim's activation) removes the
  *              file TRSHIM_TEST_BLOCKER, which stood where TRSHIM_DIR's
  *              parent folder should be; then three AllReduces
+ *   fsize N    as basic, but lowers its file-size limit (RLIMIT_FSIZE, soft)
+ *              to N bytes after the AllReduces: the trace writes at destroy
+ *              and exit would cross it
  * Prints "pid N" for each process that records. */
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include "../common/trtest.h"
 
@@ -183,6 +187,14 @@ int main(int argc, char **argv)
         const char *blocker = getenv("TRSHIM_TEST_BLOCKER");
         if (!blocker || unlink(blocker) != 0) FAIL("cannot remove TRSHIM_TEST_BLOCKER");
         for (int i = 1; i <= 3; i++) misc_allreduce(i);
+        misc_finish();
+    } else if (!strcmp(mode, "fsize")) {
+        misc_init();
+        for (int i = 1; i <= 5; i++) misc_allreduce(i);
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_FSIZE, &rl) != 0) FAIL("getrlimit: %s", strerror(errno));
+        rl.rlim_cur = argc > 2 ? (rlim_t)atoll(argv[2]) : 0;
+        if (setrlimit(RLIMIT_FSIZE, &rl) != 0) FAIL("setrlimit: %s", strerror(errno));
         misc_finish();
     } else if (!strcmp(mode, "chdir")) {
         misc_init();
