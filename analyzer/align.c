@@ -73,7 +73,7 @@ int64_t ta_p2p_find(const ta_an *a, int t, int lc, int peer, int dir_send, uint3
     (void)a;
     if (lc < 0) return -1;
     p2pkey k = {lc, peer, seq, dir_send, 0};
-    p2pkey *r = bsearch(&k, p2p_idx[t], (size_t)p2p_n[t], sizeof k, cmp_p2p);
+    p2pkey *r = p2p_n[t] > 0 ? bsearch(&k, p2p_idx[t], (size_t)p2p_n[t], sizeof k, cmp_p2p) : NULL;
     return r ? r->call : -1;
 }
 
@@ -156,7 +156,7 @@ static int cmp_seqcall(const void *x, const void *y)
 static int sparse_sort(ta_comm *k)
 {
     if (k->byseq || !k->sparse) return 0;
-    qsort(k->sparse, k->nsparse, sizeof *k->sparse, cmp_seqcall);
+    if (k->nsparse > 1) qsort(k->sparse, k->nsparse, sizeof *k->sparse, cmp_seqcall);
     uint32_t w = 0;
     for (uint32_t i = 0; i < k->nsparse; i++)
         if (!w || k->sparse[w - 1].seq != k->sparse[i].seq) k->sparse[w++] = k->sparse[i];
@@ -232,7 +232,7 @@ static void gseq_build(const ta_an *a, ta_gcomm *n)
             for (uint32_t i = 0; i < k->nsparse; i++) v[nv++] = k->sparse[i].seq;
         }
     }
-    qsort(v, nv, sizeof *v, cmp_u32);
+    if (nv > 1) qsort(v, nv, sizeof *v, cmp_u32);
     size_t w = 0;
     for (size_t i = 0; i < nv; i++)
         if (!w || v[w - 1] != v[i]) v[w++] = v[i];
@@ -325,7 +325,7 @@ void ta_align(ta_an *a)
             }
         }
         for (int i = 0; i < t->ncomms; i++) dup += sparse_sort(&t->comms[i]);
-        qsort(p2p_idx[ti], (size_t)p2p_n[ti], sizeof(p2pkey), cmp_p2p);
+        if (p2p_n[ti] > 1) qsort(p2p_idx[ti], (size_t)p2p_n[ti], sizeof(p2pkey), cmp_p2p);
         for (int64_t i = 1; i < p2p_n[ti]; i++)
             if (!cmp_p2p(&p2p_idx[ti][i - 1], &p2p_idx[ti][i])) dup++;
         if (dup) ta_note_add(a, t->file, 0, "%d call(s) repeat a sequence number already used; the first is used", dup);

@@ -610,7 +610,7 @@ int ta_parse_checks(const char *b, size_t n, const int8_t *role, int npos, int64
         int64_t *ix = xmalloc(sizeof(int64_t) * (size_t)(t->nchecks + 1));
         for (int64_t i = 0; i < t->nchecks; i++) ix[i] = i;
         sort_base = t->checks;
-        qsort(ix, (size_t)t->nchecks, sizeof *ix, cmp_ix);
+        if (t->nchecks > 1) qsort(ix, (size_t)t->nchecks, sizeof *ix, cmp_ix);
         ta_ckc *v = xmalloc(sizeof(ta_ckc) * (size_t)(t->nchecks + 1));
         for (int64_t i = 0; i < t->nchecks; i++) v[i] = t->checks[ix[i]];
         free(ix);

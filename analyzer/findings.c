@@ -155,7 +155,7 @@ void ta_findings_memory(ta_an *a)
             if (p > 0) v[k++] = p;
         }
         if (!k) continue;
-        qsort(v, (size_t)k, sizeof *v, cmp64);
+        if (k > 1) qsort(v, (size_t)k, sizeof *v, cmp64);
         int64_t med = k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
         if ((double)pk <= (double)med * (1.0 + a->imbalance) || pk - med < a->imbalance_min) continue;
         ta_finding *f = ta_finding_new(a, K_IMBALANCE);
@@ -423,6 +423,32 @@ void ta_findings_no_trace(ta_an *a)
         f->g = bestg;
         f->seq = bestg >= 0 ? (int64_t)bests : -1;
         char *m = ta_ranks_text(a->missing_ranks, a->nmissing);
+        if (a->missing_unlisted) {
+            char *m2 = xasprintf("%s and %d more", m, a->missing_unlisted);
+            free(m);
+            m = m2;
+        }
+        /* ranks whose trace write failed (the shim's marker) are not ranks killed before any write */
+        int *wf = xmalloc(sizeof(int) * ((size_t)a->nmissing + 1)), nwf = 0;
+        const char *err = NULL;
+        int one_err = 1;
+        for (int i = 0; i < a->nmissing; i++) {
+            int k = a->missing_wfail ? a->missing_wfail[i] : -1;
+            if (k < 0) continue;
+            wf[nwf++] = a->missing_ranks[i];
+            if (!err) err = a->wfail[k].error;
+            else one_err &= !strcmp(err, a->wfail[k].error);
+        }
+        char *why = xstrdup("");
+        if (nwf) {
+            char *w = ta_ranks_text(wf, nwf);
+            free(why);
+            why = nwf == a->nmissing && !a->missing_unlisted
+                      ? xasprintf(" (%s trace write failed: %s)", nwf > 1 ? "their" : "its", one_err ? err : "see the markers")
+                      : xasprintf(" (the trace write of rank%s %s failed: %s)", nwf > 1 ? "s" : "", w,
+                                  one_err ? err : "see the markers");
+            free(w);
+        }
         if (killed && bestg >= 0) {
             int64_t ci = -1;
             int rt = -1;
@@ -431,18 +457,30 @@ void ta_findings_no_trace(ta_an *a)
             f->other.trace = rt;
             f->other.call = ci;
             char *c = ci >= 0 ? ta_call_text(a, a->tr[rt], ci) : xstrdup("their last collective");
-            f->message = xasprintf("rank%s %s left no trace; the other ranks were stopped by a signal and the last "
-                                   "collective they issued on the communicator %s belongs to is %s, which may be "
+            f->message = xasprintf("rank%s %s left no trace%s; the other ranks were stopped by a signal and the last "
+                                   "collective they issued on the communicator %s to is %s, which may be "
                                    "waiting for %s",
-                                   a->nmissing > 1 ? "s" : "", m, a->nmissing > 1 ? "they" : "it", c,
+                                   a->nmissing > 1 ? "s" : "", m, why, a->nmissing > 1 ? "they belong" : "it belongs", c,
                                    a->nmissing > 1 ? "them" : "it");
             free(c);
             f->root = 1;
         } else {
-            f->message = xasprintf("rank%s %s of %d left no trace", a->nmissing > 1 ? "s" : "", m, a->world);
+            f->message = xasprintf("rank%s %s of %d left no trace%s", a->nmissing > 1 || a->missing_unlisted ? "s" : "",
+                                   m, a->world, why);
         }
-        f->hint = xstrdup("a rank without a trace was killed before the shim could write (SIGKILL, OOM killer, node "
-                          "failure) or did not run with the shim; look at its log and at the launcher's report");
+        static const char killed_hint[] = "a rank without a trace was killed before the shim could write (SIGKILL, OOM "
+                                          "killer, node failure) or did not run with the shim; look at its log and at "
+                                          "the launcher's report";
+        static const char wf_hint[] = "the shim could not write the trace (its marker trshim.*.write-failed says why): "
+                                      "free space where the traces are written (TRSHIM_DIR) or point TRSHIM_DIR at a "
+                                      "filesystem with room";
+        if (!nwf) f->hint = xstrdup(killed_hint);
+        else if (nwf == a->nmissing && !a->missing_unlisted) f->hint = xasprintf("%s", wf_hint);
+        else f->hint = xasprintf("%s; the other ranks without a trace were killed before the shim could write (SIGKILL, "
+                                 "OOM killer, node failure) or did not run with the shim: look at their logs and at the "
+                                 "launcher's report", wf_hint);
+        free(wf);
+        free(why);
         free(m);
     }
 }

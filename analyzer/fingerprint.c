@@ -121,7 +121,7 @@ static void scan_comm(ta_an *a, int g, int nfirst)
         for (int c = 0; c < m[i].k->nckp; c++) seqs[ns++] = m[i].k->ckp[c].seq;
         if (m[i].k->fp_seq) seqs[ns++] = m[i].k->fp_seq;
     }
-    qsort(seqs, ns, sizeof *seqs, cmpu64);
+    if (ns > 1) qsort(seqs, ns, sizeof *seqs, cmpu64);
     size_t nu = 0;
     for (size_t i = 0; i < ns; i++)
         if (!nu || seqs[nu - 1] != seqs[i]) seqs[nu++] = seqs[i];

@@ -6,10 +6,10 @@
  * sections are in load_fields.c (load_int.h). */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,6 +21,12 @@
 #include "ta_ring.h"
 #include "trshim/ring_format.h"
 #include "trshim/trace_format.h"
+
+#ifndef TRSHIM_WRITE_FAILED_SUFFIX     /* include/trshim/trace_format.h of a shim that leaves them */
+#define TRSHIM_WRITE_FAILED_SUFFIX ".write-failed"
+#define TRSHIM_WRITE_FAILED_FORMAT "trshim-write-failed"
+#define TRSHIM_WRITE_FAILED_VERSION 1
+#endif
 
 /* ---- a per-thread arena for cJSON: parsing allocates hundreds of thousands
  * of small nodes per file; they all die together. ---- */
@@ -66,26 +72,68 @@ static const char *const fnames[F_NROLES] = {"op", "comm", "seq", "count", "dtyp
 
 static char *dup_or(const char *s, const char *d) { return xstrdup(s ? s : d); }
 
-/* The whole file; NULL (with a note) when it is not usable. *ring_next:
- * its ring.next (the ring's head at this write), -1 when it has none. */
-static ta_trace *parse_file(ta_an *a, const char *path, pthread_mutex_t *lk, int64_t *ring_next)
+/* The bytes of the JSON trace open at fd (a regular file of n bytes), read
+ * with pread (never mapped: a file cut short meanwhile, or a hole of a full
+ * filesystem, would be SIGBUS); NULL with a note naming the file when they
+ * cannot all be had or cannot be a trace. What one file may cost is
+ * bounded: a hole (bytes never written) is found without reading the file,
+ * and a file larger than a->max_trace_bytes is not read. */
+static char *read_trace_bytes(ta_an *a, const char *path, int fd, uint64_t n)
+{
+    /* a JSON trace holds no NUL byte: where the file has a hole that reads
+     * as zeros, it is not a trace, whatever its size (an 8 GiB sparse file
+     * costs one lseek) */
+    off_t hole = lseek(fd, 0, SEEK_HOLE);
+    if (hole >= 0 && (uint64_t)hole < n) {
+        unsigned char z[256];
+        size_t want = n - (uint64_t)hole < sizeof z ? (size_t)(n - (uint64_t)hole) : sizeof z;
+        ssize_t k = pread(fd, z, want, hole);
+        int zeros = k > 0;
+        for (ssize_t i = 0; i < k && zeros; i++) zeros = !z[i];
+        if (zeros) {
+            ta_note_add(a, path, 1, "never written from byte %lld of its %llu on (a hole in the file: the disk filled "
+                        "up while it was written, or a damaged copy): not a trace", (long long)hole,
+                        (unsigned long long)n);
+            return NULL;
+        }
+    }
+    if (n > a->max_trace_bytes) {
+        ta_note_add(a, path, 1, "%llu bytes: more than a trace may be (%llu MiB; --max-trace-mb raises it)",
+                    (unsigned long long)n, (unsigned long long)(a->max_trace_bytes >> 20));
+        return NULL;
+    }
+    char *buf = n < SIZE_MAX ? malloc((size_t)n + 1) : NULL;
+    if (!buf) {
+        ta_note_add(a, path, 1, "cannot read: no memory for its %llu bytes", (unsigned long long)n);
+        return NULL;
+    }
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = pread(fd, buf + got, (size_t)n - got, (off_t)got);
+        if (k > 0) { got += (size_t)k; continue; }
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) ta_note_add(a, path, 1, "cannot read: %s", strerror(errno));
+        else ta_note_add(a, path, 1, "the file became shorter while it was read (%zu of %llu bytes)", got,
+                         (unsigned long long)n);
+        free(buf);
+        return NULL;
+    }
+    buf[n] = 0;
+    return buf;
+}
+
+/* The whole file (open at fd, a regular file: st); NULL (with a note) when
+ * it is not usable. *ring_next: its ring.next (the ring's head at this
+ * write), -1 when it has none. */
+static ta_trace *parse_file(ta_an *a, const char *path, int fd, const struct stat *st, pthread_mutex_t *lk,
+                            int64_t *ring_next)
 {
     *ring_next = -1;
     pctx x = {a, path, ""};
-    FILE *f = fopen(path, "rb");
-    if (!f) { ta_note_add(a, path, 1, "cannot open: %s", strerror(errno)); return NULL; }
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        ta_note_add(a, path, 1, "not a regular file");
-        return NULL;
-    }
-    if (st.st_size == 0) { fclose(f); ta_note_add(a, path, 1, "empty file (the process may have been killed while writing it)"); return NULL; }
-    size_t n = (size_t)st.st_size;
-    char *buf = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fileno(f), 0);
-    fclose(f);
-    if (buf == MAP_FAILED) { ta_note_add(a, path, 1, "cannot read: %s", strerror(errno)); return NULL; }
-    madvise(buf, n, MADV_SEQUENTIAL);
+    if (st->st_size == 0) { ta_note_add(a, path, 1, "empty file (the process may have been killed while writing it)"); return NULL; }
+    size_t n = (size_t)st->st_size;
+    char *buf = read_trace_bytes(a, path, fd, (uint64_t)st->st_size);
+    if (!buf) return NULL;
     arena_reset();
     /* the calls and checks arrays are read by calls.c; cJSON gets the rest */
     static const char *const big[2] = {"calls", "checks"};
@@ -138,7 +186,7 @@ static ta_trace *parse_file(ta_an *a, const char *path, pthread_mutex_t *lk, int
         else
             ta_note_add(a, path, 1, "not valid JSON: syntax error at byte %zu of %zu", pos, n);
         free(doc);
-        munmap(buf, n);
+        free(buf);
         return NULL;
     }
     ta_trace *t = xcalloc(1, sizeof *t);
@@ -331,30 +379,49 @@ static ta_trace *parse_file(ta_an *a, const char *path, pthread_mutex_t *lk, int
     if (t->end_state != END_SIGNAL) t->end_signal = -1;
     t->host = t->host ? t->host : dup_or(NULL, "?");
     free(doc);
-    munmap(buf, n);
+    free(buf);
     return t;
 bad:
     ta_note_add(a, path, 1, "%s", x.err[0] ? x.err : "unusable");
     free(doc);
-    munmap(buf, n);
+    free(buf);
     *ring_next = -1;
     ta_trace_free(t);        /* the partly converted trace is dropped */
     return NULL;
 }
 
 /* ---- files ---- */
-typedef struct { char **v; int n, cap; } strvec;
-static void sv_push(strvec *s, char *p)
+/* an input file: found in a folder (a symbolic link is not followed), or
+ * named on the command line (follow: the user's choice) */
+typedef struct { char *path; int follow; } infile;
+typedef struct { infile *v; int n, cap; } filevec;
+static void fv_push(filevec *s, char *p, int follow)
 {
     if (s->n == s->cap) { s->cap = s->cap ? s->cap * 2 : 64; s->v = xrealloc(s->v, sizeof *s->v * (size_t)s->cap); }
-    s->v[s->n++] = p;
+    s->v[s->n++] = (infile){p, follow};
+}
+static int has_suffix(const char *n, const char *suf)
+{
+    size_t l = strlen(n), k = strlen(suf);
+    return l >= k && !strcmp(n + l - k, suf);
 }
 static int is_trace_name(const char *n)
 {
     size_t l = strlen(n);
     return !strncmp(n, TRSHIM_TRACE_PREFIX, strlen(TRSHIM_TRACE_PREFIX)) && l > 12 && !strcmp(n + l - 5, ".json");
 }
-static void walk(ta_an *a, const char *dir, strvec *out, int depth)
+static int is_marker_name(const char *n)
+{
+    size_t pl = strlen(TRSHIM_TRACE_PREFIX);
+    return !strncmp(n, TRSHIM_TRACE_PREFIX, pl) && strlen(n) > pl + strlen(TRSHIM_WRITE_FAILED_SUFFIX) &&
+           has_suffix(n, TRSHIM_WRITE_FAILED_SUFFIX);
+}
+static const char *file_kind(mode_t m)
+{
+    return S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device"
+         : S_ISSOCK(m) ? "a socket" : S_ISDIR(m) ? "a folder" : S_ISLNK(m) ? "a symbolic link" : "not a plain file";
+}
+static void walk(ta_an *a, const char *dir, filevec *out, filevec *markers, int depth)
 {
     DIR *d = opendir(dir);
     if (!d) { ta_note_add(a, dir, 0, "cannot read the folder: %s", strerror(errno)); return; }
@@ -364,11 +431,20 @@ static void walk(ta_an *a, const char *dir, strvec *out, int depth)
         char *p = xasprintf("%s/%s", dir, e->d_name);
         struct stat st;
         if (lstat(p, &st) != 0) { free(p); continue; }
+        int trace = is_trace_name(e->d_name) || ta_ring_name(e->d_name), marker = !trace && is_marker_name(e->d_name);
         if (S_ISDIR(st.st_mode)) {
-            if (depth < 16) walk(a, p, out, depth + 1);
+            if (depth < 16) walk(a, p, out, markers, depth + 1);
             free(p);
-        } else if ((is_trace_name(e->d_name) || ta_ring_name(e->d_name)) && (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))) {
-            sv_push(out, p);
+        } else if ((trace || marker) && S_ISREG(st.st_mode)) {
+            fv_push(marker ? markers : out, p, 0);
+        } else if ((trace || marker) && S_ISLNK(st.st_mode)) {
+            /* inside a folder, links are not followed: one could lead anywhere (a FIFO, a device) */
+            ta_note_add(a, p, 1, "a symbolic link: links inside a folder are not followed (name the file on the command "
+                        "line to read it)");
+            free(p);
+        } else if (trace || marker) {
+            ta_note_add(a, p, 1, "not a regular file (%s)", file_kind(st.st_mode));
+            free(p);
         } else if (!strncmp(e->d_name, TRSHIM_TRACE_PREFIX, strlen(TRSHIM_TRACE_PREFIX)) && strstr(e->d_name, ".json.tmp.")) {
             ta_note_add(a, p, 0, "an unfinished write (the process stopped while writing); the last complete trace of that rank is used");
             free(p);
@@ -378,23 +454,51 @@ static void walk(ta_an *a, const char *dir, strvec *out, int depth)
     }
     closedir(d);
 }
-static int cmpstr(const void *x, const void *y) { return strcmp(*(char *const *)x, *(char *const *)y); }
+static int cmp_infile(const void *x, const void *y) { return strcmp(((const infile *)x)->path, ((const infile *)y)->path); }
+
+/* Opens an input for reading. Never blocks (a FIFO named like a trace would
+ * wait for a writer forever: O_NONBLOCK), follows a symbolic link only for
+ * a file named on the command line, and reads regular files only (checked
+ * again on the open file: it may have been replaced since it was listed).
+ * -1 with a note naming the file. */
+static int open_input(ta_an *a, const infile *f, struct stat *st)
+{
+    int fd = open(f->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (f->follow ? 0 : O_NOFOLLOW));
+    if (fd < 0) {
+        if (errno == ELOOP && !f->follow)
+            ta_note_add(a, f->path, 1, "a symbolic link: links inside a folder are not followed (name the file on the "
+                        "command line to read it)");
+        else
+            ta_note_add(a, f->path, 1, "cannot open: %s", strerror(errno));
+        return -1;
+    }
+    if (fstat(fd, st) != 0) {
+        ta_note_add(a, f->path, 1, "cannot open: %s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st->st_mode)) {
+        ta_note_add(a, f->path, 1, "not a regular file (%s)", file_kind(st->st_mode));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
 
 typedef struct {
     ta_an *a;
-    char **files; int nfiles;
+    infile *files; int nfiles;
     ta_file_traces *out;
     int next;
     pthread_mutex_t lk, modlk;
 } work;
 
 /* ring files by name; a file named on the command line by its magic */
-static int is_ring_file(const char *path)
+static int is_ring_file(const char *path, int fd)
 {
-    size_t l = strlen(path);
-    if (l >= 5 && !strcmp(path + l - 5, TRSHIM_RING_SUFFIX)) return 1;
-    if (l >= 5 && !strcmp(path + l - 5, ".json")) return 0;
-    return ta_ring_sniff(path);
+    if (has_suffix(path, TRSHIM_RING_SUFFIX)) return 1;
+    if (has_suffix(path, ".json")) return 0;
+    return ta_ring_sniff(fd);
 }
 
 static void *worker(void *arg)
@@ -407,21 +511,145 @@ static void *worker(void *arg)
         if (i >= w->nfiles) break;
         ta_file_traces *o = &w->out[i];
         o->ring_next = -1;
-        if (is_ring_file(w->files[i])) {
+        const char *path = w->files[i].path;
+        struct stat st;
+        int fd = open_input(w->a, &w->files[i], &st);
+        if (fd < 0) continue;
+        if (is_ring_file(path, fd)) {
             o->is_ring = 1;
-            int n = ta_ring_read(w->a, w->files[i], &w->modlk, &o->tr, &o->ri);
+            int n = ta_ring_read(w->a, path, fd, &st, &w->modlk, &o->tr, &o->ri);
             o->ntr = n > 0 ? n : 0;
         } else {
-            ta_trace *t = parse_file(w->a, w->files[i], &w->modlk, &o->ring_next);
+            ta_trace *t = parse_file(w->a, path, fd, &st, &w->modlk, &o->ring_next);
             if (t) {
                 o->tr = xmalloc(sizeof *o->tr);
                 o->tr[0] = t;
                 o->ntr = 1;
             }
         }
+        close(fd);
     }
     arena_release();
     return NULL;
+}
+
+/* ---- write-failed markers (the shim's, where a trace write failed) ---- */
+#define MARKER_MAX (64 << 10)     /* bytes: a marker is one short line */
+
+/* a string field of a marker made safe for any output (NULL when absent or not a string) */
+static char *marker_str(const cJSON *o, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!cJSON_IsString(v)) return NULL;
+    return xstrdup(ta_py_intern(v->valuestring, strlen(v->valuestring)));
+}
+static int64_t marker_int(const cJSON *o, const char *name, int64_t lo, int64_t hi)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= (double)lo && v->valuedouble <= (double)hi) ||
+        v->valuedouble != (double)(int64_t)v->valuedouble)
+        return INT64_MIN;
+    return (int64_t)v->valuedouble;
+}
+
+static void read_marker(ta_an *a, const infile *f)
+{
+    struct stat st;
+    int fd = open_input(a, f, &st);
+    if (fd < 0) return;
+    char *buf = NULL;
+    if (st.st_size > MARKER_MAX) {
+        ta_note_add(a, f->path, 1, "%lld bytes: too large for a write-failed marker (one line of JSON): not read",
+                    (long long)st.st_size);
+    } else {
+        size_t n = (size_t)st.st_size, got = 0;
+        buf = xmalloc(n + 1);
+        while (got < n) {
+            ssize_t k = pread(fd, buf + got, n - got, (off_t)got);
+            if (k > 0) got += (size_t)k;
+            else if (!(k < 0 && errno == EINTR)) break;
+        }
+        buf[got] = 0;
+        if (got < n) { ta_note_add(a, f->path, 1, "cannot read the write-failed marker"); free(buf); buf = NULL; }
+    }
+    close(fd);
+    if (!buf) return;
+    cJSON *o = cJSON_ParseWithLength(buf, strlen(buf));
+    free(buf);
+    const cJSON *fmt = o ? cJSON_GetObjectItemCaseSensitive(o, "format") : NULL;
+    int64_t ver = o ? marker_int(o, "version", 0, INT32_MAX) : INT64_MIN;
+    const cJSON *job = o ? cJSON_GetObjectItemCaseSensitive(o, "job") : NULL;
+    const cJSON *rk = o ? cJSON_GetObjectItemCaseSensitive(o, "rank") : NULL;
+    int64_t rank = o ? marker_int(o, "rank", 0, INT32_MAX) : INT64_MIN;
+    const char *why = NULL;
+    if (!cJSON_IsObject(o)) why = "not a write-failed marker (not a JSON object)";
+    else if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, TRSHIM_WRITE_FAILED_FORMAT))
+        why = "not a write-failed marker (no \"format\": \"" TRSHIM_WRITE_FAILED_FORMAT "\")";
+    else if (ver != TRSHIM_WRITE_FAILED_VERSION) why = "a write-failed marker of an unknown version";
+    else if (!cJSON_IsString(job)) why = "a write-failed marker without a job";
+    else if (!cJSON_IsNull(rk) && rank == INT64_MIN) why = "a write-failed marker whose rank is not a rank";
+    if (why) {
+        ta_note_add(a, f->path, 1, "%s: not used", why);
+        cJSON_Delete(o);
+        return;
+    }
+    a->wfail = xrealloc(a->wfail, sizeof *a->wfail * (size_t)(a->nwfail + 1));
+    ta_wfail *m = &a->wfail[a->nwfail++];
+    memset(m, 0, sizeof *m);
+    m->file = xstrdup(f->path);
+    m->job = xstrdup(job->valuestring);
+    m->rank = rank == INT64_MIN ? -1 : (int)rank;
+    m->host = marker_str(o, "host");
+    m->pid = marker_int(o, "pid", 0, INT32_MAX);
+    m->bytes = marker_int(o, "bytes", 0, INT64_MAX / 2);
+    if (m->pid == INT64_MIN) m->pid = -1;
+    if (m->bytes == INT64_MIN) m->bytes = -1;
+    int64_t e = marker_int(o, "errno", 1, 4095);
+    m->err = e == INT64_MIN ? 0 : (int)e;
+    m->error = marker_str(o, "error");
+    if (!m->error || !m->error[0]) {
+        free(m->error);
+        m->error = xstrdup(m->err ? strerror(m->err) : "the error is not known");
+    }
+    cJSON_Delete(o);
+}
+
+/* The job's markers against its ranks: a rank without a trace whose write
+ * failed is told apart from one that left nothing; a rank with a trace
+ * whose later write failed is noted. */
+static void markers_place(ta_an *a)
+{
+    a->missing_wfail = xmalloc(sizeof(int) * ((size_t)a->nmissing + 1));
+    for (int i = 0; i < a->nmissing; i++) a->missing_wfail[i] = -1;
+    for (int k = 0; k < a->nwfail; k++) {
+        const ta_wfail *m = &a->wfail[k];
+        if (strcmp(m->job, a->job)) continue;           /* another job's */
+        if (m->rank < 0) {
+            ta_note_add(a, m->file, 0, "a trace write failed (%s) on a process whose rank is unknown", m->error);
+            continue;
+        }
+        int lo = 0, hi = a->nmissing - 1, at = -1;     /* missing_ranks ascend */
+        while (lo <= hi) {
+            int mid = lo + (hi - lo) / 2;
+            if (a->missing_ranks[mid] == m->rank) { at = mid; break; }
+            if (a->missing_ranks[mid] < m->rank) lo = mid + 1;
+            else hi = mid - 1;
+        }
+        if (at >= 0) {
+            if (a->missing_wfail[at] < 0) a->missing_wfail[at] = k;
+            continue;
+        }
+        const ta_trace *t = NULL;
+        for (int i = 0; i < a->ntr && !t; i++)
+            if (a->tr[i]->rank == m->rank) t = a->tr[i];
+        if (t)
+            ta_note_add(a, m->file, 0, "a trace write of rank %d failed (%s): the trace of rank %d that is used (%s) is "
+                        "from %s", m->rank, m->error, m->rank, t->file,
+                        m->pid == t->pid ? "an earlier write, and lacks what came after it" : "another process");
+        else
+            ta_note_add(a, m->file, 0, "a trace write of rank %d failed (%s): that rank is not below the job's world "
+                        "size %d", m->rank, m->error, a->world);
+    }
 }
 
 static int cmp_trace_rank(const void *x, const void *y)
@@ -432,22 +660,92 @@ static int cmp_trace_rank(const void *x, const void *y)
     if (a->write_time != b->write_time) return a->write_time < b->write_time ? 1 : -1;
     return strcmp(a->file, b->file);
 }
+static int cmp_int(const void *x, const void *y)
+{
+    int a = *(const int *)x, b = *(const int *)y;
+    return (a > b) - (a < b);
+}
+
+/* Ranks and world sizes the traces give are checked against each other
+ * before any per-rank table is made (docs/analysis-format.md, "Ranks and
+ * world size"): a rank must be below RANKS_MAX; a rank from the environment
+ * below its trace's world size (also from the environment), a rank from a
+ * communicator (rank_source "comm": a process driving several devices,
+ * whose world size counts processes) below the size of one of its
+ * communicators; the job's world size is the one most of its traces give
+ * (a tie: the smaller), and a trace that gives another is not used. */
+#define RANKS_MAX (1 << 24)
+/* the ranks without a trace counted one by one: at most this, or 64 per trace */
+#define MISSING_LISTED_MIN 4096
+
+/* mine[0..nm) without the traces that cannot be placed (named); returns the
+ * number kept; *world: the job's world size, -1 when no trace gives one */
+static int place_ranks(ta_an *a, ta_trace **mine, int nm, int *world)
+{
+    int *ws = xmalloc(sizeof(int) * ((size_t)nm + 1)), nw = 0;
+    for (int i = 0; i < nm; i++)
+        if (mine[i]->world_size > 0) ws[nw++] = mine[i]->world_size;
+    if (nw > 1) qsort(ws, (size_t)nw, sizeof *ws, cmp_int);
+    int w = -1, best = 0;
+    for (int i = 0; i < nw;) {               /* ascending: a tie keeps the smaller */
+        int k = i;
+        while (k < nw && ws[k] == ws[i]) k++;
+        if (k - i > best) { best = k - i; w = ws[i]; }
+        i = k;
+    }
+    free(ws);
+    int keep = 0;
+    for (int i = 0; i < nm; i++) {
+        ta_trace *t = mine[i];
+        int from_comm = t->rank_source && !strcmp(t->rank_source, "comm"), size = 0;
+        for (int k = 0; k < t->ncomms; k++)
+            if (t->comms[k].size > size) size = t->comms[k].size;
+        if (t->rank >= RANKS_MAX)
+            ta_note_add(a, t->file, 1, "rank %d is out of range (ranks are below %d): the trace cannot be placed", t->rank,
+                        RANKS_MAX);
+        else if (from_comm && size > 0 && t->rank >= size)
+            ta_note_add(a, t->file, 1, "rank %d (its place in its first communicator) is not below the size of any of "
+                        "its communicators (%d at most): the trace cannot be placed", t->rank, size);
+        else if (!from_comm && t->world_size > 0 && t->rank >= t->world_size)
+            ta_note_add(a, t->file, 1, "rank %d is not below the world size %d of this trace: the trace cannot be placed",
+                        t->rank, t->world_size);
+        else if (w > 0 && t->world_size > 0 && t->world_size != w)
+            ta_note_add(a, t->file, 1, "world size %d, where %d of the job's %d traces that give one say %d: the trace "
+                        "is not used (another run under the same job id, or damaged)", t->world_size, best, nw, w);
+        else if (!from_comm && w > 0 && t->rank >= w)
+            ta_note_add(a, t->file, 1, "rank %d is not below the job's world size %d (that %d of its traces give): the "
+                        "trace cannot be placed", t->rank, w, best);
+        else {
+            mine[keep++] = t;
+            continue;
+        }
+    }
+    *world = w;
+    return keep;
+}
 
 int ta_load(ta_an *a, char **paths, int npaths)
 {
-    strvec files = {0};
+    filevec files = {0}, markers = {0};
     for (int i = 0; i < npaths; i++) {
         struct stat st;
         if (stat(paths[i], &st) != 0) { ta_note_add(a, paths[i], 1, "cannot open: %s", strerror(errno)); continue; }
         if (S_ISDIR(st.st_mode)) {
             int before = files.n;
-            walk(a, paths[i], &files, 0);
+            walk(a, paths[i], &files, &markers, 0);
             if (files.n == before) ta_note_add(a, paths[i], 0, "no trace files (trshim.*.json, trshim.*.ring) in this folder");
+        } else if (!S_ISREG(st.st_mode)) {
+            /* never opened: opening a FIFO waits for a writer, a device may act on it */
+            ta_note_add(a, paths[i], 1, "not a regular file (%s)", file_kind(st.st_mode));
         } else {
-            sv_push(&files, xstrdup(paths[i]));
+            const char *base = strrchr(paths[i], '/');
+            base = base ? base + 1 : paths[i];
+            if (has_suffix(base, TRSHIM_WRITE_FAILED_SUFFIX)) fv_push(&markers, xstrdup(paths[i]), 1);
+            else fv_push(&files, xstrdup(paths[i]), 1);
         }
     }
-    qsort(files.v, (size_t)files.n, sizeof *files.v, cmpstr);
+    if (files.n > 1) qsort(files.v, (size_t)files.n, sizeof *files.v, cmp_infile);
+    if (markers.n > 1) qsort(markers.v, (size_t)markers.n, sizeof *markers.v, cmp_infile);
     a->nfiles = files.n;
     ta_file_traces *out = xcalloc((size_t)files.n + 1, sizeof *out);
     cJSON_Hooks hooks = {arena_malloc, arena_free};
@@ -463,8 +761,16 @@ int ta_load(ta_an *a, char **paths, int npaths)
     worker(&w);
     for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
     cJSON_InitHooks(NULL);
+    for (int i = 0; i < markers.n; i++) {
+        read_marker(a, &markers.v[i]);
+        free(markers.v[i].path);
+    }
+    free(markers.v);
 
-    ta_ring_pair(a, files.v, out, files.n);
+    char **names = xcalloc((size_t)files.n + 1, sizeof *names);
+    for (int i = 0; i < files.n; i++) names[i] = files.v[i].path;
+    ta_ring_pair(a, names, out, files.n);
+    free(names);
     for (int i = 0; i < files.n; i++)
         for (int k = 0; k < out[i].ntr; k++)
             if (out[i].tr[k]) ta_py_prepare(out[i].tr[k]);
@@ -479,9 +785,14 @@ int ta_load(ta_an *a, char **paths, int npaths)
         if (out[i].is_ring) ta_ring_info_free(&out[i].ri);
     }
     free(out);
-    for (int i = 0; i < files.n; i++) free(files.v[i]);
+    for (int i = 0; i < files.n; i++) free(files.v[i].path);
     free(files.v);
-    if (!a->nall) return -1;
+    if (!a->nall) {
+        for (int k = 0; k < a->nwfail; k++)      /* e.g. every rank's write failed on a full disk */
+            ta_note_add(a, a->wfail[k].file, 0, "a trace write of rank %d of job %s failed (%s)", a->wfail[k].rank,
+                        a->wfail[k].job, a->wfail[k].error);
+        return -1;
+    }
 
     /* jobs: newest = the latest write_time among its traces */
     char **jobs = xcalloc((size_t)a->nall, sizeof *jobs);
@@ -517,13 +828,15 @@ int ta_load(ta_an *a, char **paths, int npaths)
         }
     free(jobs); free(newest);
 
-    /* the job's traces by rank; duplicates: keep the latest write */
+    /* the job's traces by rank (those that can be placed); duplicates: keep the latest write */
     a->tr = xcalloc((size_t)a->nall, sizeof *a->tr);
     ta_trace **mine = xcalloc((size_t)a->nall, sizeof *mine);
     int nm = 0;
     for (int i = 0; i < a->nall; i++)
         if (!strcmp(a->all[i]->job_id, a->job)) mine[nm++] = a->all[i];
-    qsort(mine, (size_t)nm, sizeof *mine, cmp_trace_rank);
+    int world = -1;
+    nm = place_ranks(a, mine, nm, &world);
+    if (nm > 1) qsort(mine, (size_t)nm, sizeof *mine, cmp_trace_rank);
     for (int i = 0; i < nm; i++) {
         if (a->ntr && a->tr[a->ntr - 1]->rank == mine[i]->rank) {
             ta_trace *kept = a->tr[a->ntr - 1];
@@ -535,29 +848,43 @@ int ta_load(ta_an *a, char **paths, int npaths)
         a->tr[a->ntr++] = mine[i];
     }
     free(mine);
-
-    /* world size: the most common value the traces give; else the largest
-     * communicator; else the highest rank + 1 */
-    int world = -1, best = 0;
-    for (int i = 0; i < a->ntr; i++) {
-        int w = a->tr[i]->world_size, c = 0;
-        if (w <= 0) continue;
-        for (int j = 0; j < a->ntr; j++) c += a->tr[j]->world_size == w;
-        if (c > best) { best = c; world = w; }
+    if (!a->ntr) {
+        ta_note_add(a, NULL, 1, "no trace of job \"%s\" can be placed", a->job);
+        return -1;
     }
+
+    /* world size: the value most traces give (place_ranks); else the
+     * largest communicator; else the highest rank + 1 */
+    int given = world > 0;
     if (world <= 0)
         for (int i = 0; i < a->ntr; i++)
             for (int k = 0; k < a->tr[i]->ncomms; k++)
                 if (a->tr[i]->comms[k].size > world) world = a->tr[i]->comms[k].size;
     if (world < a->tr[a->ntr - 1]->rank + 1) {
-        if (best) ta_note_add(a, NULL, 0, "rank %d is outside the world size %d the traces give", a->tr[a->ntr - 1]->rank, world);
+        /* ranks from communicators: a process driving several devices, whose
+         * world size counts processes */
+        if (given) ta_note_add(a, NULL, 0, "rank %d is outside the world size %d the traces give",
+                                   a->tr[a->ntr - 1]->rank, world);
         world = a->tr[a->ntr - 1]->rank + 1;
     }
     a->world = world;
-    a->missing_ranks = xcalloc((size_t)world, sizeof *a->missing_ranks);
-    for (int r = 0, i = 0; r < world; r++) {
+    /* ranks without a trace, one by one: not past a bound when the world
+     * size is far beyond the traces found (one trace that says 16777216 does
+     * not make a table, and a listing, of 16 million ranks) */
+    int64_t bound = (int64_t)a->ntr * 64 > MISSING_LISTED_MIN ? (int64_t)a->ntr * 64 : MISSING_LISTED_MIN;
+    int lim = world < bound ? world : (int)bound;
+    a->missing_ranks = xcalloc((size_t)lim + 1, sizeof *a->missing_ranks);
+    for (int r = 0, i = 0; r < lim; r++) {
         while (i < a->ntr && a->tr[i]->rank < r) i++;
         if (i >= a->ntr || a->tr[i]->rank != r) a->missing_ranks[a->nmissing++] = r;
     }
+    if (lim < world) {
+        int beyond = 0;
+        for (int i = 0; i < a->ntr; i++) beyond += a->tr[i]->rank >= lim;
+        a->missing_unlisted = world - lim - beyond;
+        ta_note_add(a, NULL, 0, "the world size %d is far beyond the %d trace(s) found: only ranks below %d are listed "
+                    "as without a trace (%d more ranks have none)", world, a->ntr, lim, a->missing_unlisted);
+    }
+    markers_place(a);
     return 0;
 }

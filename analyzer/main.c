@@ -45,6 +45,8 @@ static void usage(FILE *o)
           "                             median of at least MS milliseconds (default 50)\n"
           "  --straggler-fraction F     ... and by at least F of the median interval between the\n"
           "                             communicator's collectives (default 0.1)\n"
+          "  --max-trace-mb MB          skip a JSON trace larger than MB MiB (default 4096): what one\n"
+          "                             damaged or foreign file may cost is bounded\n"
           "  -h, --help                 this help\n\n"
           "Exit status: 0 nothing found, 1 findings, 2 could not analyse.\n", o);
 }
@@ -89,11 +91,12 @@ int main(int argc, char **argv)
     a.imbalance_min = 1 << 20;
     a.straggler_ns = 50000000;
     a.straggler_frac = 0.1;
+    a.max_trace_bytes = 4096ull << 20;
     static const struct option opts[] = {
         {"job", required_argument, 0, 'j'}, {"json", no_argument, 0, 'J'}, {"markdown", no_argument, 0, 'm'},
         {"modules", required_argument, 0, 'M'}, {"full-stacks", no_argument, 0, 'F'},
         {"imbalance-threshold", required_argument, 0, 'i'}, {"straggler-ms", required_argument, 0, 'S'},
-        {"straggler-fraction", required_argument, 0, 'f'},
+        {"straggler-fraction", required_argument, 0, 'f'}, {"max-trace-mb", required_argument, 0, 'X'},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -118,6 +121,13 @@ int main(int argc, char **argv)
         case 'f':
             if (!number_arg("--straggler-fraction", "a fraction such as 0.1", 1000, &a.straggler_frac)) return 2;
             break;
+        case 'X': {
+            double mb = 0;
+            if (!number_arg("--max-trace-mb", "MiB such as 4096", 1 << 30, &mb)) return 2;
+            if (mb < 1) { fputs("tranalyze: --max-trace-mb wants at least 1\n", stderr); return 2; }
+            a.max_trace_bytes = (uint64_t)mb << 20;
+            break;
+        }
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }

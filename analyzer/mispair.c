@@ -79,7 +79,7 @@ void ta_findings_mispair(ta_an *a)
     if (a->ntr < 3) return;
     shape *sv = xmalloc(sizeof *sv * (size_t)a->ntr);
     for (int t = 0; t < a->ntr; t++) shape_of(a->tr[t], t, &sv[t]);
-    qsort(sv, (size_t)a->ntr, sizeof *sv, cmp_shape);
+    if (a->ntr > 1) qsort(sv, (size_t)a->ntr, sizeof *sv, cmp_shape);
     int *peers = xmalloc(sizeof(int) * MISPAIR_PEERS_MAX);
     int ncand = 0;
     for (int i = 0, j; i < a->ntr && ncand < MISPAIR_CANDIDATES_MAX; i = j) {

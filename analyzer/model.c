@@ -341,3 +341,10 @@ char *ta_end_text(const ta_an *a, const ta_trace *t)
     free(in);
     return r;
 }
+
+char *ta_missing_text(const ta_an *a, int i)
+{
+    int k = a->missing_wfail && i < a->nmissing ? a->missing_wfail[i] : -1;
+    if (k < 0) return xstrdup("no trace");
+    return xasprintf("write failed (%s)", a->wfail[k].error);
+}

@@ -660,7 +660,7 @@ void ta_findings_nan(ta_an *a)
         }
         cand[k].t = best;
     }
-    qsort(cand, (size_t)ncand, sizeof *cand, cmp_cand);
+    if (ncand > 1) qsort(cand, (size_t)ncand, sizeof *cand, cmp_cand);
     int nc = ncand < MAX_CAND ? ncand : MAX_CAND;     /* ordered causally; the rest by time */
     for (int k = 0; k < nc; k++) {
         cand[k].reach = xmalloc(sizeof(uint32_t) * (size_t)(a->ngc + 1));

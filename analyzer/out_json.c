@@ -293,6 +293,7 @@ void ta_out_json(ta_an *a, FILE *o)
     kint(&w, "traces", a->ntr);
     kint(&w, "files", a->nfiles);
     kints(&w, "ranks_without_trace", a->missing_ranks, a->nmissing);
+    kint(&w, "ranks_without_trace_unlisted", a->missing_unlisted);
     key(&w, "other_jobs");
     open_(&w, '[');
     for (int i = 0; i < a->nother_jobs; i++) { sep(&w); jstr(o, a->other_jobs[i]); }
@@ -523,10 +524,25 @@ void ta_out_json(ta_an *a, FILE *o)
         key(&w, "ended");
         open_(&w, '{');
         kstr(&w, "state", "no_trace");
-        kstr(&w, "text", "no trace");
+        char *txt = ta_missing_text(a, i);
+        kstr(&w, "text", txt);
+        free(txt);
         close_(&w, '}');
         key(&w, "peak_bytes"); fputs("null", o);
         key(&w, "nancheck"); fputs("null", o);
+        int k = a->missing_wfail ? a->missing_wfail[i] : -1;
+        if (k >= 0) {              /* the shim's marker: its trace write failed */
+            const ta_wfail *m = &a->wfail[k];
+            key(&w, "write_failed");
+            open_(&w, '{');
+            kstr(&w, "file", m->file);
+            kstr(&w, "error", m->error);
+            kintn(&w, "errno", m->err, !m->err);
+            kintn(&w, "bytes", m->bytes, m->bytes < 0);
+            kstr(&w, "host", m->host);
+            kintn(&w, "pid", m->pid, m->pid < 0);
+            close_(&w, '}');
+        }
         close_(&w, '}');
     }
     close_(&w, ']');

@@ -19,28 +19,31 @@ static char *human(int64_t b)
 static char *where(ta_an *a, const ta_finding *f)
 {
     if (f->g < 0) return xstrdup("");
-    char *m = NULL;
     int n = 0, *r = xmalloc(sizeof(int) * (size_t)(a->gc[f->g].npos + 1));
     for (int p = 0; p < a->gc[f->g].npos; p++)
         if (a->gc[f->g].member[p] >= 0) r[n++] = a->tr[a->gc[f->g].member[p]]->rank;
     ta_ints_sort(r, n);
-    m = ta_ranks_text(r, n);
+    char *rt = ta_ranks_text(r, n);
     free(r);
     int empty = 0;
     for (int p = 0; p < a->gc[f->g].npos; p++) empty += a->gc[f->g].member[p] < 0;
+    /* "ranks 0-2", "rank 0; 3 places without a trace": the count of empty
+     * places never reads as one more rank */
+    char *m = xasprintf("%s%s%s", n ? (n > 1 ? "ranks " : "rank ") : "", rt, n && empty ? "; " : "");
+    free(rt);
     if (empty) {
-        char *m2 = xasprintf("%s and %d without a trace", m, empty);
+        char *m2 = xasprintf("%s%d place%s without a trace", m, empty, empty > 1 ? "s" : "");
         free(m);
         m = m2;
     }
     char *s;
-    if (f->kind == K_INIT) s = xasprintf(" on comm %s (ranks %s), initialisation", ta_comm_name(a, f->g), m);
-    else if (f->kind == K_STRAGGLER) s = xasprintf(" on comm %s (ranks %s)", ta_comm_name(a, f->g), m);
-    else if (f->kind == K_P2P) s = xasprintf(" on comm %s (ranks %s), send/recv #%lld", ta_comm_name(a, f->g), m, (long long)f->seq);
+    if (f->kind == K_INIT) s = xasprintf(" on comm %s (%s), initialisation", ta_comm_name(a, f->g), m);
+    else if (f->kind == K_STRAGGLER) s = xasprintf(" on comm %s (%s)", ta_comm_name(a, f->g), m);
+    else if (f->kind == K_P2P) s = xasprintf(" on comm %s (%s), send/recv #%lld", ta_comm_name(a, f->g), m, (long long)f->seq);
     else if (f->seq < 0 && f->win_upto > 0)
-        s = xasprintf(" on comm %s (ranks %s), collectives #%lld-#%lld", ta_comm_name(a, f->g), m,
+        s = xasprintf(" on comm %s (%s), collectives #%lld-#%lld", ta_comm_name(a, f->g), m,
                       (long long)f->win_after + 1, (long long)f->win_upto);
-    else s = xasprintf(" on comm %s (ranks %s), collective #%lld", ta_comm_name(a, f->g), m, (long long)f->seq);
+    else s = xasprintf(" on comm %s (%s), collective #%lld", ta_comm_name(a, f->g), m, (long long)f->seq);
     free(m);
     return s;
 }
@@ -222,10 +225,28 @@ static void rank_table(ta_an *a, FILE *o, int md)
         free(p); free(e);
     }
     if (limit < a->ntr) fprintf(o, "  ... %d more ranks (--json has them all)\n", a->ntr - limit);
-    for (int i = 0; i < a->nmissing; i++) {
-        if (md) fprintf(o, "| %d | | | no trace |%*s\n", a->missing_ranks[i], nfam * 2 + 2, "");
-        else fprintf(o, "  %-5d %-16s %-8s %-10s %-24s %s\n", a->missing_ranks[i], "-", "-", "-", "-", "no trace");
+    /* ranks without a trace: a run of consecutive ranks that ended alike on one line */
+    for (int i = 0; i < a->nmissing;) {
+        char *e = ta_missing_text(a, i);
+        int k = i + 1;
+        while (k < a->nmissing && a->missing_ranks[k] == a->missing_ranks[k - 1] + 1) {
+            char *e2 = ta_missing_text(a, k);
+            int same = !strcmp(e, e2);
+            free(e2);
+            if (!same) break;
+            k++;
+        }
+        char rk[32];
+        if (k - i > 1) snprintf(rk, sizeof rk, "%d-%d", a->missing_ranks[i], a->missing_ranks[k - 1]);
+        else snprintf(rk, sizeof rk, "%d", a->missing_ranks[i]);
+        if (md) fprintf(o, "| %s | | | %s |%*s\n", rk, e, nfam * 2 + 2, "");
+        else fprintf(o, "  %-5s %-16s %-8s %-10s %-24s %s\n", rk, "-", "-", "-", "-", e);
+        free(e);
+        i = k;
     }
+    if (a->missing_unlisted)
+        fprintf(o, md ? "| ... | | | %d more ranks without a trace |%*s\n" : "  ... %d more ranks without a trace%*s\n",
+                a->missing_unlisted, md ? nfam * 2 + 2 : 0, "");
     fputc('\n', o);
 }
 

@@ -2,13 +2,20 @@
  * happen, so that it survives SIGKILL (include/trshim/ring_format.h, the
  * layout; docs/trace-format.md "Ring file").
  *
- * The file is mapped read-only and every value in it is hostile until
- * checked: each offset and count is checked against the file's actual size
- * before anything is read there, each structure is copied out of the
- * mapping before its fields are used (a live process may still be writing),
- * and a damaged part costs that part only, with one note naming the file
- * and what is wrong. A header that cannot be trusted makes the file
- * unusable. ring_trace.c makes the traces of what is read here. */
+ * The file is read with pread, never mapped: a hole of a filesystem that
+ * filled up (tmpfs must allocate a page to map one), a file cut short while
+ * it is read or a read error then gives a short read and a note, where a
+ * mapping would give SIGBUS. Every value in it is hostile until checked:
+ * each offset and count is checked against the file's size (at most what
+ * its header declares) before anything is read there, each structure is
+ * copied out before its fields are used (a live process may still be
+ * writing), and a damaged part costs that part only, with one note naming
+ * the file and what is wrong. A header that cannot be trusted makes the
+ * file unusable. What one ring may cost is bounded by its layout: records
+ * are read a chunk at a time and whole runs of them in a hole of the file
+ * (never written) are counted without being read; the blob area is read
+ * through a window and ends at the first zero kind (a hole reads as one).
+ * ring_trace.c makes the traces of what is read here. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -16,7 +23,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,6 +33,25 @@
 typedef struct { uint64_t lo, hi, base; int gid; } rmod;
 
 static int fits(const rd *r, uint64_t off, uint64_t len) { return off <= r->n && len <= r->n - off; }
+
+/* len bytes at off of the file into buf: 0; -1 when they could not all be
+ * read (the file shrank after it was opened, or a read error): the rest of
+ * buf is zeros (a record there is torn, a blob kind there ends the blobs)
+ * and r->ioerr keeps the first cause (noted once, ta_ring_read) */
+static int rd_at(rd *r, uint64_t off, void *buf, size_t len)
+{
+    uint8_t *b = buf;
+    size_t got = 0;
+    while (got < len) {
+        ssize_t k = pread(r->fd, b + got, len - got, (off_t)(off + got));
+        if (k > 0) { got += (size_t)k; continue; }
+        if (k < 0 && errno == EINTR) continue;
+        if (!r->ioerr) r->ioerr = k < 0 ? (errno ? errno : EIO) : -1;
+        memset(b + got, 0, len - got);
+        return -1;
+    }
+    return 0;
+}
 
 void ring_note(rd *r, const char *fmt, ...)
 {
@@ -80,13 +105,10 @@ int ta_ring_name(const char *name)
     return l > pl + sl && !strncmp(name, TRSHIM_TRACE_PREFIX, pl) && !strcmp(name + l - sl, TRSHIM_RING_SUFFIX);
 }
 
-int ta_ring_sniff(const char *path)
+int ta_ring_sniff(int fd)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
     char m[8];
-    ssize_t k = read(fd, m, sizeof m);
-    close(fd);
+    ssize_t k = pread(fd, m, sizeof m, 0);
     return k == (ssize_t)sizeof m && !memcmp(m, TRSHIM_RING_MAGIC, sizeof m);
 }
 
@@ -114,7 +136,7 @@ static const char *check_header(rd *r)
     }
     /* the areas in order, none overlapping, all below AREA_MAX (no
      * arithmetic below can overflow after this) */
-    if (h->capacity < 1 || h->capacity > (1ull << 40) || h->max_comms > (1u << 20) ||
+    if (h->capacity < 1 || h->capacity > (1ull << 40) || h->max_comms > COMMS_MAX ||
         h->off_comms < TRR_HEADER_BYTES || h->off_comms > AREA_MAX ||
         h->off_records < h->off_comms + (uint64_t)h->max_comms * TRR_COMM_BYTES || h->off_records > AREA_MAX ||
         h->off_blobs < h->off_records + h->capacity * TRR_RECORD_BYTES || h->off_blobs > AREA_MAX ||
@@ -195,7 +217,7 @@ static void read_comms(rd *r)
         cslot *s = &r->slots[i];
         uint64_t off = h->off_comms + i * TRR_COMM_BYTES;
         if (!fits(r, off, sizeof s->c)) { lost++; continue; }
-        memcpy(&s->c, r->p + off, sizeof s->c);
+        if (rd_at(r, off, &s->c, sizeof s->c) < 0) continue;     /* noted with r->ioerr */
         const trr_comm *c = &s->c;
         if (c->valid == 0) continue;             /* handed out, not written yet */
         const char *why = NULL;
@@ -245,7 +267,7 @@ static int find_mod(const rmod *m, int nm, uint64_t ip)
     return best >= 0 && ip < m[best].hi ? best : -1;
 }
 
-typedef struct { uint32_t index, n; uint64_t at; } rstack;   /* at: file offset of the ips (frames) */
+typedef struct { uint32_t index, n; void *frames; } rstack;   /* frames: copied out of the file (ips or trr_pyframe) */
 typedef struct { uint32_t index; ta_pycode c; } rpycode;
 
 /* blobs indexed by the writer (stacks, Python codes and stacks): an index
@@ -280,9 +302,9 @@ static void py_tables(rd *r, rpycode *pc, int npc, rstack *ps, int nps, int *bad
         if (o->frames) continue;    /* the first one of an index counts */
         o->frames = xmalloc(sizeof *o->frames * ((size_t)ps[i].n + 1));
         int ok = 1;
+        const trr_pyframe *fr = ps[i].frames;
         for (uint32_t f = 0; f < ps[i].n && ok; f++) {
-            trr_pyframe pf;
-            memcpy(&pf, r->p + ps[i].at + sizeof pf * (uint64_t)f, sizeof pf);
+            trr_pyframe pf = fr[f];
             ok = pf.code < (uint32_t)r->npycodes && r->pycodes[pf.code].file;
             o->frames[f] = (ta_pyframe){(int32_t)pf.code, pf.line};
         }
@@ -292,12 +314,35 @@ static void py_tables(rd *r, rpycode *pc, int npc, rstack *ps, int nps, int *bad
     if (far) ring_note(r, "%d Python code or stack record(s) with an out-of-range index ignored", far);
 }
 
+/* The blob area is read through a window of BLOB_WIN bytes that moves
+ * forward: every blob of a known kind the shim writes fits in it (a stack
+ * of FRAMES_MAX frames is 512 KiB); a larger one is damage. */
+#define BLOB_WIN (1u << 20)
+typedef struct {
+    rd *r;
+    uint64_t start, len;      /* the area in the file */
+    uint64_t boff, blen;      /* the window: [boff, boff + blen) of the area */
+    uint8_t *buf;
+} bwin;
+
+/* the bytes [pos, pos + n) of the area (pos + n <= len, n <= BLOB_WIN) */
+static const uint8_t *bw_at(bwin *w, uint64_t pos, uint64_t n)
+{
+    if (pos >= w->boff && pos + n <= w->boff + w->blen) return w->buf + (pos - w->boff);
+    uint64_t want = w->len - pos < BLOB_WIN ? w->len - pos : BLOB_WIN;
+    w->boff = pos;
+    w->blen = want;
+    rd_at(w->r, w->start + pos, w->buf, (size_t)want);   /* a short read leaves zeros: the end of the blobs */
+    return w->buf;
+}
+
 static void read_blobs(rd *r, pthread_mutex_t *modlk)
 {
     const trr_header *h = &r->h;
     uint64_t start = h->off_blobs, len = h->blob_bytes;
     if (start > r->n) len = 0;
     else if (len > r->n - start) len = r->n - start;     /* truncation noted with the header */
+    bwin w = {r, start, len, 0, 0, len ? xmalloc(BLOB_WIN) : NULL};
     rmod *mods = NULL;
     rstack *st = NULL, *ps = NULL;
     rpycode *pc = NULL;
@@ -306,31 +351,35 @@ static void read_blobs(rd *r, pthread_mutex_t *modlk)
     uint64_t pos = 0;
     while (pos + sizeof(trr_blob) <= len) {
         trr_blob b;
-        memcpy(&b, r->p + start + pos, sizeof b);
+        memcpy(&b, bw_at(&w, pos, sizeof b), sizeof b);
         if (b.kind == TRR_BLOB_END) break;
         if (b.bytes % 8 || b.bytes > len - pos - sizeof b) {
             ring_note(r, "damaged blob at byte %llu of the blob area (kind %u, %u bytes): the stacks and modules after it "
                   "are lost", (unsigned long long)pos, b.kind, b.bytes);
             break;
         }
-        uint64_t at = start + pos + sizeof b;
+        uint64_t at = pos + sizeof b;
+        int known = b.kind == TRR_BLOB_MODULE || b.kind == TRR_BLOB_STACK || b.kind == TRR_BLOB_PYCODE ||
+                    b.kind == TRR_BLOB_PYSTACK;
+        /* a known blob larger than the window is damaged (counted as its kind) */
+        const uint8_t *q = known && b.bytes <= BLOB_WIN ? bw_at(&w, at, b.bytes) : NULL;
         if (b.kind == TRR_BLOB_MODULE) {
             trr_module m;
-            int ok = b.bytes >= sizeof m;
+            int ok = q && b.bytes >= sizeof m;
             if (ok) {
-                memcpy(&m, r->p + at, sizeof m);
-                const char *path = (const char *)r->p + at + sizeof m;
+                memcpy(&m, q, sizeof m);
+                const char *path = (const char *)q + sizeof m;
                 ok = m.path_len >= 2 && m.path_len <= b.bytes - sizeof m && path[m.path_len - 1] == 0 &&
                      strnlen(path, m.path_len) == m.path_len - 1 && strnlen(m.build_id, sizeof m.build_id) < sizeof m.build_id &&
                      m.lo < m.hi && m.base <= m.lo;
                 if (ok) {
-                    char *ps = ring_str(path, m.path_len), *bs = ring_str(m.build_id, sizeof m.build_id);
+                    char *pstr = ring_str(path, m.path_len), *bs = ring_str(m.build_id, sizeof m.build_id);
                     if (nm == capm) { capm = capm ? capm * 2 : 16; mods = xrealloc(mods, sizeof *mods * (size_t)capm); }
                     pthread_mutex_lock(modlk);
-                    int gid = ta_module_intern(r->a, ps, bs[0] ? bs : NULL);
+                    int gid = ta_module_intern(r->a, pstr, bs[0] ? bs : NULL);
                     pthread_mutex_unlock(modlk);
                     mods[nm++] = (rmod){m.lo, m.hi, m.base, gid};
-                    free(ps);
+                    free(pstr);
                     free(bs);
                 }
             }
@@ -338,55 +387,61 @@ static void read_blobs(rd *r, pthread_mutex_t *modlk)
         } else if (b.kind == TRR_BLOB_STACK) {
             int stack_ok = 0;
             trr_stack s;
-            if (b.bytes >= sizeof s) {
-                memcpy(&s, r->p + at, sizeof s);
+            if (q && b.bytes >= sizeof s) {
+                memcpy(&s, q, sizeof s);
                 if (s.n <= (b.bytes - sizeof s) / 8 && s.n <= FRAMES_MAX) {
                     if (ns == caps) { caps = caps ? caps * 2 : 64; st = xrealloc(st, sizeof *st * (size_t)caps); }
-                    st[ns++] = (rstack){s.index, s.n, at + sizeof s};
+                    uint64_t *ips = xmalloc(8 * ((size_t)s.n + 1));
+                    memcpy(ips, q + sizeof s, 8 * (size_t)s.n);
+                    st[ns++] = (rstack){s.index, s.n, ips};
                     stack_ok = 1;
                 }
             }
             badstacks += !stack_ok;
         } else if (b.kind == TRR_BLOB_PYCODE) {
             trr_pycode c;
-            int ok = b.bytes >= sizeof c;
+            int ok = q && b.bytes >= sizeof c;
             if (ok) {
-                memcpy(&c, r->p + at, sizeof c);
-                const char *file = (const char *)r->p + at + sizeof c, *name = file + c.file_len;
+                memcpy(&c, q, sizeof c);
+                const char *file = (const char *)q + sizeof c;
                 ok = c.file_len >= 1 && c.name_len >= 1 && c.file_len <= 65536 && c.name_len <= 65536 &&
                      c.file_len + c.name_len <= b.bytes - sizeof c && strnlen(file, c.file_len) == c.file_len - 1 &&
-                     strnlen(name, c.name_len) == c.name_len - 1;
+                     strnlen(file + c.file_len, c.name_len) == c.name_len - 1;
                 if (ok) {
                     if (npc == cappc) { cappc = cappc ? cappc * 2 : 64; pc = xrealloc(pc, sizeof *pc * (size_t)cappc); }
                     pc[npc].index = c.index;
-                    ta_py_code_set(&pc[npc].c, file, c.file_len, name, c.name_len, c.firstlineno);
+                    ta_py_code_set(&pc[npc].c, file, c.file_len, file + c.file_len, c.name_len, c.firstlineno);
                     npc++;
                 }
             }
             badpc += !ok;
         } else if (b.kind == TRR_BLOB_PYSTACK) {
             trr_pystack s;
-            int ok = b.bytes >= sizeof s;
+            int ok = q && b.bytes >= sizeof s;
             if (ok) {
-                memcpy(&s, r->p + at, sizeof s);
+                memcpy(&s, q, sizeof s);
                 ok = s.n >= 1 && s.n <= (b.bytes - sizeof s) / sizeof(trr_pyframe) && s.n <= TA_PY_FRAMES_MAX;
                 if (ok) {
                     if (nps == capps) { capps = capps ? capps * 2 : 64; ps = xrealloc(ps, sizeof *ps * (size_t)capps); }
-                    ps[nps++] = (rstack){s.index, s.n, at + sizeof s};
+                    trr_pyframe *fr = xmalloc(sizeof *fr * ((size_t)s.n + 1));
+                    memcpy(fr, q + sizeof s, sizeof *fr * (size_t)s.n);
+                    ps[nps++] = (rstack){s.index, s.n, fr};
                 }
             }
             badps += !ok;
         }                        /* other kinds: from a newer writer, skipped by their bytes */
         pos += sizeof b + b.bytes;
     }
+    free(w.buf);
     if (badmods) ring_note(r, "%d damaged module record(s) ignored: frames in them have no module", badmods);
     if (npc || nps) py_tables(r, pc, npc, ps, nps, &badps);
     if (badpc) ring_note(r, "%d damaged Python code record(s) ignored: Python stacks that use them are not used", badpc);
     if (badps) ring_note(r, "%d damaged Python stack record(s) ignored: those calls have native call sites", badps);
     free(pc);
+    for (int i = 0; i < nps; i++) free(ps[i].frames);
     free(ps);
     if (badstacks) ring_note(r, "%d damaged stack record(s) ignored: those call sites are unknown", badstacks);
-    if (mods) qsort(mods, (size_t)nm, sizeof *mods, cmp_rmod);
+    if (nm > 1) qsort(mods, (size_t)nm, sizeof *mods, cmp_rmod);
     /* stacks by their index (the records' stack field); indices far beyond
      * the number of stacks are damage */
     uint64_t limit = index_limit((uint64_t)ns), maxi = 0;
@@ -404,9 +459,9 @@ static void read_blobs(rd *r, pthread_mutex_t *modlk)
         if (o->frames) continue;    /* the first one of an index counts */
         o->nframes = (int)st[i].n;
         o->frames = xcalloc((size_t)st[i].n + 1, sizeof *o->frames);
+        const uint64_t *ips = st[i].frames;
         for (uint32_t f = 0; f < st[i].n; f++) {
-            uint64_t ip;
-            memcpy(&ip, r->p + st[i].at + 8 * (uint64_t)f, sizeof ip);
+            uint64_t ip = ips[f];
             int k = find_mod(mods, nm, ip);
             ta_frame *fr = &o->frames[f];
             fr->module = k >= 0 ? mods[k].gid : -1;
@@ -419,6 +474,7 @@ static void read_blobs(rd *r, pthread_mutex_t *modlk)
         ring_note(r, "%llu call stack(s) were not stored (the ring's blob area was full): those call sites are unknown",
               (unsigned long long)h->stacks_dropped);
     free(mods);
+    for (int i = 0; i < ns; i++) free(st[i].frames);
     free(st);
 }
 
@@ -496,16 +552,37 @@ static const char *conv_record(rd *r, const trr_record *x, uint64_t index, rcall
     return NULL;
 }
 
+/* whole record slots from file offset off (at most max) that lie in a hole
+ * of the file: never written, they read as zeros (torn); 0 when off holds
+ * data or the filesystem cannot tell */
+static uint64_t hole_slots(rd *r, uint64_t off, uint64_t max)
+{
+    off_t d = lseek(r->fd, (off_t)off, SEEK_DATA);
+    uint64_t data;
+    if (d >= 0) data = (uint64_t)d;
+    else if (errno == ENXIO) data = r->n;         /* no data from off on */
+    else return 0;
+    if (data <= off) return 0;
+    uint64_t k = (data - off) / TRR_RECORD_BYTES;
+    return k < max ? k : max;
+}
+
+#define REC_CHUNK 4096u          /* records read at a time */
+
 /* the records of the window [max(0, head - capacity), head), in index order;
  * a slot whose stamp is not its index + 1 is skipped and counted (torn: the
- * process stopped while writing it, or it was overwritten while read) */
+ * process stopped while writing it, or it was overwritten while read). Each
+ * chunk is read twice: a slot whose stamp changed in between was being
+ * rewritten by a live writer. */
 static void read_records(rd *r)
 {
     const trr_header *h = &r->h;
     uint64_t cap = h->capacity, head = h->head, first = head > cap ? head - cap : 0, len = head - first;
     uint64_t readable = h->off_records <= r->n ? (r->n - h->off_records) / TRR_RECORD_BYTES : 0;
     if (readable > cap) readable = cap;
-    r->calls = xmalloc(sizeof *r->calls * (size_t)((len < readable ? len : readable) + 1));
+    int64_t capc = 0;
+    r->calls = NULL;
+    uint8_t *buf = xmalloc((size_t)REC_CHUNK * TRR_RECORD_BYTES), *buf2 = xmalloc((size_t)REC_CHUNK * TRR_RECORD_BYTES);
     int64_t torn = 0, bad = 0, gone = 0, torn_last = 0;
     const char *why1 = NULL;
     uint64_t bad1 = 0;
@@ -518,26 +595,47 @@ static void read_records(rd *r)
             gone += (int64_t)(to - (from > readable ? from : readable));
             to = readable;
         }
-        for (uint64_t s = from; s < to; s++) {
-            uint64_t index = idx0 + (s - from);
-            const uint8_t *q = r->p + h->off_records + s * TRR_RECORD_BYTES;
-            trr_record x;
-            memcpy(&x, q, sizeof x);
-            uint64_t again;
-            memcpy(&again, q, sizeof again);      /* a live writer may have reused the slot meanwhile */
-            if (x.stamp != index + 1 || again != x.stamp) {
-                torn++;
-                torn_last += index + 1 == head;
+        for (uint64_t s = from; s < to;) {
+            uint64_t off = h->off_records + s * TRR_RECORD_BYTES;
+            uint64_t skip = hole_slots(r, off, to - s);
+            if (skip) {
+                uint64_t i0 = idx0 + (s - from);
+                torn += (int64_t)skip;
+                torn_last += head >= 1 && head - 1 >= i0 && head - 1 < i0 + skip;
+                s += skip;
                 continue;
             }
-            const char *why = conv_record(r, &x, index, &r->calls[r->ncalls]);
-            if (why) {
-                if (!bad++) { why1 = why; bad1 = index; }
-                continue;
+            uint64_t m = to - s < REC_CHUNK ? to - s : REC_CHUNK;
+            rd_at(r, off, buf, (size_t)(m * TRR_RECORD_BYTES));
+            rd_at(r, off, buf2, (size_t)(m * TRR_RECORD_BYTES));
+            for (uint64_t j = 0; j < m; j++) {
+                uint64_t index = idx0 + (s + j - from);
+                trr_record x;
+                memcpy(&x, buf + j * TRR_RECORD_BYTES, sizeof x);
+                uint64_t again;
+                memcpy(&again, buf2 + j * TRR_RECORD_BYTES, sizeof again);
+                if (x.stamp != index + 1 || again != x.stamp) {
+                    torn++;
+                    torn_last += index + 1 == head;
+                    continue;
+                }
+                if (r->ncalls == capc) {
+                    capc = capc ? capc * 2 : 1024;
+                    r->calls = xrealloc(r->calls, sizeof *r->calls * (size_t)capc);
+                }
+                const char *why = conv_record(r, &x, index, &r->calls[r->ncalls]);
+                if (why) {
+                    if (!bad++) { why1 = why; bad1 = index; }
+                    continue;
+                }
+                r->ncalls++;
             }
-            r->ncalls++;
+            s += m;
         }
     }
+    free(buf);
+    free(buf2);
+    if (!r->calls) r->calls = xmalloc(sizeof *r->calls);
     if (torn)
         ring_note(r, "%lld record(s) of the window [%llu, %llu) were incomplete or overwritten (torn)%s and were skipped",
               (long long)torn, (unsigned long long)first, (unsigned long long)head,
@@ -559,29 +657,22 @@ void ta_ring_info_free(ta_ring_info *info)
     memset(info, 0, sizeof *info);
 }
 
-int ta_ring_read(ta_an *a, const char *path, pthread_mutex_t *modlk, ta_trace ***out, ta_ring_info *info)
+int ta_ring_read(ta_an *a, const char *path, int fd, const struct stat *st, pthread_mutex_t *modlk, ta_trace ***out,
+                 ta_ring_info *info)
 {
     memset(info, 0, sizeof *info);
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) { ta_note_add(a, path, 1, "cannot open: %s", strerror(errno)); return -1; }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        ta_note_add(a, path, 1, "not a regular file");
-        return -1;
-    }
-    if ((uint64_t)st.st_size < sizeof(trr_header)) {
-        close(fd);
-        ta_note_add(a, path, 1, "truncated: %lld bytes, shorter than a ring header (%zu bytes)", (long long)st.st_size,
+    if ((uint64_t)st->st_size < sizeof(trr_header)) {
+        ta_note_add(a, path, 1, "truncated: %lld bytes, shorter than a ring header (%zu bytes)", (long long)st->st_size,
                     sizeof(trr_header));
         return -1;
     }
-    const uint8_t *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) { ta_note_add(a, path, 1, "cannot read: %s", strerror(errno)); return -1; }
-    rd r = {.a = a, .path = path, .p = p, .n = (uint64_t)st.st_size, .info = info, .last_ns = TA_NULL64};
-    memcpy(&r.h, p, sizeof r.h);
+    rd r = {.a = a, .path = path, .fd = fd, .n = (uint64_t)st->st_size, .info = info, .last_ns = TA_NULL64};
+    if (rd_at(&r, 0, &r.h, sizeof r.h) < 0) {
+        ta_note_add(a, path, 1, "cannot read the ring header: %s",
+                    r.ioerr > 0 ? strerror(r.ioerr) : "the file became shorter while it was read");
+        return -1;
+    }
     int n = -1;
     const char *bad = check_header(&r);
     if (bad) {
@@ -591,10 +682,19 @@ int ta_ring_read(ta_an *a, const char *path, pthread_mutex_t *modlk, ta_trace **
     if (r.n < r.h.file_bytes)
         ring_note(&r, "truncated: the file has %llu bytes, its header says %llu: what lay past the end is lost",
               (unsigned long long)r.n, (unsigned long long)r.h.file_bytes);
+    else if (r.n > r.h.file_bytes) {
+        /* what one ring costs is bounded by its declared layout */
+        ring_note(&r, "the file has %llu bytes, more than the %llu its header declares: the bytes past those are not read",
+                  (unsigned long long)r.n, (unsigned long long)r.h.file_bytes);
+        r.n = r.h.file_bytes;
+    }
     info->alive = still_alive(&r);
     read_comms(&r);
     read_blobs(&r, modlk);
     read_records(&r);
+    if (r.ioerr)
+        ring_note(&r, "the file could not be read completely (%s): what could not be read counts as lost or torn",
+                  r.ioerr > 0 ? strerror(r.ioerr) : "it became shorter while it was read");
     if (r.h.heartbeat_ns && r.h.heartbeat_ns <= (uint64_t)INT64_MAX) r.last_ns = max64(r.last_ns, (int64_t)r.h.heartbeat_ns);
     if (r.h.end_ns && r.h.end_ns <= (uint64_t)INT64_MAX) r.last_ns = max64(r.last_ns, (int64_t)r.h.end_ns);
     if (r.h.state != TRR_RUNNING && r.h.state != TRR_EXITED && r.h.state != TRR_SIGNALED)
@@ -617,7 +717,6 @@ done:
     free(r.pycodes);
     free(r.slots);
     free(r.calls);
-    munmap((void *)p, (size_t)st.st_size);
     if (n < 0) ta_ring_info_free(info);
     return n;
 }

@@ -10,6 +10,7 @@
 #include "trshim/ring_format.h"
 
 #define RANK_MAX (1 << 24)          /* ranks, sizes: as for JSON traces */
+#define COMMS_MAX (1u << 16)        /* communicator slots of a ring (the shim makes 1024) */
 #define AREA_MAX (1ull << 56)       /* offsets and lengths beyond it are damage, not data */
 #define FRAMES_MAX 65536
 
@@ -31,8 +32,10 @@ typedef struct {
 typedef struct {
     ta_an *a;
     const char *path;
-    const uint8_t *p;
-    uint64_t n;             /* bytes mapped: the file's size */
+    int fd;                 /* read with pread, never mapped: a hole of a full filesystem, a file
+                               cut short meanwhile or a read error is a note, not SIGBUS */
+    uint64_t n;             /* bytes that may be read: the file's size, at most what its header declares */
+    int ioerr;              /* a read came back short (-1: the file shrank since it was opened) or failed (errno) */
     trr_header h;
     ta_ring_info *info;
     char err[300];

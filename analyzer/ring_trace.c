@@ -182,7 +182,7 @@ static ta_trace *build(rd *r, int dev, int trace_dev, int rank, const char *rank
             if (x->c.op < OP_GROUPSTART && x->c.group)
                 gm[ngm++] = (gmark){x->c.group, 1, x->slot >= 0 && local[x->slot] >= 0};
         }
-        qsort(gm, ngm, sizeof *gm, cmp_gmark);
+        if (ngm > 1) qsort(gm, ngm, sizeof *gm, cmp_gmark);
         size_t w = 0;            /* one entry per group: any call, any of this view */
         for (size_t i = 0; i < ngm; i++) {
             if (w && gm[w - 1].group == gm[i].group) gm[w - 1].mine |= gm[i].mine;
@@ -198,7 +198,7 @@ static ta_trace *build(rd *r, int dev, int trace_dev, int rank, const char *rank
             int in = 1;
             if (x->slot < 0) {
                 gmark key = {x->c.group, 0, 0}, *g = NULL;
-                if (x->c.op >= OP_GROUPSTART && x->c.group)
+                if (x->c.op >= OP_GROUPSTART && x->c.group && ngm)
                     g = bsearch(&key, gm, ngm, sizeof *gm, cmp_gmark);
                 in = g ? g->mine : x->device == dev;
             }
@@ -259,7 +259,7 @@ int ring_views(rd *r, ta_trace ***out)
         if (first < 0) first = i;
         pairs[np++] = (id_dev){s->c.id, s->c.device};
     }
-    qsort(pairs, (size_t)np, sizeof *pairs, cmp_id_dev);
+    if (np > 1) qsort(pairs, (size_t)np, sizeof *pairs, cmp_id_dev);
     for (int i = 1; i < np && !multi; i++)
         multi = pairs[i].id == pairs[i - 1].id && pairs[i].device != pairs[i - 1].device;
     free(pairs);

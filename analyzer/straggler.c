@@ -45,7 +45,7 @@ static int cmp64(const void *x, const void *y)
 /* median of v[0..n) (reorders v); n > 0 */
 static int64_t median64(int64_t *v, int64_t n)
 {
-    qsort(v, (size_t)n, sizeof *v, cmp64);
+    if (n > 1) qsort(v, (size_t)n, sizeof *v, cmp64);
     return n % 2 ? v[n / 2] : v[n / 2 - 1] + (v[n / 2] - v[n / 2 - 1]) / 2;
 }
 
@@ -122,7 +122,7 @@ static int clock_bases(ta_an *a, const ta_gcomm *gc, int64_t *base, int *clock)
         hostplace *hp = xmalloc(sizeof *hp * (size_t)n);
         int64_t *v = xmalloc(sizeof(int64_t) * (size_t)n);
         for (int p = 0; p < n; p++) hp[p] = (hostplace){a->tr[gc->member[p]]->host, p};
-        qsort(hp, (size_t)n, sizeof *hp, cmp_hostplace);
+        if (n > 1) qsort(hp, (size_t)n, sizeof *hp, cmp_hostplace);
         for (int i = 0, j; i < n; i = j) {     /* hp[i..j): one host */
             for (j = i; j < n && !strcmp(hp[j].host, hp[i].host); j++)
                 v[j - i] = a->tr[gc->member[hp[j].p]]->comms[gc->local[hp[j].p]].init_exit;
@@ -216,7 +216,7 @@ static void table_sort(table *tb)
     entry *en = xmalloc(sizeof(entry) * (size_t)n);
     for (int64_t r = 0; r < tb->nrows; r++) {
         for (int p = 0; p < n; p++) en[p] = (entry){tb->e[r * n + p], p};
-        qsort(en, (size_t)n, sizeof *en, cmp_entry);
+        if (n > 1) qsort(en, (size_t)n, sizeof *en, cmp_entry);
         for (int i = 0; i < n; i++) tb->ord[r * n + i] = en[i].p;
     }
     free(en);

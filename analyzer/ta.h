@@ -241,6 +241,17 @@ typedef struct {
     int fatal;            /* the file was not used */
 } ta_note;
 
+/* ---- a trace write that failed (the shim's marker trshim.*.write-failed) ----- */
+typedef struct {
+    char *file;           /* the marker */
+    char *job;
+    char *host;           /* NULL: not given */
+    char *error;          /* what failed, e.g. "No space left on device" (the marker's text, else strerror) */
+    int rank;             /* -1: unknown */
+    int err;              /* errno, 0 unknown */
+    int64_t pid, bytes;   /* -1: not given */
+} ta_wfail;
+
 /* ---- findings ----------------------------------------------------------------- */
 enum { K_DIVERGENCE, K_MISSING, K_P2P, K_INIT, K_OOM, K_IMBALANCE, K_NO_TRACE, K_NAN, K_STRAGGLER, K_N };
 extern const char *const ta_kind_names[K_N];
@@ -405,6 +416,7 @@ typedef struct {
     double straggler_frac;       /* --straggler-fraction: least lateness, as a fraction of the interval
                                     between the communicator's collectives */
     const char *job_wanted;
+    uint64_t max_trace_bytes;    /* --max-trace-mb: a JSON trace larger than this is not read */
     const char **module_dirs; int nmodule_dirs;
     /* input */
     ta_trace **all; int nall;    /* every usable trace of every job */
@@ -414,6 +426,10 @@ typedef struct {
     char **other_jobs; int nother_jobs;
     int world;
     int *missing_ranks; int nmissing;
+    int *missing_wfail;          /* per missing rank: its write-failed marker (index into wfail), -1 */
+    int missing_unlisted;        /* ranks below the world size without a trace not in missing_ranks (the
+                                    world size is far beyond the traces found: load.c) */
+    ta_wfail *wfail; int nwfail; /* write-failed markers read (every job's) */
     int nfiles;
     /* model */
     ta_gcomm *gc; int ngc;
@@ -437,6 +453,7 @@ int ta_module_intern(ta_an *a, const char *path, const char *build_id);
 uint64_t ta_hash64(uint64_t h, uint64_t v);
 const char *ta_signame(int sig);
 char *ta_end_text(const ta_an *a, const ta_trace *t);
+char *ta_missing_text(const ta_an *a, int i);   /* missing rank i: "no trace" or "write failed (...)" */
 char *ta_call_text(const ta_an *a, const ta_trace *t, int64_t ci);   /* "AllReduce #5 on comm 0x..." */
 char *ta_call_sig(const ta_trace *t, int64_t ci);                    /* "AllReduce(16 x float32, sum)" */
 char *ta_ranks_text(const int *r, int n);                            /* "0-3, 5" */

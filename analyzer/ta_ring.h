@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "ta.h"
 
@@ -32,13 +33,15 @@ typedef struct {
 
 /* trshim.*.ring */
 int ta_ring_name(const char *name);
-/* the file starts with the ring magic */
-int ta_ring_sniff(const char *path);
-/* Reads the ring file at path into one trace per rank of its process (a
- * process driving several devices: one per device, as the shim writes its
- * JSON traces). Returns the number of traces, or -1 with a note naming the
- * file when it is not usable. modlk guards a->mods. */
-int ta_ring_read(ta_an *a, const char *path, pthread_mutex_t *modlk, ta_trace ***out, ta_ring_info *info);
+/* the file open at fd starts with the ring magic */
+int ta_ring_sniff(int fd);
+/* Reads the ring file at path (open at fd, a regular file: st its fstat)
+ * into one trace per rank of its process (a process driving several
+ * devices: one per device, as the shim writes its JSON traces). Returns the
+ * number of traces, or -1 with a note naming the file when it is not
+ * usable. modlk guards a->mods. */
+int ta_ring_read(ta_an *a, const char *path, int fd, const struct stat *st, pthread_mutex_t *modlk, ta_trace ***out,
+                 ta_ring_info *info);
 void ta_ring_info_free(ta_ring_info *info);
 /* Each ring of res against the JSON traces of its process (same host, pid,
  * start time): the JSON is used when the ring holds nothing newer, else
