@@ -125,8 +125,11 @@ def check_skipped(i, w, g):
 
 def as_limit(as_mib):
     """a preexec_fn: an address-space limit of as_mib MiB (an allocation past
-    it fails at once instead of swallowing the machine); None: no limit"""
-    if not as_mib:
+    it fails at once instead of swallowing the machine); None: no limit, also
+    under a sanitizer (TRSHIM_SANITIZED=1: ASan reserves terabytes of shadow
+    address space and cannot start under such a limit; the peak RSS is still
+    measured and checked)"""
+    if not as_mib or os.environ.get("TRSHIM_SANITIZED") == "1":
         return None
 
     def limit():
