@@ -28,21 +28,16 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
-from checks import Failure, check, eq, path_of  # noqa: E402
+from checks import Failure, Skip, check, eq, path_of, run_case  # noqa: E402
 import ring  # noqa: E402
 
 ATTACKER = 65533
 NOBODY = 65534
-SKIP = 77
 
 SCRUB = re.compile(r"^(RANK|WORLD_SIZE|LOCAL_RANK|LOCAL_WORLD_SIZE|GROUP_RANK|OMPI_.*|PMI_.*|PMIX_.*|"
                    r"SLURM_.*|TRSHIM.*|TORCHELASTIC_RUN_ID|TRSIM_LAUNCH_TIMEOUT|TRSIM_TIMEOUT_SEC|"
                    r"LD_PRELOAD|LD_LIBRARY_PATH|NCCL_.*)$")
 JOB = "tfiles"
-
-
-class Skip(Exception):
-    pass
 
 
 def host_clean():
@@ -472,25 +467,13 @@ CASES = {
 }
 
 
+def unmount(c):
+    for m in c.mounts:
+        subprocess.run(["umount", m], capture_output=True)
+
+
 def main():
-    if len(sys.argv) < 2 or sys.argv[1] not in CASES:
-        sys.stderr.write("usage: test_files.py CASE [ARGS]; cases: %s\n" % " ".join(CASES))
-        return 2
-    c = Case()
-    try:
-        CASES[sys.argv[1]](c, *sys.argv[2:])
-    except Skip as e:
-        sys.stdout.write("skip %s: %s\n" % (sys.argv[1], e))
-        c.cleanup()
-        return SKIP
-    except Failure as e:
-        sys.stdout.write("FAIL %s: %s\n(files kept in %s)\n" % (sys.argv[1], e, c.tmp))
-        for m in c.mounts:
-            subprocess.run(["umount", m], capture_output=True)
-        return 1
-    c.cleanup()
-    sys.stdout.write("ok %s\n" % sys.argv[1])
-    return 0
+    return run_case(CASES, Case, sys.argv, "test_files.py", on_failure=unmount)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from checks import Failure, check, eq, path_of  # noqa: E402
+from checks import Failure, check, eq, path_of, run_case  # noqa: E402
 import ring  # noqa: E402
 
 
@@ -1330,18 +1330,7 @@ CASES = {
 
 
 def main():
-    if len(sys.argv) < 2 or sys.argv[1] not in CASES:
-        sys.stderr.write("usage: test_shim.py CASE [ARGS]; cases: %s\n" % " ".join(CASES))
-        return 2
-    c = Case()
-    try:
-        CASES[sys.argv[1]](c, *sys.argv[2:])
-    except Failure as e:
-        sys.stdout.write("FAIL %s: %s\n(traces kept in %s)\n" % (sys.argv[1], e, c.tmp))
-        return 1
-    c.cleanup()
-    sys.stdout.write("ok %s\n" % sys.argv[1])
-    return 0
+    return run_case(CASES, Case, sys.argv, "test_shim.py", kept="traces")
 
 
 if __name__ == "__main__":

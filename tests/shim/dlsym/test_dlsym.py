@@ -19,7 +19,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common"))
-from checks import Failure, check, eq, path_of  # noqa: E402
+from checks import Failure, check, eq, path_of, run_case  # noqa: E402
 
 SHIM = "libtrshim.so"
 SIM = "libtrsim.so"
@@ -474,18 +474,7 @@ CASES = {"job": case_job, "entry": case_entry, "fakedrv": case_fakedrv, "lookups
 
 
 def main():
-    if len(sys.argv) < 2 or sys.argv[1] not in CASES:
-        sys.stderr.write("usage: test_dlsym.py CASE; cases: %s\n" % " ".join(CASES))
-        return 2
-    c = Case()
-    try:
-        CASES[sys.argv[1]](c)
-    except Failure as e:
-        sys.stdout.write("FAIL %s: %s\n(files kept in %s)\n" % (sys.argv[1], e, c.tmp))
-        return 1
-    c.cleanup()
-    sys.stdout.write("ok %s\n" % sys.argv[1])
-    return 0
+    return run_case(CASES, Case, sys.argv, "test_dlsym.py")
 
 
 if __name__ == "__main__":

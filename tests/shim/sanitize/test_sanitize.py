@@ -35,7 +35,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common"))
-from checks import Failure, check, eq, path_of  # noqa: E402
+from checks import Failure, check, eq, path_of, run_case  # noqa: E402
 
 SHIM = "libtrshim.so"
 SCRUB = re.compile(r"^(RANK|WORLD_SIZE|LOCAL_RANK|LOCAL_WORLD_SIZE|GROUP_RANK|OMPI_.*|PMI_.*|PMIX_.*|SLURM_.*|"
@@ -183,36 +183,31 @@ def check_trace(r):
        [(0, 1, 1, 4096, 0)], "[%s] memory" % r.how)
 
 
+def check_variant(c):
+    """the program of c's variant without the shim, with TRSHIM=0, with the
+    shim, and with the runtime preloaded ahead of it"""
+    runs = {how: c.run(how) for how in ("plain", "off", "shim", "first")}
+    plain = runs["plain"].lookups()
+    rt = RUNTIMES[c.variant]
+    for label in ("dlsym(RTLD_NEXT, malloc)", "dlsym(RTLD_NEXT, mmap)"):
+        check(plain.get(label, "").startswith(rt), "%s without the shim: %r, expected the %s runtime"
+              % (label, plain.get(label), rt))
+    eq(plain.get("dlsym(RTLD_NEXT, no_such_function)"), "NULL", "failed lookup without the shim")
+    eq(plain.get("dlsym(libtrsim.so, ncclAllReduce)"), "libtrsim.so ncclAllReduce", "handle lookup")
+    eq(runs["off"].lookups(), plain, "[off] lookups")
+    for how in ("shim", "first"):
+        eq(runs[how].lookups(), dict(plain, **WRAPPED), "[%s] lookups" % how)
+    libc = sum(1 for w in runs["plain"].bindings.values() if any(x.startswith("libc.so") for x in w))
+    check(libc >= 50, "LD_DEBUG=bindings shows %d bindings of the %s runtime to libc (its start-up lookups): "
+          "expected at least 50" % (libc, rt))
+    for how in ("off", "shim", "first"):
+        check_bindings(runs["plain"].bindings, runs[how])
+    check_trace(runs["shim"])
+    check_trace(runs["first"])
+
+
 def main():
-    if len(sys.argv) != 2 or sys.argv[1] not in RUNTIMES:
-        sys.stderr.write("usage: test_sanitize.py asan|tsan\n")
-        return 2
-    c = Case(sys.argv[1])
-    try:
-        runs = {how: c.run(how) for how in ("plain", "off", "shim", "first")}
-        plain = runs["plain"].lookups()
-        rt = RUNTIMES[c.variant]
-        for label in ("dlsym(RTLD_NEXT, malloc)", "dlsym(RTLD_NEXT, mmap)"):
-            check(plain.get(label, "").startswith(rt), "%s without the shim: %r, expected the %s runtime"
-                  % (label, plain.get(label), rt))
-        eq(plain.get("dlsym(RTLD_NEXT, no_such_function)"), "NULL", "failed lookup without the shim")
-        eq(plain.get("dlsym(libtrsim.so, ncclAllReduce)"), "libtrsim.so ncclAllReduce", "handle lookup")
-        eq(runs["off"].lookups(), plain, "[off] lookups")
-        for how in ("shim", "first"):
-            eq(runs[how].lookups(), dict(plain, **WRAPPED), "[%s] lookups" % how)
-        libc = sum(1 for w in runs["plain"].bindings.values() if any(x.startswith("libc.so") for x in w))
-        check(libc >= 50, "LD_DEBUG=bindings shows %d bindings of the %s runtime to libc (its start-up lookups): "
-              "expected at least 50" % (libc, rt))
-        for how in ("off", "shim", "first"):
-            check_bindings(runs["plain"].bindings, runs[how])
-        check_trace(runs["shim"])
-        check_trace(runs["first"])
-    except Failure as e:
-        sys.stdout.write("FAIL %s: %s\n(files kept in %s)\n" % (sys.argv[1], e, c.tmp))
-        return 1
-    c.cleanup()
-    sys.stdout.write("ok %s\n" % sys.argv[1])
-    return 0
+    return run_case({v: check_variant for v in RUNTIMES}, lambda: Case(sys.argv[1]), sys.argv, "test_sanitize.py")
 
 
 if __name__ == "__main__":
