@@ -45,7 +45,6 @@ static const int64_t *tokens(ta_an *a, int t, int64_t *n)
     return tokv[t];
 }
 
-static uint64_t fam_bit(int family) { return family < 63 ? 1ull << family : 1ull << 63; }
 
 static uint64_t fam_mask(ta_an *a, int t)
 {
@@ -57,7 +56,7 @@ static uint64_t fam_mask(ta_an *a, int t)
      * nobody used (another pair than the peers') is no difference */
     for (int i = 0; i < tr->ncomms; i++)
         if (tr->comms[i].nseq || (tr->comms[i].g >= 0 && a->gc[tr->comms[i].g].nseqs))
-            m |= fam_bit(tr->comms[i].family);
+            m |= ta_fam_bit(tr->comms[i].family);
     return m;
 }
 
@@ -85,7 +84,7 @@ static seqv filtered(ta_an *a, int t, int other, uint64_t mask)
     for (int64_t i = 0; i < n; i++) {
         const ta_call *c = &tr->calls[all[i]];
         int fam = tr->comms[c->comm].family;
-        if (!(fam_bit(fam) & mask)) continue;
+        if (!(ta_fam_bit(fam) & mask)) continue;
         if (windowed) {
             uint32_t w1 = fam_window(tr, fam), w2 = fam_window(ot, fam);
             if (c->seq < (w1 > w2 ? w1 : w2)) continue;
@@ -245,10 +244,10 @@ static void skipped_context(ta_an *a, ta_finding *f, int r, int64_t rc, int g, u
 }
 
 /* Moves a finding with culprit trace r to its earliest divergence, if any. */
-void ta_move_earlier(ta_an *a, ta_finding *f, int r, const int *peers, int npeers, int g_stop)
+int ta_move_earlier(ta_an *a, ta_finding *f, int r, const int *peers, int npeers, int g_stop)
 {
     refine_t rf = refine(a, r, peers, npeers);
-    if (!rf.found) return;
+    if (!rf.found) return 0;
     int64_t rc = rf.rc, pc = rf.pc;
     ta_trace *rt = a->tr[r], *pt = a->tr[rf.peer];
     const ta_call *rcall = &rt->calls[rc], *pcall = &pt->calls[pc];
@@ -316,6 +315,7 @@ void ta_move_earlier(ta_an *a, ta_finding *f, int r, const int *peers, int npeer
     f->gap_before = f->mis_call = f->mis_prev = f->mis_peer_prev = -1;
     if (!strcmp(f->subkind, "skipped_call")) skipped_context(a, f, r, rc, g, seq, rep, repc);
     free(cul); free(cult);
+    return 1;
 }
 
 int ta_diverges(ta_an *a, int r, const int *peers, int npeers)

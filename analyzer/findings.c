@@ -11,8 +11,20 @@
 
 ta_finding *ta_finding_new(ta_an *a, int kind)
 {
+    ta_finding f;
+    ta_finding_init(&f, kind);
+    return ta_finding_add(a, &f);
+}
+
+ta_finding *ta_finding_add(ta_an *a, const ta_finding *f)
+{
     a->f = xrealloc(a->f, sizeof *a->f * (size_t)(a->nf + 1));
-    ta_finding *f = &a->f[a->nf++];
+    a->f[a->nf] = *f;
+    return &a->f[a->nf++];
+}
+
+void ta_finding_init(ta_finding *f, int kind)
+{
     memset(f, 0, sizeof *f);
     f->kind = kind;
     f->g = f->stop_g = -1;
@@ -25,7 +37,6 @@ ta_finding *ta_finding_new(ta_an *a, int kind)
     f->at_g = -1;
     f->at_seq = f->win_after = f->win_upto = -1;
     f->gap_before = f->mis_call = f->mis_prev = f->mis_peer_prev = -1;
-    return f;
 }
 
 /* ranks: global ranks (sorted here); trace/call: the representative call */
@@ -288,7 +299,7 @@ static char *skipped_text(ta_an *a, const ta_finding *f, const char *cs, const c
     char *octx = op ? xasprintf(", issued after %s %s", f->other.nranks > 1 ? "their" : "its", op) : xstrdup("");
     char *r = xasprintf("%s. %s %s's own %s%s was reduced with %s %s's #%lld%s: with the same arguments, NCCL "
                         "reduced calls of different steps together and nothing failed there",
-                        gap, cs[1] == 'a' && cs[4] ? "Ranks" : "Rank", cr, mine, mctx, os, orr, (long long)f->seq, octx);
+                        gap, f->culprit.nranks > 1 ? "Ranks" : "Rank", cr, mine, mctx, os, orr, (long long)f->seq, octx);
     free(gap); free(mine); free(mp); free(op); free(mctx); free(octx);
     return r;
 }

@@ -47,7 +47,7 @@ static void shape_of(const ta_trace *tr, int t, shape *s)
     int64_t *per = xcalloc((size_t)nf + 1, sizeof(int64_t));
     uint64_t h = 0x9e3779b97f4a7c15ull;
     for (int i = 0; i < nf; i++)
-        if (tr->comms[i].nseq) s->mask |= tr->comms[i].family < 63 ? 1ull << tr->comms[i].family : 1ull << 63;
+        if (tr->comms[i].nseq) s->mask |= ta_fam_bit(tr->comms[i].family);
     for (int64_t i = 0; i < tr->ncalls; i++) {
         const ta_call *c = &tr->calls[i];
         if (!ta_op_is_coll(c->op) || !c->seq || c->comm < 0) continue;
@@ -99,22 +99,21 @@ void ta_findings_mispair(ta_an *a)
             int r = sv[k].t;
             if (named(a, a->tr[r]->rank)) continue;
             ncand++;
-            if (!ta_diverges(a, r, peers, np)) continue;
-            ta_finding *f = ta_finding_new(a, K_DIVERGENCE);
+            ta_finding f;
+            ta_finding_init(&f, K_DIVERGENCE);
             int rank = a->tr[r]->rank;
-            ta_side_set(&f->culprit, &rank, 1, r, -1);
-            ta_move_earlier(a, f, r, peers, np, -1);
+            ta_side_set(&f.culprit, &rank, 1, r, -1);
             /* a shift NCCL paired with another step's call, nothing else:
              * an order of independent communicators that differs once is
              * not a mis-pairing */
-            int keep = f->kind == K_DIVERGENCE &&
-                       ((!strcmp(f->subkind, "skipped_call") && f->mis_call >= 0) || !strcmp(f->subkind, "extra_call"));
+            int keep = ta_move_earlier(a, &f, r, peers, np, -1) &&
+                       ((!strcmp(f.subkind, "skipped_call") && f.mis_call >= 0) || !strcmp(f.subkind, "extra_call"));
             if (!keep) {
-                free(f->culprit.ranks); free(f->other.ranks); free(f->message); free(f->hint);
-                a->nf--;
+                free(f.culprit.ranks); free(f.other.ranks);
                 continue;
             }
-            ta_finding_describe(a, f);
+            ta_finding_describe(a, &f);
+            ta_finding_add(a, &f);
         }
     }
     ta_diverge_done(a);

@@ -193,17 +193,17 @@ static int table_build(ta_an *a, int g, table *tb)
  * being its members' median entry; 0 with fewer than two. The mean, not the
  * median: a communicator with two collectives 10 ms apart in each 2 s step
  * has a median interval of 10 ms, which would make any delay "large". */
+static int64_t row_median(const table *tb, int64_t r, int64_t *scratch)
+{
+    memcpy(scratch, tb->e + r * tb->n, sizeof(int64_t) * (size_t)tb->n);
+    return median64(scratch, tb->n);
+}
+
 static int64_t interval_mean(const table *tb)
 {
     if (tb->nrows < 2) return 0;
-    int n = tb->n;
-    int64_t *row = xmalloc(sizeof(int64_t) * (size_t)n), first = 0, last = 0;
-    for (int64_t r = 0; r < tb->nrows; r += tb->nrows - 1) {
-        memcpy(row, tb->e + r * n, sizeof(int64_t) * (size_t)n);
-        int64_t m = median64(row, n);
-        if (r) last = m; else first = m;
-        if (tb->nrows == 1) break;
-    }
+    int64_t *row = xmalloc(sizeof(int64_t) * (size_t)tb->n);
+    int64_t first = row_median(tb, 0, row), last = row_median(tb, tb->nrows - 1, row);
     free(row);
     return last > first ? (last - first) / (tb->nrows - 1) : 0;
 }

@@ -509,7 +509,9 @@ double ta_pending_s(const ta_trace *t, const ta_call *c);   /* gpu pending since
 void ta_findings_fingerprint(ta_an *a);
 
 /* findings.c */
-ta_finding *ta_finding_new(ta_an *a, int kind);
+ta_finding *ta_finding_new(ta_an *a, int kind);                    /* added to a's findings */
+void ta_finding_init(ta_finding *f, int kind);                       /* a finding of one's own, empty */
+ta_finding *ta_finding_add(ta_an *a, const ta_finding *f);          /* a copy of f added (f's strings move) */
 void ta_side_set(ta_side *s, const int *ranks, int n, int trace, int64_t call);
 void ta_findings_memory(ta_an *a);
 void ta_findings_divergence_scan(ta_an *a, const int *covered_g);
@@ -533,6 +535,8 @@ void ta_findings_straggler(ta_an *a);
 /* rootcause.c */
 void ta_rootcause(ta_an *a);
 
+/* a communicator family as a bit of a mask (families past 62 share the top bit) */
+static inline uint64_t ta_fam_bit(int family) { return family < 63 ? 1ull << family : 1ull << 63; }
 /* diverge.c: the earliest divergence of culprit trace r from its peers */
 int ta_diverges(ta_an *a, int r, const int *peers, int npeers);          /* 1: r's order differs somewhere */
 /* how strongly r's order differs: the peers compared that agree on where r
@@ -541,8 +545,9 @@ int ta_diverges(ta_an *a, int r, const int *peers, int npeers);          /* 1: r
  * program); *t: when r's call there was entered (wall time). peers: the
  * nearest first (they are examined in that order, 64 at most) */
 int ta_divergence_evidence(ta_an *a, int r, const int *peers, int npeers, int *compared, double *t);
-/* moves f to r's earliest divergence (kind divergence), keeping where the job stopped (stop_g/stop_seq) */
-void ta_move_earlier(ta_an *a, ta_finding *f, int r, const int *peers, int npeers, int g_stop);
+/* moves f to r's earliest divergence (kind divergence), keeping where the job stopped (stop_g/stop_seq);
+ * 0: r does not diverge, f unchanged */
+int ta_move_earlier(ta_an *a, ta_finding *f, int r, const int *peers, int npeers, int g_stop);
 /* f's other side: the members of g that are not among the culprit traces */
 void ta_others_of(ta_an *a, ta_finding *f, int g, const int *cul_t, int ncul, int rep_t, int64_t rep_c);
 void ta_diverge_done(ta_an *a);   /* frees what the comparisons cached */

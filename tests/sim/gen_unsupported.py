@@ -30,17 +30,21 @@ HEADERS = ("cuda_runtime_api.h", "cuda_gl_interop.h", "cuda_egl_interop.h", "cud
            "cuda_profiler_api.h")
 
 
+def functions(lib):
+    """the functions lib's dynamic symbol table defines (nm; raises when nm fails)"""
+    out = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True, check=True).stdout
+    return {f[2].split("@")[0] for f in (l.split() for l in out.splitlines()) if len(f) == 3 and f[1] in "TtWi"}
+
+
 def exported(libdir):
     """functions the toolkit's libcudart exports (empty when it is absent)"""
     libs = sorted(glob.glob(os.path.join(libdir, "libcudart.so*")))
     if not libs:
         return set()
     try:
-        out = subprocess.run(["nm", "-D", "--defined-only", libs[-1]], capture_output=True, text=True,
-                             check=True).stdout
+        return functions(libs[-1])
     except (OSError, subprocess.CalledProcessError):
         return set()
-    return {f[2].split("@")[0] for f in (l.split() for l in out.splitlines()) if len(f) == 3 and f[1] in "Tt"}
 
 
 def main():
