@@ -53,7 +53,9 @@ int ta_sig_equal(const ta_call *x, const ta_call *y)
     return 1;
 }
 
-/* p2p index per trace: sorted (comm, dir, peer, seq) -> call */
+/* p2p index per trace: sorted (comm, dir, peer, seq) -> call; dir 0 recv, 1
+ * send, 2 signal sent (PutSignal/Signal: peer the target), 3 WaitSignal
+ * (peer the sender) */
 typedef struct { int32_t comm, peer; uint32_t seq; int32_t dir; int64_t call; } p2pkey;
 static p2pkey **p2p_idx;
 static int64_t *p2p_n;
@@ -75,6 +77,49 @@ int64_t ta_p2p_find(const ta_an *a, int t, int lc, int peer, int dir_send, uint3
     p2pkey k = {lc, peer, seq, dir_send, 0};
     p2pkey *r = p2p_n[t] > 0 ? bsearch(&k, p2p_idx[t], (size_t)p2p_n[t], sizeof k, cmp_p2p) : NULL;
     return r ? r->call : -1;
+}
+
+int64_t ta_sig_find_from(const ta_an *a, int t, int lc, int peer, uint32_t seq, uint32_t *got)
+{
+    (void)a;
+    if (lc < 0) return -1;
+    p2pkey k = {lc, peer, seq, 2, 0};
+    size_t lo = 0, hi = (size_t)p2p_n[t];
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (cmp_p2p(&p2p_idx[t][mid], &k) < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo >= (size_t)p2p_n[t]) return -1;
+    const p2pkey *r = &p2p_idx[t][lo];
+    if (r->comm != lc || r->dir != 2 || r->peer != peer) return -1;
+    if (got) *got = r->seq;
+    return r->call;
+}
+
+int64_t ta_sig_last(const ta_an *a, int t, int lc, int peer, uint32_t *seq)
+{
+    (void)a;
+    /* the entry before the upper bound of (lc, signal sent, peer, UINT32_MAX) */
+    if (lc < 0) return -1;
+    p2pkey k = {lc, peer, UINT32_MAX, 2, 0};
+    size_t lo = 0, hi = (size_t)p2p_n[t];
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (cmp_p2p(&p2p_idx[t][mid], &k) <= 0) lo = mid + 1;
+        else hi = mid;
+    }
+    if (!lo) return -1;
+    const p2pkey *r = &p2p_idx[t][lo - 1];
+    if (r->comm != lc || r->dir != 2 || r->peer != peer) return -1;
+    *seq = r->seq;
+    return r->call;
+}
+
+int ta_sig_sent(const ta_an *a, int st, int lc, int to, uint32_t seq, double wall)
+{
+    if (ta_sig_find_from(a, st, lc, to, seq, NULL) >= 0) return 1;
+    return ta_p2p_lost(a, st, lc, to, 2, seq, wall);
 }
 
 /* ---- ring windows ----
@@ -240,8 +285,66 @@ static void gseq_build(const ta_an *a, ta_gcomm *n)
     n->nseqs = (uint32_t)w;
 }
 
+/* ncclCommGrow: the existing members' grown communicator has an id derived
+ * from the parent (the same on all of them), the new members' (who joined
+ * through the uniqueId) is the uniqueId's hash; the existing root recorded
+ * that hash (grow.uid). A Grow communicator without a parent whose uid an
+ * existing root recorded is that communicator: it takes the existing
+ * members' id (and parent). */
+static void grow_join(ta_an *a)
+{
+    idmap roots = {0};
+    uint64_t *parent = NULL;
+    int nroots = 0;
+    for (int ti = 0; ti < a->ntr; ti++) {
+        ta_trace *t = a->tr[ti];
+        for (int i = 0; i < t->ncomms; i++) {
+            const ta_comm *c = &t->comms[i];
+            if (strcmp(c->kind, "Grow") || !c->has_parent || !c->grow_uid) continue;
+            int k = idmap_get(&roots, c->grow_uid);
+            if (k >= 0) {
+                if (parent[3 * k] != c->id)
+                    ta_note_add(a, t->file, 0, "the grow of communicator 0x%016llx records the uniqueId 0x%016llx that "
+                                "another grow (communicator 0x%016llx) recorded too; the first is used",
+                                (unsigned long long)c->id, (unsigned long long)c->grow_uid,
+                                (unsigned long long)parent[3 * k]);
+                continue;
+            }
+            parent = xrealloc(parent, sizeof *parent * (size_t)(3 * nroots + 3));
+            parent[3 * nroots] = c->id;
+            parent[3 * nroots + 1] = c->parent;
+            parent[3 * nroots + 2] = (uint64_t)c->family;
+            idmap_put(&roots, c->grow_uid, nroots, nroots + 1);
+            nroots++;
+        }
+    }
+    for (int ti = 0; ti < a->ntr && nroots; ti++) {
+        ta_trace *t = a->tr[ti];
+        for (int i = 0; i < t->ncomms; i++) {
+            ta_comm *c = &t->comms[i];
+            if (strcmp(c->kind, "Grow") || c->has_parent || !c->grow_uid) continue;
+            int k = idmap_get(&roots, c->grow_uid);
+            if (k < 0) continue;
+            int dup = 0;      /* already a member of it under the existing id: not joined twice */
+            for (int j = 0; j < t->ncomms && !dup; j++) dup = j != i && t->comms[j].id == parent[3 * k];
+            if (dup) continue;
+            c->id = parent[3 * k];
+            c->parent = parent[3 * k + 1];
+            c->has_parent = 1;
+            /* families are positions in a rank's list of communicators: a new member's list starts
+             * with the grown one, which the existing members made later; its communicators from
+             * there on take the existing members' positions */
+            int off = (int)parent[3 * k + 2] - c->family;
+            for (int j = i; j < t->ncomms && off > 0; j++) t->comms[j].family += off;
+        }
+    }
+    free(roots.keys); free(roots.vals);
+    free(parent);
+}
+
 void ta_align(ta_an *a)
 {
+    grow_join(a);
     idmap m = {0};
     for (int ti = 0; ti < a->ntr; ti++) {
         ta_trace *t = a->tr[ti];
@@ -263,6 +366,8 @@ void ta_align(ta_an *a)
             }
             ta_gcomm *n = &a->gc[g];
             if (n->size < 0 && c->size >= 0) n->size = c->size;
+            if (n->size < 0 && c->grow_ranks > 0) n->size = c->grow_ranks;     /* a grown communicator: all of it */
+            if (!n->has_parent && c->has_parent) { n->parent = c->parent; n->has_parent = 1; }
             int need = c->rank + 1;
             if (n->size > need) need = n->size;
             if (need > n->npos) {
@@ -302,7 +407,7 @@ void ta_align(ta_an *a)
                 if (c->seq > k->nseq) k->nseq = c->seq;
                 if (!k->seq0 || c->seq < k->seq0) k->seq0 = c->seq;
                 k->nkept++;
-            } else if (ta_op_is_p2p(c->op)) {
+            } else if (ta_op_is_p2p(c->op) || ta_op_is_onesided(c->op)) {
                 np2p++;
             }
         }
@@ -322,6 +427,9 @@ void ta_align(ta_an *a)
                 else k->byseq[c->seq - k->seq0] = (int32_t)i;
             } else if (ta_op_is_p2p(c->op)) {
                 p2p_idx[ti][p2p_n[ti]++] = (p2pkey){c->comm, c->rp, c->seq, c->op == OP_SEND, i};
+            } else if (ta_op_is_onesided(c->op) && (ta_op_sends(c->op) || c->count > 0)) {
+                /* (a wait for no signal waits for nothing) */
+                p2p_idx[ti][p2p_n[ti]++] = (p2pkey){c->comm, c->rp, c->seq, ta_op_sends(c->op) ? 2 : 3, i};
             }
         }
         for (int i = 0; i < t->ncomms; i++) dup += sparse_sort(&t->comms[i]);
@@ -416,6 +524,24 @@ static void activate(ta_an *a, int t, int u)
                     if (mci >= 0) unit_op_done(n->member[p], mci);
                 }
             }
+        } else if (ta_op_is_onesided(c->op)) {
+            int peer = c->rp, me = tr->comms[c->comm].rank;
+            int pt = peer >= 0 && peer < n->npos ? n->member[peer] : -1;
+            if (ta_op_sends(c->op)) {
+                /* one-sided: sent once its stream reaches it; the target's wait for
+                 * exactly this signal completes with it (an earlier one was waited for
+                 * by an earlier wait, in order) */
+                unit_op_done(t, ci);
+                int64_t wc = pt >= 0 ? ta_p2p_find(a, pt, n->local[peer], me, 3, c->seq) : -1;
+                if (wc >= 0 && S[pt].unit[wc] >= 0 && S[pt].uactive[S[pt].unit[wc]]) unit_op_done(pt, wc);
+                continue;
+            }
+            /* a wait: complete once the sender's signal #seq (or a later one) was sent; a
+             * sender without a trace is assumed to send it (as for send/recv) */
+            if (c->count <= 0 || pt < 0) { unit_op_done(t, ci); continue; }
+            int64_t sc = ta_sig_find_from(a, pt, n->local[peer], me, c->seq, NULL);
+            if (sc >= 0 ? S[pt].done[sc] : ta_p2p_lost(a, pt, n->local[peer], me, 2, c->seq, ta_wall(tr, c->enter_ns)))
+                unit_op_done(t, ci);
         } else {
             int peer = c->rp;
             if (peer < 0 || peer >= n->npos || n->member[peer] < 0) { unit_op_done(t, ci); continue; }
@@ -512,6 +638,8 @@ static void observe(ta_an *a, int32_t (*cursor)[256])
                     free(why);
                 }
             }
+        } else if (ta_op_is_onesided(c->op)) {
+            continue;        /* a signal or a wait observed done: itself only */
         } else {
             int peer = c->rp;
             if (peer < 0 || peer >= n->npos || n->member[peer] < 0) continue;
@@ -564,15 +692,20 @@ void ta_simulate(ta_an *a, uint8_t ***out)
         s->ustream = xmalloc((size_t)cap);
         uint32_t cur_group = 0;
         int32_t cur_unit = -1;
+        int64_t prev = -1;
         for (int64_t i = 0; i < tr->ncalls; i++) {
             const ta_call *c = &tr->calls[i];
             s->unit[i] = -1;
-            if (!(ta_op_is_coll(c->op) || ta_op_is_p2p(c->op)) || c->seq == 0 || c->comm < 0 ||
-                tr->comms[c->comm].g < 0)
+            if (!(ta_op_is_coll(c->op) || ta_op_is_p2p(c->op) || ta_op_is_onesided(c->op)) || c->seq == 0 ||
+                c->comm < 0 || tr->comms[c->comm].g < 0)
                 continue;
             /* a collective whose seq was a repeat is not in byseq: skip it */
             if (ta_op_is_coll(c->op) && ta_comm_call(&tr->comms[c->comm], c->seq) != i) continue;
-            if (!(c->group && c->group == cur_group && cur_unit >= 0)) {
+            /* the records of one ncclWaitSignal (one per descriptor: the same entry) are one operation */
+            int same_wait = c->op == OP_WAITSIGNAL && prev >= 0 && tr->calls[prev].op == OP_WAITSIGNAL &&
+                            tr->calls[prev].enter_ns == c->enter_ns && s->unit[prev] == cur_unit && cur_unit >= 0;
+            prev = i;
+            if (!same_wait && !(c->group && c->group == cur_group && cur_unit >= 0)) {
                 if (s->nunits == cap) {
                     cap *= 2;
                     s->ufirst = xrealloc(s->ufirst, sizeof(int32_t) * (size_t)cap);

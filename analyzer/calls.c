@@ -13,10 +13,10 @@
 #include "ta.h"
 #include "ta_calls.h"
 
-enum { JV_NULL, JV_BOOL, JV_INT, JV_DBL, JV_STR, JV_OTHER };
+enum { JV_NULL, JV_BOOL, JV_INT, JV_DBL, JV_STR, JV_OTHER, JV_PAIR };
 typedef struct {
     int type;
-    int64_t i;
+    int64_t i, i2;        /* JV_PAIR: [i, i2], two integers */
     double d;
     char s[64];
 } jv;
@@ -188,6 +188,30 @@ static size_t scalar(const char *b, size_t n, size_t i, jv *v)
     return (size_t)-1;
 }
 
+/* [a, b] of two integers at b[i] (a call's "signal"): its end, with
+ * v->type JV_PAIR; (size_t)-1 when it is anything else (not an error: the
+ * caller reads it as a value of another type) */
+static size_t int_pair(const char *b, size_t n, size_t i, jv *v)
+{
+    jv x, y;
+    i = ws(b, n, i + 1);
+    if (i >= n || (b[i] != '-' && (b[i] < '0' || b[i] > '9'))) return (size_t)-1;
+    i = scalar(b, n, i, &x);
+    if (i == (size_t)-1 || x.type != JV_INT) return (size_t)-1;
+    i = ws(b, n, i);
+    if (i >= n || b[i] != ',') return (size_t)-1;
+    i = ws(b, n, i + 1);
+    if (i >= n || (b[i] != '-' && (b[i] < '0' || b[i] > '9'))) return (size_t)-1;
+    i = scalar(b, n, i, &y);
+    if (i == (size_t)-1 || y.type != JV_INT) return (size_t)-1;
+    i = ws(b, n, i);
+    if (i >= n || b[i] != ']') return (size_t)-1;
+    v->type = JV_PAIR;
+    v->i = x.i;
+    v->i2 = y.i;
+    return i + 1;
+}
+
 static int num_ok(const jv *v, int64_t *out)
 {
     if (v->type == JV_INT) { *out = v->i; return 1; }
@@ -206,9 +230,13 @@ int ta_parse_hex(const char *s, uint64_t *out)
 }
 
 static const char *conv(const jv *vals, int nv, const int8_t *role, ta_trace *t, ta_call *c, uint64_t *streams,
-                        int *nstreams)
+                        int *nstreams, ta_callx *x)
 {
     memset(c, 0, sizeof *c);
+    memset(x, 0, sizeof *x);
+    x->cfg = -1;
+    int64_t cfg = INT64_MIN;       /* "config": null */
+    int has_sig = 0;
     c->rp = c->comm = c->stack = c->pystack = -1;
     c->exit_ns = c->done_ns = TA_NULL64;
     c->rc = INT16_MIN;
@@ -303,6 +331,19 @@ static const char *conv(const jv *vals, int nv, const int8_t *role, ta_trace *t,
             if (!num_ok(v, &n) || n < -1 || n > 0x7fffffff) return "pystack is not an index";
             c->pystack = (int32_t)n;
             break;
+        case F_CONFIG:
+            if (v->type == JV_NULL) break;
+            if (!num_ok(v, &n) || n < -1 || n > 0x7fffffff) return "config is not an index into coll_configs, -1 or null";
+            cfg = n;
+            break;
+        case F_SIGNAL:
+            if (v->type == JV_NULL) break;
+            if (v->type != JV_PAIR || v->i < INT32_MIN || v->i > UINT32_MAX || v->i2 < INT32_MIN || v->i2 > INT32_MAX)
+                return "signal is not a [sigIdx, ctx] pair or null";
+            has_sig = 1;
+            x->sig_idx = v->i;
+            x->sig_ctx = (int32_t)v->i2;
+            break;
         case F_GPU:
             if (v->type == JV_NULL) break;
             if (v->type != JV_STR) return "gpu is not a string or null";
@@ -315,13 +356,21 @@ static const char *conv(const jv *vals, int nv, const int8_t *role, ta_trace *t,
     }
     for (int r = 0; r < F_NREQ; r++)
         if (!(seen & (1 << r))) return "is shorter than call_fields";
-    if (ta_op_is_p2p(c->op)) c->rp = peer;
+    if (ta_op_is_p2p(c->op) || ta_op_is_onesided(c->op)) c->rp = peer;
     else if (ta_op_rooted(c->op)) c->rp = root;
-    if (c->op == OP_GROUPSTART || c->op == OP_GROUPEND) c->comm = -1;
-    if ((ta_op_is_coll(c->op) || ta_op_is_p2p(c->op)) && c->seq > 0) {
+    if (ta_op_is_group(c->op)) c->comm = -1;
+    if ((ta_op_is_coll(c->op) || ta_op_is_p2p(c->op) || ta_op_is_onesided(c->op)) && c->seq > 0) {
         if (c->comm < 0) return "a numbered call has no communicator";
         if (ta_op_is_p2p(c->op) && peer < 0) return "a numbered send/recv has no peer";
+        if (ta_op_is_onesided(c->op) && peer < 0) return "a numbered signal or wait has no peer";
     }
+    /* a collective issued through its *Config entry point (other calls' config is null) */
+    if (cfg != INT64_MIN && ta_op_is_coll(c->op)) {
+        c->xf |= XF_CONFIG;
+        if (cfg >= 0 && cfg < t->ncfgs) x->cfg = (int32_t)cfg;
+        else if (cfg >= 0) t->cfg_badref++;
+    }
+    if (has_sig && ta_op_is_onesided(c->op)) c->xf |= XF_SIGNAL;
     if (c->stack >= t->nstacks) c->stack = -1;
     if (c->pystack >= t->npystacks) {       /* (a damaged stack is kept, empty) */
         c->pystack = -1;
@@ -367,7 +416,9 @@ static int parse_rows(const char *b, size_t n, int npos, row_fn fn, void *ctx, s
                     if (i >= n) { *err_at = i; goto syntax; }
                     jv tmp, *v = k < npos ? &vals[k] : &tmp;
                     size_t e;
-                    if (b[i] == '[' || b[i] == '{') {
+                    if (b[i] == '[' && (e = int_pair(b, n, i, v)) != (size_t)-1) {
+                        /* [int, int]: a call's "signal" */
+                    } else if (b[i] == '[' || b[i] == '{') {
                         e = skip_value(b, n, i);
                         v->type = JV_OTHER;
                     } else {
@@ -409,6 +460,7 @@ typedef struct {
     size_t cap, used;
     uint64_t streams[256];
     int nstreams;
+    size_t xcap;
 } calls_ctx;
 
 static const char *call_row(void *ctx, const jv *vals, int k, int idx)
@@ -420,7 +472,8 @@ static const char *call_row(void *ctx, const jv *vals, int k, int idx)
         t->calls = xrealloc(t->calls, sizeof(ta_call) * x->cap);
         if (t->call_raw) t->call_raw = xrealloc(t->call_raw, sizeof(int64_t) * x->cap);
     }
-    const char *why = conv(vals, k, x->role, t, &t->calls[x->used], x->streams, &x->nstreams);
+    ta_callx cx;
+    const char *why = conv(vals, k, x->role, t, &t->calls[x->used], x->streams, &x->nstreams, &cx);
     if (why) {
         if (!t->call_raw) {      /* indices shift from here on: keep the file's */
             t->call_raw = xmalloc(sizeof(int64_t) * x->cap);
@@ -429,6 +482,14 @@ static const char *call_row(void *ctx, const jv *vals, int k, int idx)
         return why;
     }
     if (t->call_raw) t->call_raw[x->used] = idx;
+    if (t->calls[x->used].xf) {
+        if ((size_t)t->ncallx >= x->xcap) {
+            x->xcap = x->xcap ? x->xcap * 2 : 64;
+            t->callx = xrealloc(t->callx, sizeof *t->callx * x->xcap);
+        }
+        cx.call = (int64_t)x->used;
+        t->callx[t->ncallx++] = cx;
+    }
     /* the comm's lowest collective seq kept (calls come in order: nearly
      * always the first one) */
     const ta_call *c = &t->calls[x->used];
@@ -444,14 +505,17 @@ int ta_parse_calls(const char *b, size_t n, const int8_t *role, int npos, ta_tra
                    const char **first_why, int *first_i)
 {
     /* capacity: a call is at least 2 + 19 * 2 characters */
-    calls_ctx x = {t, role, n / 24 + 16, 0, {0}, 0};
+    calls_ctx x = {t, role, n / 24 + 16, 0, {0}, 0, 0};
     t->calls = xmalloc(sizeof(ta_call) * x.cap);
     int r = parse_rows(b, n, npos, call_row, &x, err_at, first_why, first_i, &t->skipped_records);
     if (r < 0) {
         free(t->calls);
         free(t->call_raw);
+        free(t->callx);
         t->calls = NULL;
         t->call_raw = NULL;
+        t->callx = NULL;
+        t->ncallx = 0;
         t->ncalls = 0;
         return r;
     }
@@ -676,6 +740,14 @@ int ta_drop_repeated_comms(ta_trace *t, int64_t *ncalls_dropped)
         t->checks[wc++].call = (uint32_t)ci;     /* a monotone renumbering: still sorted */
     }
     t->nchecks = wc;
+    int64_t wx = 0;
+    for (int64_t k = 0; k < t->ncallx; k++) {
+        int64_t ci = newix[t->callx[k].call];
+        if (ci < 0) continue;
+        t->callx[wx] = t->callx[k];
+        t->callx[wx++].call = ci;                /* monotone: still sorted */
+    }
+    t->ncallx = wx;
     free(newix);
     free(map);
     return reps;

@@ -338,12 +338,43 @@ void ta_finding_describe(ta_an *a, ta_finding *f)
         f->message = xasprintf("%s %s issued %s where %s %s issued %s: the order of calls across communicators differs",
                                cs, cr, ccall ? ccall : "?", os, orr, ocall ? ocall : "?");
         f->hint = xstrdup("issue collectives of different communicators in the same order on every rank");
+    } else if (f->kind == K_DIVERGENCE && !strcmp(sk, "config")) {
+        f->message = xasprintf("%s %s issued %s with a configuration that differs from %s %s's %s: NCCL requires the "
+                               "same configuration on every rank", cs, cr, ccall ? ccall : "?", os, orr,
+                               ocall ? ocall : "?");
+        f->hint = xstrdup("pass the same ncclCollConfig_t (CTA bounds, algorithm selection, CTA policy) to the *Config "
+                          "collective on every rank of the communicator: a rank-dependent config is undefined behaviour "
+                          "(wrong results or a hang)");
     } else if (f->kind == K_DIVERGENCE) {
         f->message = xasprintf("%s %s issued %s while %s %s issued %s", cs, cr, ccall ? ccall : "?", os, orr,
                                ocall ? ocall : "?");
         f->hint = xstrdup("the ranks' calls at this sequence number differ (operation, count, datatype, reduction, "
                           "root or line of code): the ranks took different paths before this point; make them issue "
                           "the same collectives (uneven data per rank, rank-specific branches)");
+    } else if (f->kind == K_SIGNAL) {
+        const ta_trace *st = f->culprit.trace >= 0 ? a->tr[f->culprit.trace] : NULL;
+        int is_sig = st && f->culprit.call >= 0 && ta_op_sends(st->calls[f->culprit.call].op) &&
+                     ta_op_is_onesided(st->calls[f->culprit.call].op);
+        char *sent;
+        if (!strcmp(sk, "not_run"))
+            sent = xasprintf("%s %s issued it (%s) but it never ran: it is queued behind an operation of its own that "
+                             "never completed", cs, cr, ccall ? ccall : "?");
+        else if (f->sig_sent > 0)
+            sent = xasprintf("%s %s sent only %lld signal%s to %s %s on that communicator (the last: %s): it never sent "
+                             "signal #%lld", cs, cr, (long long)f->sig_sent, f->sig_sent > 1 ? "s" : "", os, orr,
+                             is_sig && ccall ? ccall : "?", (long long)f->seq);
+        else if (f->sig_sent == 0)
+            sent = xasprintf("%s %s never sent a signal to %s %s on that communicator", cs, cr, os, orr);
+        else
+            sent = xasprintf("%s %s holds no signal to %s %s in its ring window (older calls are lost) and never sent "
+                             "signal #%lld", cs, cr, os, orr, (long long)f->seq);
+        f->message = xasprintf("%s %s waits in %s for signal #%lld from %s %s, but %s", os, orr, ocall ? ocall : "a "
+                               "WaitSignal", (long long)f->seq, cs, cr, sent);
+        free(sent);
+        f->hint = xstrdup("a WaitSignal completes once the peer's signal of that number (ncclPutSignal or ncclSignal to "
+                          "this rank, counted per communicator and peer) was sent: the peer skipped a PutSignal/Signal, "
+                          "signalled another rank or communicator, or stopped before it; make every wait match the "
+                          "peer's signals");
     } else if (f->kind == K_P2P && !strcmp(sk, "size_mismatch")) {
         f->message = xasprintf("%s %s sent %s but %s %s received it as %s", cs, cr, ccall ? ccall : "?", os, orr,
                                ocall ? ocall : "?");
@@ -493,5 +524,129 @@ void ta_findings_no_trace(ta_an *a)
         free(wf);
         free(why);
         free(m);
+    }
+}
+
+/* Collectives issued through a *Config entry point whose members passed
+ * different configs (NCCL requires the same on every rank): the first such
+ * seq of each communicator, a divergence / config finding. Plain calls and
+ * configs not known are left out of the comparison (a plain call is the
+ * same collective; ranks may mix them). */
+void ta_findings_config(ta_an *a)
+{
+    int any = 0;
+    for (int t = 0; t < a->ntr && !any; t++) any = a->tr[t]->ncfgs > 0;
+    if (!any) return;
+    int nfirst = a->nf;
+    for (int g = 0; g < a->ngc; g++) {
+        ta_gcomm *n = &a->gc[g];
+        int dup = 0;
+        for (int k = 0; k < nfirst && !dup; k++) dup = a->f[k].kind == K_DIVERGENCE && !strcmp(a->f[k].subkind, "config") && a->f[k].g == g;
+        if (dup) continue;
+        int np = n->npos;
+        int *grp = xmalloc(sizeof(int) * (size_t)(np + 1)), *cnt = xcalloc((size_t)np + 1, sizeof(int));
+        int *rt = xmalloc(sizeof(int) * (size_t)(np + 1));
+        int64_t *rc = xmalloc(sizeof(int64_t) * (size_t)(np + 1));
+        int *lowest = xmalloc(sizeof(int) * (size_t)(np + 1));
+        for (uint32_t si = 0; si < n->nseqs; si++) {
+            uint32_t s = ta_gseq_at(n, si);
+            int ng = 0;
+            for (int p = 0; p < np; p++) {
+                grp[p] = -1;
+                if (n->member[p] < 0) continue;
+                const ta_trace *t = a->tr[n->member[p]];
+                int64_t ci = ta_comm_call(&t->comms[n->local[p]], s);
+                const ta_collcfg *c = ci >= 0 ? ta_call_cfg(t, ci) : NULL;
+                if (!c || c->state == CFG_UNKNOWN || c->state == CFG_NULL) continue;
+                int j;
+                for (j = 0; j < ng; j++)
+                    if (ta_cfg_equal(ta_call_cfg(a->tr[rt[j]], rc[j]), c)) break;
+                if (j == ng) { rt[ng] = n->member[p]; rc[ng] = ci; cnt[ng] = 0; lowest[ng] = t->rank; ng++; }
+                if (t->rank < lowest[j]) lowest[j] = t->rank;
+                grp[p] = j;
+                cnt[j]++;
+            }
+            if (ng < 2) continue;
+            /* the largest group is the reference; a tie: the group with the lowest rank is the culprit */
+            int ref = 0;
+            for (int j = 1; j < ng; j++)
+                if (cnt[j] > cnt[ref] || (cnt[j] == cnt[ref] && lowest[j] > lowest[ref])) ref = j;
+            int *cu = xmalloc(sizeof(int) * (size_t)np), *ot = xmalloc(sizeof(int) * (size_t)np), nc = 0, no = 0, ct = -1;
+            for (int p = 0; p < np; p++) {
+                if (grp[p] < 0) continue;
+                if (grp[p] == ref) ot[no++] = a->tr[n->member[p]]->rank;
+                else { cu[nc++] = a->tr[n->member[p]]->rank; if (ct < 0) ct = p; }
+            }
+            ta_finding *f = ta_finding_new(a, K_DIVERGENCE);
+            snprintf(f->subkind, sizeof f->subkind, "config");
+            f->g = g;
+            f->seq = s;
+            int cti = n->member[ct];
+            ta_side_set(&f->culprit, cu, nc, cti, ta_comm_call(&a->tr[cti]->comms[n->local[ct]], s));
+            ta_side_set(&f->other, ot, no, rt[ref], rc[ref]);
+            f->t = ta_wall(a->tr[cti], a->tr[cti]->calls[f->culprit.call].enter_ns);
+            ta_finding_describe(a, f);
+            free(cu); free(ot);
+            break;
+        }
+        free(grp); free(cnt); free(rt); free(rc); free(lowest);
+    }
+}
+
+/* The host functions the job's NCCL library exports that trshim does not
+ * know (trace "nccl".unknown_functions): calls through them are not
+ * recorded, so the traces may miss operations. One warning per distinct
+ * library and version, with the ranks that loaded it. */
+void ta_warnings_nccl(ta_an *a)
+{
+    for (int i = 0; i < a->ntr; i++) {
+        const ta_trace *t = a->tr[i];
+        if (!t->has_nccl || (!t->nnccl_unknown && !t->nccl_unknown_more)) continue;
+        ta_warning *w = NULL;
+        for (int k = 0; k < a->nwarns && !w; k++)
+            if (a->warns[k].version == t->nccl_version &&
+                ((!a->warns[k].library && !t->nccl_lib) ||
+                 (a->warns[k].library && t->nccl_lib && !strcmp(a->warns[k].library, t->nccl_lib))))
+                w = &a->warns[k];
+        if (!w) {
+            a->warns = xrealloc(a->warns, sizeof *a->warns * (size_t)(a->nwarns + 1));
+            w = &a->warns[a->nwarns++];
+            memset(w, 0, sizeof *w);
+            w->kind = xstrdup("nccl_unknown_functions");
+            w->library = t->nccl_lib ? xstrdup(t->nccl_lib) : NULL;
+            w->version = t->nccl_version;
+        }
+        w->ranks = xrealloc(w->ranks, sizeof(int) * (size_t)(w->nranks + 1));
+        w->ranks[w->nranks++] = t->rank;
+        if (t->nccl_unknown_more > w->functions_more) w->functions_more = t->nccl_unknown_more;
+        for (int u = 0; u < t->nnccl_unknown; u++) {      /* the union, in the order first seen (interned) */
+            int seen = 0;
+            for (int k = 0; k < w->nfunctions && !seen; k++) seen = w->functions[k] == t->nccl_unknown[u];
+            if (seen) continue;
+            w->functions = xrealloc(w->functions, sizeof *w->functions * (size_t)(w->nfunctions + 1));
+            w->functions[w->nfunctions++] = t->nccl_unknown[u];
+        }
+    }
+    for (int k = 0; k < a->nwarns; k++) {
+        ta_warning *w = &a->warns[k];
+        ta_ints_sort(w->ranks, w->nranks);
+        char *v = ta_nccl_version_text(w->version), *r = ta_ranks_text(w->ranks, w->nranks);
+        size_t cap = 64, len = 0;
+        char *fn = xmalloc(cap);
+        fn[0] = 0;
+        for (int i = 0; i < w->nfunctions; i++) {
+            size_t l = strlen(w->functions[i]) + 6;
+            if (len + l + 1 > cap) { cap = (len + l + 1) * 2; fn = xrealloc(fn, cap); }
+            len += (size_t)sprintf(fn + len, "%s%s", i ? (i + 1 == w->nfunctions && !w->functions_more ? " and " : ", ") : "",
+                                   w->functions[i]);
+        }
+        char more[64] = "";
+        if (w->functions_more)
+            snprintf(more, sizeof more, "%s%lld more", w->nfunctions ? " and " : "", (long long)w->functions_more);
+        int nf = w->nfunctions + (w->functions_more > 0) + (w->functions_more > 1);
+        w->text = xasprintf("NCCL %s%s%s%s exports %s%s, which trshim does not record: calls through %s are missing from "
+                            "the traces (rank%s %s)", v, w->library ? " (" : "", w->library ? w->library : "",
+                            w->library ? ")" : "", fn, more, nf > 1 ? "them" : "it", w->nranks > 1 ? "s" : "", r);
+        free(v); free(r); free(fn);
     }
 }

@@ -16,20 +16,25 @@ import os
 import random
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "common"))
+import vocab  # noqa: E402  (the operations of include/trshim/nccl_calls.h)
+
 CALL_FIELDS = ["op", "comm", "seq", "count", "dtype", "redop", "root", "peer",
                "sendbuff", "recvbuff", "stream", "capturing", "group", "depth",
                "enter_ns", "exit_ns", "thread", "rc", "stack"]
 MODULE = "/opt/trjob/bin/train"
 BUILD_ID = "5f3c2a9e0b7d41c68e2f9a1b3c4d5e6f70819203"
-ROOTED = {"Broadcast", "Bcast", "Reduce", "Gather", "Scatter"}
-REDUCING = {"AllReduce", "Reduce", "ReduceScatter"}
+OPS = vocab.OPS                # ring order: the fingerprint's op numbers
+ROOTED = {op for op in OPS if vocab.op_has(op, "ROOTED")}
+REDUCING = {op for op in OPS if vocab.op_has(op, "REDUCING")}
+COLL = {op for op in OPS if vocab.op_has(op, "COLL")}
 CHECK_FIELDS = ["call", "buffer", "status", "nan", "inf", "first", "first_kind",
                 "elems_checked", "elems", "engine", "reason"]
 FLOATS = {"float16", "float32", "float64", "bfloat16", "float8e4m3", "float8e5m2"}
 # completion on the GPU (issue 6): appended to every call row, null when untracked
 COMPLETION_FIELDS = ["done_ns", "gpu"]
-OPS = ["AllReduce", "Broadcast", "Bcast", "Reduce", "AllGather", "ReduceScatter", "AllToAll", "Gather", "Scatter",
-       "Send", "Recv", "GroupStart", "GroupEnd"]
+# the newest call fields (issue 13): a *Config collective's config, a signal's [sigIdx, ctx]
+NEW_FIELDS = ["config", "signal"]
 NCCL_DTYPES = {"int8": 0, "uint8": 1, "int32": 2, "uint32": 3, "int64": 4, "uint64": 5, "float16": 6, "float32": 7,
                "float64": 8, "bfloat16": 9, "float8e4m3": 10, "float8e5m2": 11}
 NCCL_REDOPS = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}
@@ -52,9 +57,9 @@ def fingerprint(calls, comm):
     h, last, step, ck = 0, 0, FP_INTERVAL, []
     for c in calls:
         op, cm, seq = c[0], c[1], c[2]
-        if cm != comm or seq <= 0 or op in ("Send", "Recv", "GroupStart", "GroupEnd") or c[15] is None:
+        if cm != comm or seq <= 0 or op not in COLL or c[15] is None:
             continue
-        opn = OPS.index("Broadcast" if op == "Bcast" else op)
+        opn = OPS.index(vocab.OP_ALIAS[op])
         red = 6 if c[5] is None else NCCL_REDOPS.get(c[5], 5)
         root = -1 if c[6] is None else c[6]
         sig = opn | NCCL_DTYPES[c[4]] << 8 | red << 16 | ((root + 1) & 0xffffffff) << 32
@@ -155,6 +160,16 @@ class Rank:
         self.python = None
         self.pycodes, self.pycode_ix, self.pystacks, self.pystack_ix = [], {}, [], {}
         self.peak_pystack = -1
+        # issue 13: None: an older shim (no "config"/"signal" call fields, no "coll_configs",
+        # "nccl", comms' "suspended"); else True
+        self.v13 = None
+        self.cfgs = []                      # coll_configs entries (dicts), deduplicated
+        self.xcall = {}                     # call index -> {"config": index or -1, "signal": [sigIdx, ctx]}
+        self.nccl = None                    # the trace's "nccl" object (None: null)
+        self.signals = {}                   # (comm, peer) -> signals sent to peer (PutSignal + Signal)
+        self.waited = {}                    # (comm, peer) -> signals waited for from peer
+        self.simulating = False             # inside a group closed by GroupSimulateEnd: calls get seq 0
+        self.job_source = "TRSHIM_JOB_ID"
         if PY_AUTO:
             self.enable_python()
 
@@ -232,7 +247,7 @@ class Rank:
                            "0x7f0000100000", "0x7f0000100000", self.stream, False,
                            self.group, self.depth, enter, ex, self.pid, 0 if returned else None,
                            self.stack(site, caller)])
-        if gpu is None and self.track and returned and op not in ("GroupStart", "GroupEnd"):
+        if gpu is None and self.track and returned and seq > 0 and not vocab.op_has(op, "GROUP"):
             gpu = "done"
         self.calls[-1] += [ex + 3000 if gpu == "done" else None, gpu]
         if self.python is not None:
@@ -258,19 +273,106 @@ class Rank:
 
     def coll(self, comm, op="AllReduce", count=1024, dtype="float32", redop="sum", root=None,
              site="train_step", returned=True, caller="main", inp=None, out=None, cap=None, at=None, gpu=None,
-             py=None):
+             py=None, config=None):
         """inp, out: check results of the input and output (default clean), cap: elements checked,
-        at: enter_ns, gpu: completion, py: Python stack (see _call)"""
-        self.colls[comm] += 1
-        self.comms[comm]["colls"] = self.colls[comm]
+        at: enter_ns, gpu: completion, py: Python stack (see _call); config: issued through the *Config
+        entry point with that config (a dict of ncclCollConfig_t fields, "null" for a NULL pointer, -1
+        not stored by the shim)"""
+        if self.simulating:
+            seq = 0
+        else:
+            self.colls[comm] += 1
+            self.comms[comm]["colls"] = self.colls[comm]
+            seq = self.colls[comm]
         if op in ROOTED and root is None:
             root = 0
-        self._call(op, comm, self.colls[comm], count, dtype, redop if op in REDUCING else None,
+        self._call(op, comm, seq, count, dtype, redop if op in REDUCING else None,
                    root if op in ROOTED else None, None, site, returned, caller, inp, out, cap, at, gpu, py)
-        return self.colls[comm]
+        if config is not None:
+            self.use_v13()
+            self.xcall.setdefault(len(self.calls) - 1, {})["config"] = self.config_index(config)
+        return seq
+
+    def use_v13(self):
+        if self.v13 is None:
+            self.v13 = True
+
+    def config_index(self, config):
+        """the coll_configs index of config (stored once), -1 for -1"""
+        if config == -1:
+            return -1
+        entry = {"null": True} if config == "null" else dict(config)
+        if entry not in self.cfgs:
+            self.cfgs.append(entry)
+        return self.cfgs.index(entry)
+
+    # ---- one-sided (NCCL 2.29+) ----
+    def put_signal(self, comm, peer, count=1024, dtype="float32", site="put_activations", sig_idx=0, ctx=0, op="PutSignal"):
+        """PutSignal (Signal: count 0, dtype null) to peer: numbered per (comm, peer), shared by both"""
+        self.use_v13()
+        if self.simulating:
+            seq = 0
+        else:
+            self.signals[(comm, peer)] = self.signals.get((comm, peer), 0) + 1
+            seq = self.signals[(comm, peer)]
+        if op == "Signal":
+            count, dtype = 0, None
+        self._call(op, comm, seq, count, dtype, None, None, peer, site)
+        self.xcall.setdefault(len(self.calls) - 1, {})["signal"] = [sig_idx, ctx]
+        return seq
+
+    def signal(self, comm, peer, site="signal_ready", sig_idx=0, ctx=0):
+        return self.put_signal(comm, peer, site=site, sig_idx=sig_idx, ctx=ctx, op="Signal")
+
+    def wait_signal(self, comm, descs, site="wait_ready", sig_idx=0, ctx=0, returned=True, gpu=None):
+        """one ncclWaitSignal of descriptors [(peer, opCnt)]: one record each, sharing the
+        call's entry and exit; seq = the signals waited for from that peer so far, this
+        one's included"""
+        self.use_v13()
+        first = len(self.calls)
+        for k, (peer, cnt) in enumerate(descs):
+            if self.simulating:
+                seq = 0
+            else:
+                self.waited[(comm, peer)] = self.waited.get((comm, peer), 0) + cnt
+                seq = self.waited[(comm, peer)]
+            if k == 0:
+                self._call("WaitSignal", comm, seq, cnt, None, None, None, peer, site, returned=returned, gpu=gpu)
+            else:
+                row = list(self.calls[first])
+                row[2], row[3], row[7] = seq, cnt, peer
+                self.calls.append(row)
+            self.xcall.setdefault(len(self.calls) - 1, {})["signal"] = [sig_idx, ctx]
+        return [self.calls[i][2] for i in range(first, len(self.calls))]
+
+    # ---- communicators of NCCL 2.29+: grow, suspend ----
+    def grow(self, parent_ix, uid, nranks, crank, root=False, site="grow_world", returned=True):
+        """ncclCommGrow: an existing member (parent_ix >= 0; root: it was given the uniqueId,
+        whose hash is uid) or a new one (parent_ix None) joining through the uniqueId"""
+        self.use_v13()
+        if parent_ix is None:
+            ix = self.init(uid, nranks, crank, kind="Grow", site=site, returned=returned)
+            self.comms[ix]["grow"] = {"uid": uid, "ranks": nranks}
+        else:
+            pid = self.comms[parent_ix]["id"]
+            ix = self.init(cid("grow", pid, nranks), nranks, crank, kind="Grow", parent=pid, site=site,
+                           returned=returned)
+            self.comms[ix]["grow"] = {"uid": uid if root else None, "ranks": nranks}
+        return ix
+
+    def suspend(self, comm):
+        self.use_v13()
+        self.comms[comm]["suspended"] = True
+        self.comms[comm]["suspends"] = self.comms[comm].get("suspends", 0) + 1
+
+    def resume(self, comm):
+        self.comms[comm]["suspended"] = False
 
     def sendrecv(self, comm, op, peer, count=4096, dtype="float32", site="pipeline_step", gpu=None, py=None):
         key = (comm, peer, op)
+        if self.simulating:
+            self._call(op, comm, 0, count, dtype, None, None, peer, site, gpu=gpu, py=py)
+            return 0
         self.p2p[key] = self.p2p.get(key, 0) + 1
         self._call(op, comm, self.p2p[key], count, dtype, None, None, peer, site, gpu=gpu, py=py)
         return self.p2p[key]
@@ -283,12 +385,21 @@ class Rank:
         self._call("GroupStart", -1, 0, 0, None, None, None, None, site)
         self.calls[-1][12], self.calls[-1][13] = self.group, self.depth
 
-    def group_end(self, site="exchange"):
-        self._call("GroupEnd", -1, 0, 0, None, None, None, None, site)
+    def group_end(self, site="exchange", simulate=False):
+        """simulate: ncclGroupSimulateEnd (the outermost group's calls were numbered 0:
+        NCCL issued none of them; start the group with group_start_simulated)"""
+        self._call("GroupSimulateEnd" if simulate else "GroupEnd", -1, 0, 0, None, None, None, None, site)
         self.calls[-1][12], self.calls[-1][13] = self.group, self.depth
         self.depth -= 1
         if self.depth == 0:
             self.group = 0
+            self.simulating = False
+
+    def group_start_simulated(self, site="plan_exchange"):
+        """an outermost group that ncclGroupSimulateEnd will close: its calls get seq 0"""
+        self.use_v13()
+        self.group_start(site)
+        self.simulating = True
 
     # ---- memory ----
     def alloc(self, nbytes, site="alloc_params", fail=False, capacity=None, py=None):
@@ -309,7 +420,7 @@ class Rank:
             self.peak_pystack = self.pystack(py)
             last = None
             for c in reversed(self.calls):
-                if c[0] not in ("Send", "Recv", "GroupStart", "GroupEnd") and c[2] > 0:
+                if c[0] in COLL and c[2] > 0:
                     last = {"comm": self.comms[c[1]]["id"], "seq": c[2]}
                     break
             self.peak_after = last
@@ -329,7 +440,7 @@ class Rank:
                 mem_devs[-1]["peak_pystack"] = self.peak_pystack
         d = {
             "format": "trshim-trace", "version": 1,
-            "job": {"id": self.job, "source": "TRSHIM_JOB_ID"},
+            "job": {"id": self.job, "source": self.job_source},
             "rank": self.rank, "rank_source": "RANK", "world_size": self.world,
             "local_rank": self.rank % 8, "device": self.rank % 8, "host": self.host, "pid": self.pid,
             "cmdline": [MODULE, "--steps", "10"], "start_time": 1767000000.0 + self.rank * 1e-3,
@@ -355,6 +466,18 @@ class Rank:
             d["pycodes"] = [list(c) for c in self.pycodes]
             d["pystacks"] = [[list(f) for f in st] for st in self.pystacks]
             d["call_fields"] = d["call_fields"] + ["pystack"]
+        if self.v13:                      # issue 13's fields (a newer shim)
+            d["call_fields"] = d["call_fields"] + NEW_FIELDS
+            calls = []
+            for i, c in enumerate(self.calls[self.ring_lost:], self.ring_lost):
+                x = self.xcall.get(i, {})
+                calls.append(list(c) + [x.get("config"), x.get("signal")])
+            d["calls"] = calls
+            d["coll_configs"] = [dict(c) for c in self.cfgs]
+            d["nccl"] = self.nccl
+            for c in d["comms"]:
+                c.setdefault("suspended", False)
+                c.setdefault("suspends", 0)
         if self.nan_mode is not None:
             d["nancheck"] = {"mode": self.nan_mode, "engine_setting": "auto",
                              "engine": "host" if self.nan_mode != "off" else None,
@@ -1506,7 +1629,7 @@ def tracked_job(name, n):
 def pending_of(r, comm, seq):
     """pending_s of r's collective (comm, seq) as tranalyze computes it: from
     its enqueue (the host call's return) to the trace's write, in seconds"""
-    c = [c for c in r.calls if c[1] == comm and c[2] == seq and c[0] not in ("Send", "Recv")][0]
+    c = [c for c in r.calls if c[1] == comm and c[2] == seq and c[0] in COLL][0]
     write_time = 1767000100.0 + (r.t - r.mono_base) / 1e9 + r.write_extra
     return round(write_time - (r.clock_real + (c[15] - r.mono_base) / 1e9), 3)
 
@@ -2024,6 +2147,449 @@ def py_auto(fn):
     return sc
 
 
+
+# ---------------------------------------------------------------- issue 13
+# *Config collectives, one-sided signals, GroupSimulateEnd, ncclCommGrow,
+# ncclCommSuspend, NCCL functions trshim does not know.
+CFG4 = {"maxCTAs": 4}
+CFG8 = {"maxCTAs": 8}
+NCCL_LIB = "/usr/lib/x86_64-linux-gnu/libnccl.so.2"
+
+
+def v13_job(name, n):
+    """world_job of a newer shim: the issue 13 fields, an NCCL library without unknown functions"""
+    ranks, wid = world_job(name, n)
+    for r in ranks:
+        r.use_v13()
+        r.nccl = {"version": 23203, "library": NCCL_LIB, "exports": 193, "unknown_functions": []}
+    return ranks, wid
+
+
+def config_extra_job(name, plain=False, sites=("log_metrics", "train_step")):
+    """4 ranks; in step 3 rank 1 issues one extra collective through
+    ncclAllReduceConfig (maxCTAs=4) (plain: through ncclAllReduce); rank 2
+    issues every gradient all-reduce through the *Config entry point with a
+    NULL config, the others the plain one (mixing is legal); the job is
+    stopped by SIGTERM"""
+    ranks, wid = v13_job(name, 4)
+    for step in range(5):
+        for r in ranks:
+            if step == 3 and r.rank == 1:
+                r.coll(0, count=1, site=sites[0], caller=sites[1], config=None if plain else CFG4)
+            r.coll(0, count=1 << 20, site=sites[1], caller=sites[1], config="null" if r.rank == 2 and not plain else None)
+    killed(ranks)
+    return ranks, wid
+
+
+def config_extra_expect(wid, plain=False):
+    w = F("divergence", wid, 4, [1], "log_metrics", others=[0, 2, 3], subkind="extra_call",
+          others_function="train_step", entry_point="ncclAllReduce" if plain else "ncclAllReduceConfig",
+          config=None if plain else {"state": "set", "text": "maxCTAs=4", "maxCTAs": 4})
+    if not plain:
+        w["message_contains"] = ["AllReduce(1 x float32, sum) via ncclAllReduceConfig (maxCTAs=4) #4"]
+    return w
+
+
+def sc_config_extra(out):
+    """rank 1 issues one extra collective through ncclAllReduceConfig
+    (maxCTAs=4); rank 2 issues its gradient all-reduces through
+    ncclAllReduceConfig with a NULL config: diagnosed exactly like
+    config_extra_plain (the same culprit, seq and call site), the entry
+    point and config named"""
+    ranks, wid = config_extra_job("cfgextra")
+    write(ranks, out)
+    expect(out, 1, [config_extra_expect(wid)], text_contains=["via ncclAllReduceConfig (maxCTAs=4)"])
+
+
+def sc_config_extra_plain(out):
+    """config_extra's job with every call through the plain entry points"""
+    ranks, wid = config_extra_job("cfgextra", plain=True)
+    write(ranks, out)
+    expect(out, 1, [config_extra_expect(wid, plain=True)])
+
+
+def sc_config_mismatch(out):
+    """every rank issues its gradient all-reduce through ncclAllReduceConfig;
+    rank 3 passes maxCTAs=8 where the others pass maxCTAs=4 (from step 2
+    on); rank 0 issues its first two plain (legal). Nothing hangs: one
+    divergence / config at the first seq where the configs differ"""
+    ranks, wid = v13_job("cfgmismatch", 4)
+    for step in range(5):
+        for r in ranks:
+            cfg = None if (r.rank == 0 and step < 2) else CFG8 if (r.rank == 3 and step >= 2) else CFG4
+            r.coll(0, count=1 << 16, site="train_step", config=cfg)
+    for r in ranks:
+        r.finish()
+    write(ranks, out)
+    expect(out, 1, [F("divergence", wid, 3, [3], "train_step", others=[0, 1, 2], subkind="config",
+                      config={"state": "set", "text": "maxCTAs=8", "maxCTAs": 8},
+                      message_contains=["NCCL requires the same configuration on every rank"])], count=1)
+
+
+def signal_job(name, steps=4, skip=(2, 3), sites=("send_activations", "send_ready", "wait_activations",
+                                                        "wait_ready", "train_step")):
+    """4 ranks; per step a one-sided exchange on the world communicator
+    (rank 0 puts activations into rank 1, rank 2 signals rank 3; each waiter
+    waits for one signal), then a world all-reduce. skip: (rank, step) whose
+    signal is left out; then the job is stopped by SIGTERM"""
+    ranks, wid = v13_job(name, 4)
+    put, sig, wput, wsig, coll = sites
+    for step in range(steps):
+        for r in ranks:
+            if r.rank == 0:
+                r.put_signal(0, 1, count=4096, site=put)
+            elif r.rank == 2 and skip != (2, step):
+                r.signal(0, 3, site=sig)
+            elif r.rank == 1:
+                r.wait_signal(0, [(0, 1)], site=wput)
+            elif r.rank == 3:
+                r.wait_signal(0, [(2, 1)], site=wsig)
+        for r in ranks:
+            r.coll(0, count=1 << 16, site=coll)
+    killed(ranks)
+    return ranks, wid
+
+
+def signal_expect(wid, send="send_ready", wait="wait_ready"):
+    return F("signal", wid, 4, [2], send, others=[3], subkind="never_sent", others_function=wait,
+             signal={"waited": 4, "sent": 3},
+             message_contains=["rank 3 waits in WaitSignal(1 signal from 2) #4",
+                               "rank 2 sent only 3 signals to rank 3 on that communicator", "it never sent signal #4"])
+
+
+def sc_signal_missing(out):
+    """rank 2 skips its ncclSignal to rank 3 in step 3: rank 3 waits for
+    signal #4 from rank 2 forever, its all-reduce queued behind the wait on
+    its stream, and ranks 0-2 wait in that all-reduce: rank 2, which never
+    sent signal #4, is the culprit"""
+    ranks, wid = signal_job("sigmissing")
+    write(ranks, out)
+    expect(out, 1, [signal_expect(wid)],
+           text_contains=["signal / never_sent", "on comm %s (ranks 0-3), signal #4" % wid])
+
+
+def sc_signal_never(out):
+    """rank 1 waits for a signal from rank 0, which never signals it at all
+    (it signalled rank 2 instead); rank 0 exits: the culprit is rank 0"""
+    ranks, wid = v13_job("signever", 4)
+    for step in range(2):
+        for r in ranks:
+            r.coll(0, count=1 << 16, site="train_step")
+    for r in ranks:
+        if r.rank == 0:
+            r.signal(0, 2, site="send_ready")
+        elif r.rank == 2:
+            r.wait_signal(0, [(0, 1)], site="wait_ready")
+        elif r.rank == 1:
+            r.wait_signal(0, [(0, 1)], site="wait_from_zero")
+    for r in ranks:
+        r.finish("exit" if r.rank == 0 else "signal", None if r.rank == 0 else 15)
+    write(ranks, out)
+    expect(out, 1, [F("signal", wid, 1, [0], others=[1], subkind="never_sent", others_function="wait_from_zero",
+                      signal={"waited": 1, "sent": 0},
+                      message_contains=["rank 0 never sent a signal to rank 1 on that communicator"])])
+
+
+def v13_clean_job(name):
+    """a clean job using every new operation and entry point: PutSignal,
+    Signal, a WaitSignal of two descriptors, signals and waits inside a
+    group, a group closed by GroupSimulateEnd (its calls never issued: seq
+    0, only on rank 0, with a collective and a send nobody matches), the
+    *Config collectives with the same config on every rank (and plain on
+    some), a suspended and resumed communicator"""
+    ranks, wid = v13_job(name, 4)
+    for r in ranks:
+        r.track = True
+    for step in range(4):
+        for r in ranks:
+            # ring of signals: each rank puts into the next and signals the one after
+            r.put_signal(0, (r.rank + 1) % 4, count=256, site="put_halo", sig_idx=1)
+            r.signal(0, (r.rank + 2) % 4, site="signal_ready", ctx=1)
+        for r in ranks:
+            r.wait_signal(0, [((r.rank - 1) % 4, 1), ((r.rank - 2) % 4, 1)], site="wait_halo", sig_idx=1)
+        for r in ranks:      # a symmetric exchange in a group
+            r.group_start(site="exchange")
+            r.put_signal(0, r.rank ^ 1, count=64, site="exchange")
+            r.wait_signal(0, [(r.rank ^ 1, 1)], site="exchange")
+            r.group_end(site="exchange")
+        if step == 1:
+            ranks[0].group_start_simulated(site="plan")
+            ranks[0].coll(0, count=7, site="plan")
+            ranks[0].sendrecv(0, "Send", 3, count=9, site="plan")
+            ranks[0].group_end(site="plan", simulate=True)
+        for r in ranks:
+            r.coll(0, count=1 << 16, site="train_step", config=CFG4 if r.rank != 1 else None)
+            r.coll(0, op="AllGather", count=128, site="gather_stats", config={"algSelection": "ring", "minCTAs": 2})
+        if step == 2:
+            for r in ranks:
+                r.suspend(0)
+                r.resume(0)
+    for r in ranks:
+        r.finish()
+    return ranks, wid
+
+
+def sc_v13_clean(out):
+    """every new operation and entry point (v13_clean_job), all matched: no finding"""
+    ranks, wid = v13_clean_job("v13clean")
+    write(ranks, out)
+    expect(out, 0, [])
+
+
+def sc_group_simulate(out):
+    """rank 0 plans a group with ncclGroupSimulateEnd: an all-reduce of
+    another size and a send to rank 1 that nobody receives, never issued
+    (seq 0); the real collectives after it match: no finding"""
+    ranks, wid = v13_job("groupsim", 4)
+    for step in range(3):
+        if step == 1:
+            r = ranks[0]
+            r.group_start_simulated(site="plan_bucket")
+            r.coll(0, count=3, site="plan_bucket")
+            r.sendrecv(0, "Send", 1, count=5, site="plan_bucket")
+            r.put_signal(0, 2, count=5, site="plan_bucket")
+            r.group_end(site="plan_bucket", simulate=True)
+        for r in ranks:
+            r.coll(0, count=1 << 16, site="train_step")
+    for r in ranks:
+        r.finish()
+    write(ranks, out)
+    expect(out, 0, [])
+
+
+def grow_job(name, old=4, new=2, job_var=True, absent=()):
+    """`old` ranks on a world communicator grow it by `new` ranks
+    (ncclCommGrow): rank 0 is the root (it recorded the uniqueId), the new
+    processes join through it (their world size the grown one). job_var:
+    every process has the job variable; else the new ones take their job id
+    from the grown communicator (source "comm")"""
+    n = old + new
+    ranks = [Rank(name, r, old if r < old else n, host="node%d" % (r // 8)) for r in range(n)]
+    wid = cid("world", name)
+    uid = cid("growuid", name)
+    for r in ranks:
+        r.use_v13()
+        if r.rank < old:
+            r.init(wid, old, r.rank)
+        else:
+            r.t += 2_000_000      # they start later
+            if not job_var:
+                r.job, r.job_source = uid, "comm"
+    for step in range(2):
+        for r in ranks[:old]:
+            r.coll(0, count=4096, site="train_step")
+    for r in ranks:
+        if r.rank not in absent:
+            r.gc = r.grow(0 if r.rank < old else None, uid, n, r.rank, root=r.rank == 0, returned=not absent)
+    return ranks, wid, ranks[0].comms[ranks[0].gc]["id"]
+
+
+def sc_grow_extra(out):
+    """after the grow, new rank 4 issues an extra all-reduce on the grown
+    communicator (log_metrics) in step 1: compared with old and new ranks
+    alike (the new ranks' communicators take the old ranks' positions), an
+    extra_call of rank 4 at #2"""
+    ranks, wid, gid = grow_job("growextra")
+    for step in range(4):
+        for r in ranks:
+            if r.rank == 4 and step == 1:
+                r.coll(r.gc, count=1, site="log_metrics")
+            r.coll(r.gc, count=8192, site="train_step_grown")
+    killed(ranks)
+    write(ranks, out)
+    expect(out, 1, [F("divergence", gid, 2, [4], "log_metrics", others=[0, 1, 2, 3, 5], subkind="extra_call",
+                      others_function="train_step_grown")])
+
+
+def sc_grow_init_hang(out):
+    """old rank 3 never calls ncclCommGrow: ranks 0-2 and the new ranks 4-5
+    wait inside the grow: the init finding names rank 3 (a member of the
+    parent communicator without the grown one)"""
+    ranks, wid, gid = grow_job("growinit", absent=(3,))
+    killed(ranks)
+    write(ranks, out)
+    expect(out, 1, [F("init", gid, 0, [3], others=[0, 1, 2, 4, 5])])
+
+
+def sc_grow_clean(out):
+    """4 ranks grow the world to 6 (ncclCommGrow); the new ranks' job id
+    comes from the grown communicator; every collective of the grown
+    communicator matches across old and new ranks: no finding"""
+    ranks, wid, gid = grow_job("growclean", job_var=False)
+    for step in range(3):
+        for r in ranks:
+            r.coll(r.gc, count=8192, site="train_step_grown")
+    for r in ranks:
+        r.finish()
+    write(ranks, out)
+    expect(out, 0, [], job="growclean", grown={"comm": gid, "ranks": [0, 1, 2, 3, 4, 5]})
+
+
+def sc_grow_missing(out):
+    """after the grow, new rank 5 exits before the grown communicator's
+    collective #3; the others (old and new) wait in it: rank 5 never issued
+    it, on the joined communicator of 6 ranks"""
+    ranks, wid, gid = grow_job("growmiss")
+    for step in range(3):
+        for r in ranks:
+            if r.rank == 5 and step == 2:
+                continue
+            r.coll(r.gc, count=8192, site="train_step_grown")
+    for r in ranks:
+        r.finish("exit" if r.rank == 5 else "signal", None if r.rank == 5 else 15)
+    write(ranks, out)
+    expect(out, 1, [F("missing", gid, 3, [5], others=[0, 1, 2, 3, 4], comm_ranks=[0, 1, 2, 3, 4, 5],
+                      others_function="train_step_grown")])
+
+
+def suspend_job(name):
+    """4 ranks with a world and a training communicator (a split, every
+    rank); completion observed. The training communicator's last two
+    collectives are still "pending" (its events are no longer looked at),
+    then every rank suspends it"""
+    ranks, wid = v13_job(name, 4)
+    for r in ranks:
+        r.track = True
+        r.tc = r.split(0, 1, 0, [0, 1, 2, 3], site="setup_train")
+    for step in range(4):
+        for r in ranks:
+            r.coll(r.tc, count=1 << 16, site="train_step", gpu="pending" if step >= 2 else None)
+    for r in ranks:
+        r.suspend(r.tc)
+    return ranks, wid, ranks[0].comms[ranks[0].tc]["id"]
+
+
+def sc_suspend_pending(out):
+    """the training communicator is suspended with operations still
+    "pending" on it; then rank 3 exits before world all-reduce #3 and the
+    others wait in it: the culprit is rank 3, and the ranks waiting are
+    0-2 only (a pending operation on a suspended communicator is no wait)"""
+    ranks, wid, tid = suspend_job("susppend")
+    for step in range(3):
+        for r in ranks:
+            if r.rank == 3 and step == 2:
+                continue
+            r.coll(0, count=1024, site="rollout_sync", gpu="pending" if step == 2 else None)
+    for r in ranks:
+        r.finish("exit" if r.rank == 3 else "signal", None if r.rank == 3 else 15)
+    write(ranks, out)
+    expect(out, 1, [F("missing", wid, 3, [3], others=[0, 1, 2], others_function="rollout_sync",
+                      stuck=stuck_at(wid, 3, {0: ("blocked_inside", pending_of(ranks[0], 0, 3)),
+                                              1: ("blocked_inside", pending_of(ranks[1], 0, 3)),
+                                              2: ("blocked_inside", pending_of(ranks[2], 0, 3)),
+                                              3: ("never_issued", None)}))],
+           waiting=[0, 1, 2])
+
+
+def sc_suspend_rollout(out):
+    """a live snapshot of a reinforcement-learning job: rank 0 resumed the
+    training communicator and waits in its collective #5; ranks 1-3 still
+    have it suspended (rolling out): no finding, a note"""
+    ranks, wid, tid = suspend_job("susproll")
+    r0 = ranks[0]
+    r0.resume(r0.tc)
+    r0.coll(r0.tc, count=1 << 16, site="sync_weights", gpu="pending")
+    for r in ranks:
+        r.finish("snapshot", 10)
+    write(ranks, out)
+    expect(out, 0, [], note_contains="suspended (ncclCommSuspend)")
+
+
+def sc_suspend_killed(out):
+    """as suspend_rollout, but the job was then stopped by SIGTERM: ranks
+    1-3 never resumed the communicator: missing / suspended"""
+    ranks, wid, tid = suspend_job("suspkill")
+    r0 = ranks[0]
+    r0.resume(r0.tc)
+    r0.coll(r0.tc, count=1 << 16, site="sync_weights", gpu="pending")
+    killed(ranks)
+    write(ranks, out)
+    expect(out, 1, [F("missing", tid, 5, [1, 2, 3], others=[0], subkind="suspended", others_function="sync_weights",
+                      message_contains=["the communicator is suspended on them"],
+                      stuck=stuck_at(tid, 5, {0: ("blocked_inside", pending_of(ranks[0], r0.tc, 5)),
+                                              1: ("suspended", None), 2: ("suspended", None),
+                                              3: ("suspended", None)}))])
+
+
+def sc_nccl_unknown(out):
+    """a clean job whose NCCL exports host functions trshim does not know:
+    ranks 0-1 load NCCL 2.33.0 (ncclFoo, ncclBar), ranks 2-3 2.33.1 from
+    another path (ncclFoo): one warning per library and version; no
+    finding"""
+    ranks, wid = v13_job("ncclunknown", 4)
+    for r in ranks:
+        if r.rank < 2:
+            r.nccl = {"version": 23300, "library": NCCL_LIB, "exports": 195, "unknown_functions": ["ncclFoo", "ncclBar"]}
+        else:
+            r.nccl = {"version": 23301, "library": "/opt/nccl/lib/libnccl.so.2", "exports": 194,
+                      "unknown_functions": ["ncclFoo"]}
+        r.coll(0, count=16, site="train_step")
+        r.finish()
+    write(ranks, out)
+    expect(out, 0, [], warnings=[
+        {"kind": "nccl_unknown_functions", "version": 23300, "library": NCCL_LIB, "functions": ["ncclFoo", "ncclBar"],
+         "ranks": [0, 1]},
+        {"kind": "nccl_unknown_functions", "version": 23301, "library": "/opt/nccl/lib/libnccl.so.2",
+         "functions": ["ncclFoo"], "ranks": [2, 3]}],
+        text_contains=["NCCL 2.33.0 (%s) exports ncclFoo and ncclBar, which trshim does not record: calls through them "
+                       "are missing" % NCCL_LIB,
+                       "NCCL 2.33.1 (/opt/nccl/lib/libnccl.so.2) exports ncclFoo, which trshim does not record"])
+
+
+def sc_v13_damaged(out):
+    """signal_missing's job with the newer fields damaged, one kind per
+    rank: rank 0 a coll_configs that is not an array and a signal that is
+    not a pair (on an extra group call: that record is skipped); rank 1 a
+    call naming config 999 and an "nccl" that is not an object; rank 2 a
+    coll_configs entry of the wrong types and an unknown_functions holding
+    a number; rank 3 a grow that is not an object and a suspended that is
+    not a boolean. Each is named, the answer is the same"""
+    ranks, wid = signal_job("v13damaged")
+    for r in ranks:
+        r.coll(0, count=8, site="train_step", config=CFG4)
+    ranks[0].group_start()
+    ranks[0].group_end()
+    write(ranks, out)
+    names = [r.filename() for r in ranks]
+
+    def edit(k, fn):
+        path = os.path.join(out, names[k])
+        with open(path) as f:
+            d = json.load(f)
+        fn(d)
+        with open(path, "w") as f:
+            json.dump(d, f)
+
+    def r0(d):
+        d["coll_configs"] = {"maxCTAs": 4}
+        d["calls"][-1][d["call_fields"].index("signal")] = [1]
+    edit(0, r0)
+
+    def r1(d):
+        d["calls"][-1][d["call_fields"].index("config")] = 999
+        d["nccl"] = "libnccl"
+    edit(1, r1)
+
+    def r2(d):
+        d["coll_configs"][0] = {"maxCTAs": "four", "algSelection": 5}
+        d["nccl"]["unknown_functions"] = ["ncclFoo", 7]
+    edit(2, r2)
+
+    def r3(d):
+        d["comms"][0]["grow"] = 5
+        d["comms"][0]["suspended"] = "yes"
+    edit(3, r3)
+    expect(out, 1, [signal_expect(wid)], noted=names,
+           notes_contain=[[names[0], "field coll_configs is not an array"],
+                          [names[0], "1 call record(s) skipped (first: calls[%d] signal is not a [sigIdx, ctx] pair"
+                           % (len(ranks[0].calls) - 1)],
+                          [names[1], "1 call record(s) name a config that is not in coll_configs"],
+                          [names[1], "field nccl is not an object"],
+                          [names[2], "1 damaged config(s) in coll_configs (first: coll_configs[0])"],
+                          [names[2], "field nccl.unknown_functions holds something that is not a name"],
+                          [names[3], "field comms[0].grow is not an object"],
+                          [names[3], "field comms[0].suspended is not a boolean"]])
+
 SCENARIOS = {
     "clean": sc_clean, "extra_collective": sc_extra_collective, "extra_same_signature": sc_extra_same_signature,
     "uneven_microbatches": sc_uneven_microbatches, "skip_barrier": sc_skip_barrier,
@@ -2064,6 +2630,12 @@ SCENARIOS.update({
     "py_hang_skip_tp": py_auto(sc_hang_skip_tp), "py_init_hang": py_auto(sc_init_hang),
     "py_imbalance": py_auto(sc_imbalance), "py_nan_input_fp32": py_auto(sc_nan_input_fp32),
     "py_straggler": py_auto(sc_straggler), "py_uneven_microbatches": py_auto(sc_uneven_microbatches),
+    # issue 13: *Config collectives, one-sided signals, GroupSimulateEnd, grow, suspend, unknown NCCL functions
+    "config_extra": sc_config_extra, "config_extra_plain": sc_config_extra_plain, "config_mismatch": sc_config_mismatch, "signal_missing": sc_signal_missing,
+    "signal_never": sc_signal_never, "v13_clean": sc_v13_clean, "group_simulate": sc_group_simulate,
+    "grow_clean": sc_grow_clean, "grow_missing": sc_grow_missing, "grow_init_hang": sc_grow_init_hang, "grow_extra": sc_grow_extra, "suspend_pending": sc_suspend_pending,
+    "suspend_rollout": sc_suspend_rollout, "suspend_killed": sc_suspend_killed, "nccl_unknown": sc_nccl_unknown,
+    "v13_damaged": sc_v13_damaged,
 })
 
 

@@ -68,7 +68,7 @@ static void arena_release(void)
 /* ---- calls: see calls.c ---- */
 static const char *const fnames[F_NROLES] = {"op", "comm", "seq", "count", "dtype", "redop", "root",
     "peer", "stream", "group", "enter_ns", "exit_ns", "rc", "stack",
-    /* optional */ "done_ns", "gpu", "pystack"};
+    /* optional */ "done_ns", "gpu", "pystack", "config", "signal"};
 
 static char *dup_or(const char *s, const char *d) { return xstrdup(s ? s : d); }
 
@@ -312,6 +312,8 @@ static ta_trace *parse_file(ta_an *a, const char *path, int fd, const struct sta
         x.err[0] = 0;
     }
     conv_python(&x, root, t);        /* Python stacks, before calls and memory too */
+    conv_configs(&x, root, t);       /* the *Config collectives' configs, before calls */
+    conv_nccl(&x, root, t);
     /* calls, positions by name from call_fields */
     {
         const cJSON *cf = cJSON_GetObjectItemCaseSensitive(root, "call_fields");
@@ -346,6 +348,9 @@ static ta_trace *parse_file(ta_an *a, const char *path, int fd, const struct sta
         if (t->skipped_records)
             ta_note_add(a, path, 0, "%lld call record(s) skipped (first: calls[%d] %s)",
                         (long long)t->skipped_records, first_i, first);
+        if (t->cfg_badref)
+            ta_note_add(a, path, 0, "%lld call record(s) name a config that is not in coll_configs: their config is "
+                        "unknown", (long long)t->cfg_badref);
         if (t->py_badref && t->npycodes)
             ta_note_add(a, path, 0, "%lld call record(s) name a Python stack that is not in pystacks: those calls have "
                         "native call sites", (long long)t->py_badref);
@@ -694,6 +699,14 @@ static int place_ranks(ta_an *a, ta_trace **mine, int nm, int *world)
         i = k;
     }
     free(ws);
+    /* a job grown by ncclCommGrow: its new processes may give the grown world
+     * size, its older ones the first one; any size up to the largest grow counts */
+    int grown = 0;
+    for (int i = 0; i < nm; i++)
+        for (int k = 0; k < mine[i]->ncomms; k++)
+            if (!strcmp(mine[i]->comms[k].kind, "Grow") && mine[i]->comms[k].grow_ranks > grown)
+                grown = mine[i]->comms[k].grow_ranks;
+    if (grown > w && w > 0) w = grown;
     int keep = 0;
     for (int i = 0; i < nm; i++) {
         ta_trace *t = mine[i];
@@ -709,7 +722,7 @@ static int place_ranks(ta_an *a, ta_trace **mine, int nm, int *world)
         else if (!from_comm && t->world_size > 0 && t->rank >= t->world_size)
             ta_note_add(a, t->file, 1, "rank %d is not below the world size %d of this trace: the trace cannot be placed",
                         t->rank, t->world_size);
-        else if (w > 0 && t->world_size > 0 && t->world_size != w)
+        else if (w > 0 && t->world_size > 0 && t->world_size != w && !(grown && t->world_size < w))
             ta_note_add(a, t->file, 1, "world size %d, where %d of the job's %d traces that give one say %d: the trace "
                         "is not used (another run under the same job id, or damaged)", t->world_size, best, nw, w);
         else if (!from_comm && w > 0 && t->rank >= w)
@@ -722,6 +735,34 @@ static int place_ranks(ta_an *a, ta_trace **mine, int nm, int *world)
     }
     *world = w;
     return keep;
+}
+
+/* A process that joined a communicator through ncclCommGrow without a job
+ * variable takes its job id from that communicator ("comm": the uniqueId's
+ * hash), not the job's: it is the job of the existing root that recorded
+ * that uniqueId (grow.uid). */
+static void grow_jobs(ta_an *a)
+{
+    for (int i = 0; i < a->nall; i++) {
+        ta_trace *t = a->all[i];
+        uint64_t jid;
+        if (!t->job_source || strcmp(t->job_source, "comm") || ta_parse_hex(t->job_id, &jid)) continue;
+        int joined = 0;
+        for (int k = 0; k < t->ncomms && !joined; k++)
+            joined = !strcmp(t->comms[k].kind, "Grow") && !t->comms[k].has_parent && t->comms[k].grow_uid == jid;
+        if (!joined) continue;
+        for (int j = 0; j < a->nall; j++) {
+            const ta_trace *u = a->all[j];
+            int root = 0;
+            for (int k = 0; k < u->ncomms && !root; k++)
+                root = !strcmp(u->comms[k].kind, "Grow") && u->comms[k].has_parent && u->comms[k].grow_uid == jid;
+            if (!root || !strcmp(u->job_id, t->job_id)) continue;
+            free(t->job_id); free(t->job_source);
+            t->job_id = xstrdup(u->job_id);
+            t->job_source = xstrdup(u->job_source);
+            break;
+        }
+    }
 }
 
 int ta_load(ta_an *a, char **paths, int npaths)
@@ -794,6 +835,7 @@ int ta_load(ta_an *a, char **paths, int npaths)
         return -1;
     }
 
+    grow_jobs(a);
     /* jobs: newest = the latest write_time among its traces */
     char **jobs = xcalloc((size_t)a->nall, sizeof *jobs);
     double *newest = xcalloc((size_t)a->nall, sizeof *newest);

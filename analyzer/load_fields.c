@@ -81,6 +81,8 @@ static int get_hex(pctx *x, const cJSON *o, const char *name, uint64_t *out, int
     return 0;
 }
 
+static int int_in(const cJSON *v, double lo, double hi);
+
 /* comms[i].fingerprint (newer shims): 0, -1 (in x->err) */
 static int conv_fingerprint(pctx *x, const cJSON *fp, ta_comm *m, const char *w)
 {
@@ -117,6 +119,36 @@ static int conv_fingerprint(pctx *x, const cJSON *fp, ta_comm *m, const char *w)
     m->fp_hash = hash;
     m->fp_step = (uint32_t)step;
     return 0;
+}
+
+/* comms[i].grow, .suspended, .suspends (newer shims; optional): damage is
+ * named and that part ignored */
+static void conv_comm_grow(pctx *x, const cJSON *o, ta_comm *m, const char *w)
+{
+    const cJSON *gr = cJSON_GetObjectItemCaseSensitive(o, "grow");
+    if (gr && !cJSON_IsNull(gr)) {
+        const cJSON *u = cJSON_IsObject(gr) ? cJSON_GetObjectItemCaseSensitive(gr, "uid") : NULL;
+        const cJSON *n = cJSON_IsObject(gr) ? cJSON_GetObjectItemCaseSensitive(gr, "ranks") : NULL;
+        uint64_t uid = 0;
+        if (!cJSON_IsObject(gr) || !n || !int_in(n, 1, 1 << 24) ||
+            !(!u || cJSON_IsNull(u) || (cJSON_IsString(u) && !ta_parse_hex(u->valuestring, &uid))))
+            ta_note_add(x->a, x->file, 0, "field %sgrow is not an object with a \"0x...\" or null uid and a number "
+                        "of ranks; it is not used", w);
+        else {
+            m->grow_uid = uid;
+            m->grow_ranks = (int)n->valuedouble;
+        }
+    }
+    const cJSON *su = cJSON_GetObjectItemCaseSensitive(o, "suspended");
+    const cJSON *sn = cJSON_GetObjectItemCaseSensitive(o, "suspends");
+    if (su && !cJSON_IsNull(su)) {
+        if (!cJSON_IsBool(su)) ta_note_add(x->a, x->file, 0, "field %ssuspended is not a boolean; it is not used", w);
+        else m->suspended = cJSON_IsTrue(su);
+    }
+    if (sn && !cJSON_IsNull(sn)) {
+        if (!int_in(sn, 0, 9e15)) ta_note_add(x->a, x->file, 0, "field %ssuspends is not a count; it is not used", w);
+        else m->suspends = (int64_t)sn->valuedouble;
+    }
 }
 
 int conv_comm(pctx *x, const cJSON *o, ta_comm *m, int i)
@@ -157,6 +189,7 @@ int conv_comm(pctx *x, const cJSON *o, ta_comm *m, int i)
         return BAD(x, "field %send is not an object or null", w);
     }
     if (get_i64(x, o, "colls", &m->colls, 0, w) < 0) return -1;
+    conv_comm_grow(x, o, m, w);
     const cJSON *fp = cJSON_GetObjectItemCaseSensitive(o, "fingerprint");
     if (fp && !cJSON_IsNull(fp) && conv_fingerprint(x, fp, m, w) < 0) {
         ta_note_add(x->a, x->file, 0, "%s; the fingerprint of this communicator is not used", x->err);
@@ -500,4 +533,106 @@ int conv_nan(pctx *x, const cJSON *root, ta_trace *t, const char *buf, size_t n,
             ta_note_add(a, path, 0, "%lld check record(s) skipped (%s)", (long long)t->skipped_checks, first);
     }
     return 0;
+}
+
+/* "coll_configs" (newer shims; optional): the configs of the *Config
+ * collectives, by index. Not an array: named, none used (the calls that
+ * name one keep their entry point, the config unknown); a damaged entry:
+ * that config unknown, counted in one note. */
+#define CFG_TABLE_MAX 65536
+void conv_configs(pctx *x, const cJSON *root, ta_trace *t)
+{
+    const cJSON *cc = cJSON_GetObjectItemCaseSensitive(root, "coll_configs");
+    if (!cc || cJSON_IsNull(cc)) return;
+    int n = cJSON_IsArray(cc) ? cJSON_GetArraySize(cc) : -1;
+    if (n < 0 || n > CFG_TABLE_MAX) {
+        ta_note_add(x->a, x->file, 0, "field coll_configs is %s; the configs of its *Config collectives are unknown",
+                    n < 0 ? "not an array" : "too long");
+        return;
+    }
+    t->cfgs = xcalloc((size_t)n + 1, sizeof *t->cfgs);
+    t->ncfgs = n;
+    int i = 0, bad = 0, bad1 = -1;
+    static const char *const ints[6] = {"minCTAs", "maxCTAs", "nvlsCTAs", "cgaClusterSize", "forceAlgSelection",
+                                        "CTAPolicy"};
+    for (const cJSON *e = cc->child; e; e = e->next, i++) {
+        ta_collcfg *c = &t->cfgs[i];
+        int32_t *fld[6] = {&c->min_ctas, &c->max_ctas, &c->nvls_ctas, &c->cga_cluster_size, &c->force_alg,
+                           &c->cta_policy};
+        c->state = CFG_SET;
+        for (int k = 0; k < 6; k++) *fld[k] = TA_CFG_UNSET;
+        int ok = cJSON_IsObject(e);
+        if (ok && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "unknown"))) c->state = CFG_UNKNOWN;
+        else if (ok && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "null"))) c->state = CFG_NULL;
+        else if (ok && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "invalid"))) c->state = CFG_INVALID;
+        for (int k = 0; k < 6 && ok && c->state == CFG_SET; k++) {
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, ints[k]);
+            if (!v || cJSON_IsNull(v)) continue;
+            if (!int_in(v, INT32_MIN + 1.0, INT32_MAX)) ok = 0;
+            else *fld[k] = (int32_t)v->valuedouble;
+        }
+        if (ok && c->state == CFG_SET) {
+            const cJSON *al = cJSON_GetObjectItemCaseSensitive(e, "algSelection");
+            const cJSON *tag = cJSON_GetObjectItemCaseSensitive(e, "userProfilerTag");
+            if (al && !cJSON_IsNull(al)) {
+                if (!cJSON_IsString(al)) ok = 0;
+                else c->alg = ta_py_intern(al->valuestring, 256);
+            }
+            if (tag && !cJSON_IsNull(tag)) {
+                if (!int_in(tag, 0, 1.8e19)) ok = 0;
+                else c->user_tag = (uint64_t)tag->valuedouble;
+            }
+        }
+        if (!ok) {
+            memset(c, 0, sizeof *c);
+            c->state = CFG_UNKNOWN;
+            if (!bad++) bad1 = i;
+        }
+    }
+    if (bad)
+        ta_note_add(x->a, x->file, 0, "%d damaged config(s) in coll_configs (first: coll_configs[%d]): the calls "
+                    "through them have an unknown config", bad, bad1);
+}
+
+/* "nccl" (newer shims; optional): the loaded NCCL library and the host
+ * functions it exports that the shim does not know. Damaged: named, not used. */
+#define NCCL_UNKNOWN_MAX 4096
+void conv_nccl(pctx *x, const cJSON *root, ta_trace *t)
+{
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, "nccl");
+    if (!o || cJSON_IsNull(o)) return;
+    const cJSON *v = cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, "version") : NULL;
+    const cJSON *l = cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, "library") : NULL;
+    const cJSON *ex = cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, "exports") : NULL;
+    const cJSON *u = cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, "unknown_functions") : NULL;
+    const cJSON *more = cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, "unknown_not_listed") : NULL;
+    const char *why = NULL;
+    if (!cJSON_IsObject(o)) why = "field nccl is not an object";
+    else if (v && !cJSON_IsNull(v) && !int_in(v, 0, INT32_MAX)) why = "field nccl.version is not a version code";
+    else if (l && !cJSON_IsNull(l) && !cJSON_IsString(l)) why = "field nccl.library is not a string";
+    else if (ex && !cJSON_IsNull(ex) && !int_in(ex, 0, 1e9)) why = "field nccl.exports is not a count";
+    else if (u && !cJSON_IsNull(u) && !cJSON_IsArray(u)) why = "field nccl.unknown_functions is not an array";
+    else if (more && !cJSON_IsNull(more) && !int_in(more, 0, 1e9)) why = "field nccl.unknown_not_listed is not a count";
+    if (!why && cJSON_IsArray(u))
+        for (const cJSON *e = u->child; e && !why; e = e->next)
+            if (!cJSON_IsString(e)) why = "field nccl.unknown_functions holds something that is not a name";
+    if (why) {
+        ta_note_add(x->a, x->file, 0, "%s; what this rank's NCCL library exports is not known", why);
+        return;
+    }
+    t->has_nccl = 1;
+    t->nccl_version = cJSON_IsNumber(v) ? (int64_t)v->valuedouble : 0;
+    t->nccl_exports = cJSON_IsNumber(ex) ? (int64_t)ex->valuedouble : -1;
+    t->nccl_lib = cJSON_IsString(l) ? xstrdup(ta_py_intern(l->valuestring, 4096)) : NULL;
+    t->nccl_unknown_more = cJSON_IsNumber(more) ? (int64_t)more->valuedouble : 0;
+    int n = cJSON_IsArray(u) ? cJSON_GetArraySize(u) : 0;
+    if (n > NCCL_UNKNOWN_MAX) {
+        t->nccl_unknown_more += n - NCCL_UNKNOWN_MAX;
+        n = NCCL_UNKNOWN_MAX;
+    }
+    t->nccl_unknown = xcalloc((size_t)n + 1, sizeof *t->nccl_unknown);
+    int k = 0;
+    for (const cJSON *e = n ? u->child : NULL; e && k < n; e = e->next)
+        if (e->valuestring[0]) t->nccl_unknown[k++] = ta_py_intern(e->valuestring, 256);
+    t->nnccl_unknown = k;
 }

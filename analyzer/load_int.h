@@ -38,5 +38,7 @@ void conv_python(pctx *x, const cJSON *root, ta_trace *t);
 int conv_nan(pctx *x, const cJSON *root, ta_trace *t, const char *buf, size_t n, int have_checks,
              size_t vs, size_t ve);
 int conv_memory(pctx *x, const cJSON *root, ta_trace *t);
+void conv_configs(pctx *x, const cJSON *root, ta_trace *t);   /* "coll_configs", before the calls */
+void conv_nccl(pctx *x, const cJSON *root, ta_trace *t);      /* "nccl" */
 
 #endif

@@ -76,6 +76,7 @@ static int group_of(const ta_an *a, const ta_finding *f)
     case K_OOM: return 3;
     case K_DIVERGENCE: return 4;
     case K_P2P: return 5;
+    case K_SIGNAL: return 5;
     case K_INIT: return 6;
     case K_IMBALANCE: return 7;
     case K_STRAGGLER: return 9;  /* never a root cause: last */
@@ -164,6 +165,7 @@ int main(int argc, char **argv)
     }
     ta_findings_divergence_scan(&a, covered);
     ta_findings_p2p_scan(&a);
+    ta_findings_config(&a);
     ta_findings_mispair(&a);
     ta_findings_fingerprint(&a);     /* after the per-call scans: only what they cannot see */
     free(covered);
@@ -197,6 +199,7 @@ int main(int argc, char **argv)
     }
 
     ta_module_notes(&a);
+    ta_warnings_nccl(&a);
     if (a.json) ta_out_json(&a, stdout);
     else if (a.markdown) ta_out_markdown(&a, stdout);
     else ta_out_text(&a, stdout);

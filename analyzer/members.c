@@ -15,11 +15,13 @@
 
 #include "ta.h"
 
-const char *const ta_mstate_names[4] = {"blocked_inside", "never_issued", "completed", "unknown"};
+const char *const ta_mstate_names[MS_N] = {"blocked_inside", "never_issued", "completed", "unknown", "suspended"};
 
-int ta_call_waiting(const ta_call *c)
+int ta_call_waiting(const ta_trace *t, const ta_call *c)
 {
-    if (!(ta_op_is_coll(c->op) || ta_op_is_p2p(c->op)) || c->seq == 0) return 0;
+    if (!(ta_op_is_coll(c->op) || ta_op_is_p2p(c->op) || ta_op_is_onesided(c->op)) || c->seq == 0) return 0;
+    /* a communicator suspended since: NCCL suspends it idle, and nobody looks at its events any more */
+    if (c->comm >= 0 && ta_comm_suspended(t, c->comm)) return 0;
     return c->gpu == GPU_PENDING || (c->exit_ns == TA_NULL64 && c->gpu != GPU_DONE);
 }
 
@@ -58,20 +60,22 @@ void ta_members_at(ta_an *a, ta_finding *f, int g, uint32_t seq, uint8_t **stuck
         if (m->trace < 0) continue;
         const ta_trace *t = a->tr[m->trace];
         int64_t ci = ta_call_at(a, m->trace, g, seq);
+        int susp = ta_comm_suspended(t, n->local[p]);
         if (ci < 0) {
             m->lost = ta_coll_lost(a, m->trace, g, seq);
-            m->state = m->lost ? MS_UNKNOWN : MS_NEVER_ISSUED;
+            m->state = m->lost ? MS_UNKNOWN : susp ? MS_SUSPENDED : MS_NEVER_ISSUED;
             continue;
         }
         m->call = ci;
         const ta_call *c = &t->calls[ci];
+        int pending = c->gpu == GPU_PENDING && !susp;     /* (see ta_call_waiting) */
         if (c->gpu == GPU_DONE) {
             m->state = MS_COMPLETED;
         } else if (c->gpu == GPU_ERROR) {
             m->state = MS_UNKNOWN;
-        } else if (c->gpu == GPU_PENDING || c->exit_ns == TA_NULL64 || (stuck_calls && stuck_calls[m->trace][ci])) {
+        } else if (pending || ta_call_waiting(t, c) || (stuck_calls && stuck_calls[m->trace][ci])) {
             m->state = MS_BLOCKED_INSIDE;
-            if (c->gpu == GPU_PENDING) m->pending_s = ta_pending_s(t, c);
+            if (pending) m->pending_s = ta_pending_s(t, c);
         } else {
             m->state = MS_COMPLETED;      /* the replay completed it */
         }

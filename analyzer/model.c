@@ -9,16 +9,16 @@
 
 #include "ta.h"
 
-const char *const ta_op_names[OP_N] = {
-    "AllReduce", "Broadcast", "Bcast", "Reduce", "AllGather", "ReduceScatter", "AlltoAll",
-    "Gather", "Scatter", "Send", "Recv", "GroupStart", "GroupEnd"};
+#define TA_OP_NAME_(suffix, name, flags, alias) name,
+const char *const ta_op_names[OP_N] = {TR_NCCL_OPS(TA_OP_NAME_)};
+#undef TA_OP_NAME_
 const char *const ta_dtype_names[DT_N] = {
     "none", "int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32",
     "float64", "bfloat16", "float8e4m3", "float8e5m2", "invalid"};
 static const int dtype_sizes[DT_N] = {0, 1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1, 0};
 const char *const ta_redop_names[RO_N] = {"none", "sum", "prod", "max", "min", "avg", "premulsum"};
 const char *const ta_kind_names[K_N] = {
-    "divergence", "missing", "p2p", "init", "oom", "memory_imbalance", "no_trace", "nan", "straggler"};
+    "divergence", "missing", "p2p", "init", "oom", "memory_imbalance", "no_trace", "nan", "straggler", "signal"};
 const char *const ta_ck_status_names[4] = {"clean", "nonfinite", "not_checked", "pending"};
 const char *const ta_nm_names[5] = {NULL, "off", "output", "all", "other"};
 const char *const ta_nan_cause_names[3] = {"input", "overflow", "unknown"};
@@ -187,7 +187,7 @@ const char *ta_signame(int sig)
 int ta_last_call(const ta_trace *t, int64_t *out)
 {
     for (int64_t i = t->ncalls - 1; i >= 0; i--)
-        if (t->calls[i].op != OP_GROUPSTART && t->calls[i].op != OP_GROUPEND) { *out = i; return 1; }
+        if (!ta_op_is_group(t->calls[i].op)) { *out = i; return 1; }
     return 0;
 }
 
@@ -221,9 +221,104 @@ const char *ta_comm_name(const ta_an *a, int g)
     return b;
 }
 
+const ta_callx *ta_callx_of(const ta_trace *t, int64_t ci)
+{
+    if (ci < 0 || ci >= t->ncalls || !t->calls[ci].xf || !t->ncallx) return NULL;
+    int64_t lo = 0, hi = t->ncallx - 1;
+    while (lo <= hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (t->callx[mid].call == ci) return &t->callx[mid];
+        if (t->callx[mid].call < ci) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return NULL;
+}
+
+const ta_collcfg *ta_call_cfg(const ta_trace *t, int64_t ci)
+{
+    const ta_callx *x = ta_callx_of(t, ci);
+    if (!x || !(t->calls[ci].xf & XF_CONFIG) || x->cfg < 0 || x->cfg >= t->ncfgs) return NULL;
+    return &t->cfgs[x->cfg];
+}
+
+/* the *Config entry point of each operation, from the vocabulary */
+#define TA_FN_(name, op, kind, since, action) {#name, TR_OP_##op},
+static const struct { const char *name; int op; } nccl_funcs[] = {TR_NCCL_FUNCS(TA_FN_)};
+#undef TA_FN_
+
+const char *ta_config_entry(int op)
+{
+    op = ta_op_norm(op);
+    for (size_t i = 0; i < sizeof nccl_funcs / sizeof nccl_funcs[0]; i++) {
+        size_t l = strlen(nccl_funcs[i].name);
+        if (nccl_funcs[i].op == op && l > 6 && !strcmp(nccl_funcs[i].name + l - 6, "Config")) return nccl_funcs[i].name;
+    }
+    return NULL;
+}
+
+char *ta_cfg_text(const ta_collcfg *c)
+{
+    if (!c || c->state == CFG_UNKNOWN) return xstrdup("config not recorded");
+    if (c->state == CFG_NULL) return xstrdup("config NULL");
+    if (c->state == CFG_INVALID) return xstrdup("a config NCCL rejects: bad magic");
+    char b[512] = "";
+    size_t n = 0;
+#define CF_(field, name) \
+    if (c->field != TA_CFG_UNSET && n < sizeof b) \
+        n += (size_t)snprintf(b + n, sizeof b - n, "%s" name "=%d", n ? ", " : "", c->field);
+    CF_(min_ctas, "minCTAs")
+    CF_(max_ctas, "maxCTAs")
+    CF_(nvls_ctas, "nvlsCTAs")
+    CF_(cga_cluster_size, "cgaClusterSize")
+#undef CF_
+    if (c->alg && n < sizeof b) n += (size_t)snprintf(b + n, sizeof b - n, "%salgSelection=%s", n ? ", " : "", c->alg);
+    if (c->force_alg != TA_CFG_UNSET && n < sizeof b)
+        n += (size_t)snprintf(b + n, sizeof b - n, "%sforceAlgSelection=%d", n ? ", " : "", c->force_alg);
+    if (c->cta_policy != TA_CFG_UNSET && n < sizeof b)
+        n += (size_t)snprintf(b + n, sizeof b - n, "%sCTAPolicy=%d", n ? ", " : "", c->cta_policy);
+    if (c->user_tag && n < sizeof b)
+        n += (size_t)snprintf(b + n, sizeof b - n, "%suserProfilerTag=%llu", n ? ", " : "", (unsigned long long)c->user_tag);
+    return xstrdup(n ? b : "default config");
+}
+
+int ta_cfg_equal(const ta_collcfg *x, const ta_collcfg *y)
+{
+    if (x->state != y->state) return 0;
+    if (x->state != CFG_SET) return 1;
+    /* the profiler tag is the rank's own business: not compared */
+    return x->min_ctas == y->min_ctas && x->max_ctas == y->max_ctas && x->nvls_ctas == y->nvls_ctas &&
+           x->cga_cluster_size == y->cga_cluster_size && x->force_alg == y->force_alg &&
+           x->cta_policy == y->cta_policy && (x->alg == y->alg || (x->alg && y->alg && !strcmp(x->alg, y->alg)));
+}
+
+char *ta_nccl_version_text(int64_t v)
+{
+    if (v <= 0) return xstrdup("(version unknown)");
+    if (v >= 10000) return xasprintf("%lld.%lld.%lld", (long long)(v / 10000), (long long)(v / 100 % 100), (long long)(v % 100));
+    return xasprintf("%lld.%lld.%lld", (long long)(v / 1000), (long long)(v / 100 % 10), (long long)(v % 100));
+}
+
+int ta_comm_suspended(const ta_trace *t, int lc)
+{
+    return lc >= 0 && lc < t->ncomms && t->comms[lc].suspended;
+}
+
 char *ta_call_sig(const ta_trace *t, int64_t ci)
 {
     const ta_call *c = &t->calls[ci];
+    if (ta_op_is_onesided(c->op)) {
+        const ta_callx *x = ta_callx_of(t, ci);
+        char more[64] = "";
+        if (x && (c->xf & XF_SIGNAL) && (x->sig_idx || x->sig_ctx))
+            snprintf(more, sizeof more, ", signal index %lld, context %d", (long long)x->sig_idx, x->sig_ctx);
+        if (c->op == OP_PUTSIGNAL)
+            return xasprintf("%s(%lld x %s to %d%s)", ta_op_names[c->op], (long long)c->count, ta_dtype_names[c->dtype],
+                             c->rp, more);
+        if (c->op == OP_WAITSIGNAL)
+            return xasprintf("%s(%lld signal%s from %d%s)", ta_op_names[c->op], (long long)c->count,
+                             c->count == 1 ? "" : "s", c->rp, more);
+        return xasprintf("%s(to %d%s)", ta_op_names[c->op], c->rp, more);
+    }
     char extra[64] = "";
     if (c->redop != RO_NONE) snprintf(extra, sizeof extra, ", %s", ta_redop_names[c->redop]);
     if (ta_op_rooted(c->op) && c->rp >= 0)
@@ -231,8 +326,19 @@ char *ta_call_sig(const ta_trace *t, int64_t ci)
     if (ta_op_is_p2p(c->op))
         snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ", %s %d",
                  c->op == OP_SEND ? "to" : "from", c->rp);
-    return xasprintf("%s(%lld x %s%s)", ta_op_names[c->op], (long long)c->count,
-                     ta_dtype_names[c->dtype], extra);
+    char *via = xstrdup("");
+    if (c->xf & XF_CONFIG) {
+        const ta_collcfg *cf = ta_call_cfg(t, ci);
+        const char *ep = ta_config_entry(c->op);
+        char *ct = cf ? ta_cfg_text(cf) : NULL;
+        free(via);
+        via = xasprintf(" via %s%s%s%s", ep ? ep : "its *Config entry point", ct ? " (" : "", ct ? ct : "", ct ? ")" : "");
+        free(ct);
+    }
+    char *r = xasprintf("%s(%lld x %s%s)%s", ta_op_names[c->op], (long long)c->count,
+                        ta_dtype_names[c->dtype], extra, via);
+    free(via);
+    return r;
 }
 
 char *ta_call_text(const ta_an *a, const ta_trace *t, int64_t ci)

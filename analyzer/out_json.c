@@ -150,7 +150,45 @@ static void call_json(jw *w, ta_an *a, const char *k, const ta_side *s)
     kstr(w, "dtype", c->dtype == DT_NONE ? NULL : ta_dtype_names[c->dtype]);
     kstr(w, "redop", c->redop == RO_NONE ? NULL : ta_redop_names[c->redop]);
     kintn(w, "root", c->rp, !ta_op_rooted(c->op) || c->rp < 0);
-    kintn(w, "peer", c->rp, !ta_op_is_p2p(c->op) || c->rp < 0);
+    kintn(w, "peer", c->rp, !(ta_op_is_p2p(c->op) || ta_op_is_onesided(c->op)) || c->rp < 0);
+    /* the NCCL function it came through: the *Config twin of a collective, and its config */
+    char ep[64];
+    const char *cep = (c->xf & XF_CONFIG) ? ta_config_entry(c->op) : NULL;
+    snprintf(ep, sizeof ep, "%s%s", cep ? "" : "nccl", cep ? cep : ta_op_names[c->op]);
+    kstr(w, "entry_point", ep);
+    key(w, "config");
+    if (c->xf & XF_CONFIG) {
+        const ta_collcfg *cf = ta_call_cfg(t, s->call);
+        static const char *const states[4] = {"set", "null", "invalid", "unknown"};
+        open_(w, '{');
+        kstr(w, "state", states[cf ? cf->state : CFG_UNKNOWN]);
+        char *tx = ta_cfg_text(cf);
+        kstr(w, "text", tx);
+        free(tx);
+        if (cf && cf->state == CFG_SET) {
+            if (cf->min_ctas != TA_CFG_UNSET) kint(w, "minCTAs", cf->min_ctas);
+            if (cf->max_ctas != TA_CFG_UNSET) kint(w, "maxCTAs", cf->max_ctas);
+            if (cf->nvls_ctas != TA_CFG_UNSET) kint(w, "nvlsCTAs", cf->nvls_ctas);
+            if (cf->cga_cluster_size != TA_CFG_UNSET) kint(w, "cgaClusterSize", cf->cga_cluster_size);
+            if (cf->alg) kstr(w, "algSelection", cf->alg);
+            if (cf->force_alg != TA_CFG_UNSET) kint(w, "forceAlgSelection", cf->force_alg);
+            if (cf->cta_policy != TA_CFG_UNSET) kint(w, "CTAPolicy", cf->cta_policy);
+            if (cf->user_tag) { key(w, "userProfilerTag"); fprintf(w->o, "%llu", (unsigned long long)cf->user_tag); }
+        }
+        close_(w, '}');
+    } else {
+        fputs("null", w->o);
+    }
+    key(w, "signal");
+    const ta_callx *x = (c->xf & XF_SIGNAL) ? ta_callx_of(t, s->call) : NULL;
+    if (x) {
+        open_(w, '{');
+        kint(w, "index", x->sig_idx);
+        kint(w, "context", x->sig_ctx);
+        close_(w, '}');
+    } else {
+        fputs("null", w->o);
+    }
     site_json(w, a, t, c->stack, c->pystack);
     stack_json(w, a, t, c->stack, "stack");
     close_(w, '}');
@@ -312,6 +350,27 @@ void ta_out_json(ta_an *a, FILE *o)
     }
     close_(&w, ']');
 
+    /* warnings about the job's environment (not its input, not findings) */
+    key(&w, "warnings");
+    open_(&w, '[');
+    for (int i = 0; i < a->nwarns; i++) {
+        const ta_warning *x = &a->warns[i];
+        sep(&w);
+        open_(&w, '{');
+        kstr(&w, "kind", x->kind);
+        kstr(&w, "message", x->text);
+        kstr(&w, "library", x->library);
+        kintn(&w, "version", x->version, x->version <= 0);
+        key(&w, "functions");
+        open_(&w, '[');
+        for (int k = 0; k < x->nfunctions; k++) { sep(&w); jstr(o, x->functions[k]); }
+        close_(&w, ']');
+        kint(&w, "functions_not_listed", x->functions_more);
+        kints(&w, "ranks", x->ranks, x->nranks);
+        close_(&w, '}');
+    }
+    close_(&w, ']');
+
     key(&w, "findings");
     open_(&w, '[');
     for (int i = 0; i < a->nf; i++) {
@@ -341,6 +400,13 @@ void ta_out_json(ta_an *a, FILE *o)
         }
         stuck_json(&w, a, f);
         if (f->kind == K_DIVERGENCE && !strcmp(f->subkind, "skipped_call")) skipped_json(&w, a, f);
+        if (f->kind == K_SIGNAL) {      /* the wait's signal number, and what the sender sent to the waiter */
+            key(&w, "signal");
+            open_(&w, '{');
+            kint(&w, "waited", f->seq);
+            kintn(&w, "sent", f->sig_sent, f->sig_sent < 0);
+            close_(&w, '}');
+        }
         if (f->win_upto > 0) {
             key(&w, "seq_window");
             fprintf(o, "[%lld,%lld]", (long long)f->win_after, (long long)f->win_upto);
@@ -496,6 +562,20 @@ void ta_out_json(ta_an *a, FILE *o)
         } else {
             fputs("null", o);
         }
+        key(&w, "nccl");             /* the trace's "nccl" (null: not known) */
+        if (t->has_nccl) {
+            open_(&w, '{');
+            kintn(&w, "version", t->nccl_version, t->nccl_version <= 0);
+            kstr(&w, "library", t->nccl_lib);
+            kintn(&w, "exports", t->nccl_exports, t->nccl_exports < 0);
+            key(&w, "unknown_functions");
+            open_(&w, '[');
+            for (int k = 0; k < t->nnccl_unknown; k++) { sep(&w); jstr(o, t->nccl_unknown[k]); }
+            close_(&w, ']');
+            close_(&w, '}');
+        } else {
+            fputs("null", o);
+        }
         key(&w, "nancheck");
         if (t->nan_mode == NM_ABSENT) {
             fputs("null", o);
@@ -560,6 +640,15 @@ void ta_out_json(ta_an *a, FILE *o)
         else fputs("null", o);
         kintn(&w, "size", n->size, n->size < 0);
         comm_members(&w, a, "ranks", g);
+        /* members whose trace says it is suspended (ncclCommSuspend, not resumed) */
+        key(&w, "suspended_ranks");
+        fputc('[', o);
+        for (int p = 0, k = 0; p < n->npos; p++) {
+            int m = n->member[p];
+            if (m < 0 || !a->tr[m]->comms[n->local[p]].suspended) continue;
+            fprintf(o, "%s%d", k++ ? "," : "", a->tr[m]->rank);
+        }
+        fputc(']', o);
         kint(&w, "collectives", n->maxseq);
         key(&w, "entry_spread");
         if (n->spread_n) {

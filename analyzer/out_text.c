@@ -40,6 +40,7 @@ static char *where(ta_an *a, const ta_finding *f)
     if (f->kind == K_INIT) s = xasprintf(" on comm %s (%s), initialisation", ta_comm_name(a, f->g), m);
     else if (f->kind == K_STRAGGLER) s = xasprintf(" on comm %s (%s)", ta_comm_name(a, f->g), m);
     else if (f->kind == K_P2P) s = xasprintf(" on comm %s (%s), send/recv #%lld", ta_comm_name(a, f->g), m, (long long)f->seq);
+    else if (f->kind == K_SIGNAL) s = xasprintf(" on comm %s (%s), signal #%lld", ta_comm_name(a, f->g), m, (long long)f->seq);
     else if (f->seq < 0 && f->win_upto > 0)
         s = xasprintf(" on comm %s (%s), collectives #%lld-#%lld", ta_comm_name(a, f->g), m,
                       (long long)f->win_after + 1, (long long)f->win_upto);
@@ -67,7 +68,8 @@ static void side_line(ta_an *a, FILE *o, const char *indent, const ta_side *s, i
 static void members_lines(ta_an *a, FILE *o, const char *indent, const ta_finding *f, int md)
 {
     if (!f->nmem) return;
-    static const char *const label[4] = {"blocked inside it", "never issued it", "completed it", "unknown"};
+    static const char *const label[MS_N] = {"blocked inside it", "never issued it", "completed it", "unknown",
+                                            "never issued it, the communicator suspended (ncclCommSuspend, not resumed)"};
     char *what = NULL;
     const ta_gcomm *n = &a->gc[f->at_g];
     if (!ta_sigbad(n, f->at_seq))     /* the members agree: name the call */
@@ -77,7 +79,7 @@ static void members_lines(ta_an *a, FILE *o, const char *indent, const ta_findin
     fprintf(o, md ? "%s- at `%s`:\n" : "%sat %s:\n", indent, what);
     free(what);
     int *r = xmalloc(sizeof(int) * (size_t)(f->nmem + 1));
-    for (int st = 0; st < 4; st++) {
+    for (int st = 0; st < MS_N; st++) {
         int n = 0, lost = 0, notrace = 0, timed = 0;
         double lo = 0, hi = 0;
         for (int p = 0; p < f->nmem; p++) {
@@ -130,6 +132,12 @@ static void finding(ta_an *a, FILE *o, const ta_finding *f, int md, int top)
         int miss = f->kind == K_MISSING || (f->kind == K_P2P && strcmp(f->subkind, "size_mismatch"));
         side_line(a, o, ind, &f->culprit, md, miss ? " (last call)" : "");
         side_line(a, o, ind, &f->other, md, miss ? " (waiting in)" : "");
+    }
+    if (f->kind == K_SIGNAL) {
+        int queued = !strcmp(f->subkind, "not_run");
+        side_line(a, o, ind, &f->culprit, md, queued ? " (the signal, queued)" : f->sig_sent > 0 ?
+                  " (its last signal to the waiter)" : " (last call)");
+        side_line(a, o, ind, &f->other, md, " (waiting in)");
     }
     if (f->kind == K_NAN && f->nan) {
         const ta_nanev *ev = &f->nan->ev;
@@ -250,6 +258,14 @@ static void rank_table(ta_an *a, FILE *o, int md)
     fputc('\n', o);
 }
 
+static void warnings(ta_an *a, FILE *o, int md)
+{
+    if (!a->nwarns) return;
+    fprintf(o, md ? "### Warnings\n\n" : "WARNINGS\n");
+    for (int i = 0; i < a->nwarns; i++) fprintf(o, md ? "- %s\n" : "  %s\n", a->warns[i].text);
+    fputc('\n', o);
+}
+
 static void notes(ta_an *a, FILE *o, int md)
 {
     if (!a->nnotes) return;
@@ -290,6 +306,7 @@ static void out(ta_an *a, FILE *o, int md)
         for (int i = 0; i < a->nf; i++)
             if (!a->f[i].root) finding(a, o, &a->f[i], md, 0);
     }
+    warnings(a, o, md);
     if (md) fprintf(o, "### Ranks\n\n");
     rank_table(a, o, md);
     if (md && a->ntr) {

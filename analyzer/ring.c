@@ -222,10 +222,14 @@ static void read_comms(rd *r)
         if (c->valid == 0) continue;             /* handed out, not written yet */
         const char *why = NULL;
         if (c->valid != 1) why = "its valid flag is damaged";
-        else if (c->kind < 0 || c->kind > TRR_KIND_SHRINK) why = "its kind is unknown";
+        else if (c->kind < 0 || c->kind > TRR_KIND_GROW) why = "its kind is unknown";
         else if (c->end_kind < TRR_END_NONE || c->end_kind > TRR_END_REVOKE) why = "its end kind is unknown";
         else if (c->size < -1 || c->size > RANK_MAX || c->rank < -1 || c->rank > RANK_MAX) why = "its size or rank is out of range";
         else if (c->device < -1 || c->device > 65535) why = "its device is out of range";
+        else if (c->grow_ranks < 0 || c->grow_ranks > RANK_MAX || (c->kind != TRR_KIND_GROW && (c->grow_ranks || c->grow_uid)))
+            why = "its grow fields are damaged";
+        else if ((c->suspended != 0 && c->suspended != 1) || c->suspends > (1u << 30))
+            why = "its suspend fields are damaged";
         else if (c->init_enter > (uint64_t)INT64_MAX || c->init_exit > (uint64_t)INT64_MAX ||
                  c->end_exit > (uint64_t)INT64_MAX || c->colls > (uint64_t)INT64_MAX)
             why = "a time or count is out of range";
@@ -336,6 +340,67 @@ static const uint8_t *bw_at(bwin *w, uint64_t pos, uint64_t n)
     return w->buf;
 }
 
+/* a TRR_BLOB_COLLCONFIG payload (q, n bytes): 1 kept or a repeat, 0 damaged */
+#define RING_CFG_MAX 65536
+static int collconfig_blob(rd *r, const uint8_t *q, uint32_t n)
+{
+    trr_collconfig c;
+    if (!q || n < sizeof c) return 0;
+    memcpy(&c, q, sizeof c);
+    const char *alg = (const char *)q + sizeof c;
+    if (c.index >= RING_CFG_MAX || c.is_null > 2 || c.alg_len > n - sizeof c ||
+        (c.alg_len && strnlen(alg, c.alg_len) != c.alg_len - 1))
+        return 0;
+    if (c.index >= (uint32_t)r->ncfgs) {
+        int nn = (int)c.index + 1;
+        r->cfgs = xrealloc(r->cfgs, sizeof *r->cfgs * (size_t)nn);
+        for (int i = r->ncfgs; i < nn; i++) { memset(&r->cfgs[i], 0, sizeof r->cfgs[i]); r->cfgs[i].state = CFG_UNKNOWN; }
+        r->ncfgs = nn;
+    }
+    ta_collcfg *o = &r->cfgs[c.index];
+    if (o->state != CFG_UNKNOWN) return 1;       /* the first one of an index counts */
+    o->state = c.is_null == 1 ? CFG_NULL : c.is_null == 2 ? CFG_INVALID : CFG_SET;
+    o->min_ctas = c.min_ctas;
+    o->max_ctas = c.max_ctas;
+    o->nvls_ctas = c.nvls_ctas;
+    o->cga_cluster_size = c.cga_cluster_size;
+    o->force_alg = c.force_alg;
+    o->cta_policy = c.cta_policy;
+    o->user_tag = c.user_tag;
+    o->alg = c.alg_len > 1 ? ta_py_intern(alg, c.alg_len) : NULL;
+    return 1;
+}
+
+/* a TRR_BLOB_NCCLINFO payload: 1 kept (the first one), 0 damaged */
+#define RING_UNKNOWN_MAX 4096
+static int ncclinfo_blob(rd *r, const uint8_t *q, uint32_t n)
+{
+    trr_ncclinfo h;
+    if (!q || n < sizeof h) return 0;
+    memcpy(&h, q, sizeof h);
+    const char *path = (const char *)q + sizeof h;
+    if (h.version < 0 || h.path_len < 1 || h.path_len > n - sizeof h || h.unknown_len > n - sizeof h - h.path_len ||
+        strnlen(path, h.path_len) != h.path_len - 1 || (h.unknown_len && path[h.path_len + h.unknown_len - 1]))
+        return 0;
+    if (r->has_nccl) return 1;
+    r->has_nccl = 1;
+    r->nccl_version = h.version;
+    r->nccl_exports = h.exports;
+    r->nccl_lib = h.path_len > 1 ? xstrdup(ta_py_intern(path, h.path_len)) : NULL;
+    const char *u = path + h.path_len, *end = u + h.unknown_len;
+    int cap = 0;
+    while (u < end && *u && r->nnccl_unknown < RING_UNKNOWN_MAX) {
+        size_t l = strnlen(u, (size_t)(end - u));
+        if (r->nnccl_unknown == cap) {
+            cap = cap ? cap * 2 : 16;
+            r->nccl_unknown = xrealloc(r->nccl_unknown, sizeof *r->nccl_unknown * (size_t)cap);
+        }
+        r->nccl_unknown[r->nnccl_unknown++] = ta_py_intern(u, l < 256 ? l : 256);
+        u += l + 1;
+    }
+    return 1;
+}
+
 static void read_blobs(rd *r, pthread_mutex_t *modlk)
 {
     const trr_header *h = &r->h;
@@ -347,7 +412,7 @@ static void read_blobs(rd *r, pthread_mutex_t *modlk)
     rstack *st = NULL, *ps = NULL;
     rpycode *pc = NULL;
     int nm = 0, capm = 0, ns = 0, caps = 0, badmods = 0, badstacks = 0;
-    int npc = 0, cappc = 0, nps = 0, capps = 0, badpc = 0, badps = 0;
+    int npc = 0, cappc = 0, nps = 0, capps = 0, badpc = 0, badps = 0, badcfg = 0, badnccl = 0;
     uint64_t pos = 0;
     while (pos + sizeof(trr_blob) <= len) {
         trr_blob b;
@@ -360,7 +425,7 @@ static void read_blobs(rd *r, pthread_mutex_t *modlk)
         }
         uint64_t at = pos + sizeof b;
         int known = b.kind == TRR_BLOB_MODULE || b.kind == TRR_BLOB_STACK || b.kind == TRR_BLOB_PYCODE ||
-                    b.kind == TRR_BLOB_PYSTACK;
+                    b.kind == TRR_BLOB_PYSTACK || b.kind == TRR_BLOB_COLLCONFIG || b.kind == TRR_BLOB_NCCLINFO;
         /* a known blob larger than the window is damaged (counted as its kind) */
         const uint8_t *q = known && b.bytes <= BLOB_WIN ? bw_at(&w, at, b.bytes) : NULL;
         if (b.kind == TRR_BLOB_MODULE) {
@@ -429,11 +494,19 @@ static void read_blobs(rd *r, pthread_mutex_t *modlk)
                 }
             }
             badps += !ok;
+        } else if (b.kind == TRR_BLOB_COLLCONFIG) {
+            badcfg += !collconfig_blob(r, q, b.bytes);
+        } else if (b.kind == TRR_BLOB_NCCLINFO) {
+            badnccl += !ncclinfo_blob(r, q, b.bytes);
         }                        /* other kinds: from a newer writer, skipped by their bytes */
         pos += sizeof b + b.bytes;
     }
     free(w.buf);
     if (badmods) ring_note(r, "%d damaged module record(s) ignored: frames in them have no module", badmods);
+    if (badcfg) ring_note(r, "%d damaged collective config record(s) ignored: the calls through them have an unknown "
+                          "config", badcfg);
+    if (badnccl) ring_note(r, "%d damaged NCCL library record(s) ignored: what the library exports is not known",
+                           badnccl);
     if (npc || nps) py_tables(r, pc, npc, ps, nps, &badps);
     if (badpc) ring_note(r, "%d damaged Python code record(s) ignored: Python stacks that use them are not used", badpc);
     if (badps) ring_note(r, "%d damaged Python stack record(s) ignored: those calls have native call sites", badps);
@@ -493,7 +566,7 @@ static const char *conv_record(rd *r, const trr_record *x, uint64_t index, rcall
     if (x->state != TRR_REC_ENTERED && x->state != TRR_REC_RETURNED) return "its state is damaged";
     if (x->op >= TRR_OP_N) return "its op is not a known NCCL operation";
     c->op = x->op;
-    int grp = x->op >= TRR_OP_GROUPSTART;
+    int grp = ta_op_is_group(x->op);
     if (x->comm >= 0 && !grp) {
         if (x->comm >= r->nslots || !r->slots[x->comm].ok) return "its communicator has no usable slot";
         o->slot = x->comm;
@@ -514,7 +587,19 @@ static const char *conv_record(rd *r, const trr_record *x, uint64_t index, rcall
     else return "redop is not a known reduction";
     if (x->root != TRR_NONE && x->root < 0) return "root/peer is not a rank";
     int rp = x->root == TRR_NONE ? -1 : x->root;
-    if (ta_op_is_p2p(c->op) || ta_op_rooted(c->op)) c->rp = rp;
+    if (ta_op_is_p2p(c->op) || ta_op_is_onesided(c->op) || ta_op_rooted(c->op)) c->rp = rp;
+    /* record.extra: a *Config collective's config; a signal's sigIdx and context */
+    if (ta_op_is_coll(c->op) && (x->extra & TRR_EXTRA_CONFIG)) {
+        uint64_t k = x->extra & 0xffffffffu;
+        c->xf |= XF_CONFIG;
+        o->x.cfg = -1;
+        if (k && k - 1 < (uint64_t)r->ncfgs && r->cfgs[k - 1].state != CFG_UNKNOWN) o->x.cfg = (int32_t)(k - 1);
+        else if (k) r->cfg_badref++;
+    } else if (ta_op_is_onesided(c->op)) {
+        c->xf |= XF_SIGNAL;
+        o->x.sig_idx = (int64_t)(x->extra & 0xffffffffu);
+        o->x.sig_ctx = (int32_t)(uint32_t)(x->extra >> 32);
+    }
     c->group = x->group;
     /* streams numbered in order of appearance, as calls.c does */
     int k;
@@ -544,9 +629,10 @@ static const char *conv_record(rd *r, const trr_record *x, uint64_t index, rcall
     if (x->pystack >= 0 && x->pystack < r->npystacks && r->pystacks[x->pystack].nframes) c->pystack = x->pystack;
     else if (x->pystack != -1 && !(x->pystack >= 0 && x->pystack < r->npystacks && r->pystacks[x->pystack].frames))
         r->py_badref++;          /* not stored (blob area full) or a damaged index: counted (a damaged stack is noted) */
-    if ((ta_op_is_coll(c->op) || ta_op_is_p2p(c->op)) && c->seq > 0) {
+    if ((ta_op_is_coll(c->op) || ta_op_is_p2p(c->op) || ta_op_is_onesided(c->op)) && c->seq > 0) {
         if (o->slot < 0) return "a numbered call has no communicator";
         if (ta_op_is_p2p(c->op) && c->rp < 0) return "a numbered send/recv has no peer";
+        if (ta_op_is_onesided(c->op) && c->rp < 0) return "a numbered signal or wait has no peer";
     }
     r->last_ns = max64(r->last_ns, last);
     return NULL;
@@ -644,6 +730,9 @@ static void read_records(rd *r)
         ring_note(r, "%lld record slot(s) lie past the end of the file (truncated) and are lost", (long long)gone);
     if (bad)
         ring_note(r, "%lld ring record(s) skipped (first: record %llu: %s)", (long long)bad, (unsigned long long)bad1, why1);
+    if (r->cfg_badref)
+        ring_note(r, "%lld record(s) name a collective config the ring does not hold (not stored, or damaged): their "
+                  "config is unknown", (long long)r->cfg_badref);
     if (r->py_badref)
         ring_note(r, "%lld record(s) name a Python stack the ring does not hold (not stored: the blob area was full; "
                   "or a damaged index): those calls have native call sites", (long long)r->py_badref);
@@ -715,6 +804,9 @@ done:
     for (int i = 0; i < r.npystacks; i++) free(r.pystacks[i].frames);
     free(r.pystacks);
     free(r.pycodes);
+    free(r.cfgs);
+    free(r.nccl_lib);
+    free(r.nccl_unknown);
     free(r.slots);
     free(r.calls);
     if (n < 0) ta_ring_info_free(info);

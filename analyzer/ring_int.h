@@ -26,6 +26,7 @@ typedef struct {
     ta_call c;
     int32_t slot;           /* comm slot, -1 */
     int32_t device;
+    ta_callx x;             /* c.xf set: its config / signal (x.call unset) */
 } rcall;
 
 /* a ring file being read */
@@ -45,6 +46,13 @@ typedef struct {
     ta_pycode *pycodes; int npycodes;     /* Python code objects by index (file NULL: none) */
     ta_pystack *pystacks; int npystacks;  /* Python stacks by index (nframes 0: none) */
     int64_t py_badref;                    /* records naming a Python stack the ring does not hold */
+    ta_collcfg *cfgs; int ncfgs;          /* COLLCONFIG blobs by index (state CFG_UNKNOWN: none) */
+    int64_t cfg_badref;                   /* records naming a config the ring does not hold */
+    /* the NCCLINFO blob (has_nccl 0: none) */
+    int has_nccl;
+    int64_t nccl_version, nccl_exports;
+    char *nccl_lib;
+    const char **nccl_unknown; int nnccl_unknown;
     rcall *calls; int64_t ncalls;
     int64_t last_ns;
     uint64_t streams[256]; int nstreams;

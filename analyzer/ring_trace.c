@@ -9,7 +9,7 @@
 #include "ring_int.h"
 
 static const char *const kind_names[] = {"InitRank", "InitRankConfig", "InitRankScalable", "InitAll", "Split",
-                                         "Shrink"};
+                                         "Shrink", "Grow"};
 static const char *const end_kinds[] = {"", "Finalize", "Destroy", "Abort", "Revoke"};
 
 void ta_trace_free(ta_trace *t)
@@ -21,6 +21,7 @@ void ta_trace_free(ta_trace *t)
     free(t->stacks);
     ta_py_free(t);
     free(t->calls); free(t->call_raw); free(t->mdev); free(t->mfail);
+    free(t->callx); free(t->cfgs); free(t->nccl_lib); free(t->nccl_unknown);
     free(t->checks); free(t->ckdet);
     free(t->nan_engine); free(t->nan_gpu_unused);
     free(t->job_id); free(t->job_source); free(t->host); free(t->rank_source);
@@ -51,6 +52,10 @@ static void conv_comm_slot(rd *r, const trr_comm *c, ta_comm *m, int family)
     snprintf(m->end_kind, sizeof m->end_kind, "%s", end_kinds[c->end_kind]);
     m->end_exit = c->end_kind != TRR_END_NONE && c->end_exit ? (int64_t)c->end_exit : TA_NULL64;
     m->colls = (int64_t)c->colls;
+    m->grow_uid = c->kind == TRR_KIND_GROW ? c->grow_uid : 0;
+    m->grow_ranks = c->kind == TRR_KIND_GROW ? c->grow_ranks : 0;
+    m->suspended = c->suspended == 1;
+    m->suspends = c->suspends;
     /* fp_seq is 0 while the hash changes (the writer's order): a process
      * stopped then leaves a hash of unknown extent, and the fingerprint is
      * taken as absent; its checkpoints still hold */
@@ -179,7 +184,7 @@ static ta_trace *build(rd *r, int dev, int trace_dev, int rank, const char *rank
                 gm[ngm++] = (gmark){r->slots[i].c.group, 1, local[i] >= 0};
         for (int64_t i = 0; i < r->ncalls; i++) {
             const rcall *x = &r->calls[i];
-            if (x->c.op < OP_GROUPSTART && x->c.group)
+            if (!ta_op_is_group(x->c.op) && x->c.group)
                 gm[ngm++] = (gmark){x->c.group, 1, x->slot >= 0 && local[x->slot] >= 0};
         }
         if (ngm > 1) qsort(gm, ngm, sizeof *gm, cmp_gmark);
@@ -191,6 +196,7 @@ static ta_trace *build(rd *r, int dev, int trace_dev, int rank, const char *rank
         ngm = w;
     }
     t->calls = xmalloc(sizeof *t->calls * ((size_t)r->ncalls + 1));
+    int64_t xcap = 0;
     for (int64_t i = 0; i < r->ncalls; i++) {
         const rcall *x = &r->calls[i];
         if (x->slot >= 0 && local[x->slot] < 0) continue;   /* another device's, or a repeated id's */
@@ -198,7 +204,7 @@ static ta_trace *build(rd *r, int dev, int trace_dev, int rank, const char *rank
             int in = 1;
             if (x->slot < 0) {
                 gmark key = {x->c.group, 0, 0}, *g = NULL;
-                if (x->c.op >= OP_GROUPSTART && x->c.group && ngm)
+                if (ta_op_is_group(x->c.op) && x->c.group && ngm)
                     g = bsearch(&key, gm, ngm, sizeof *gm, cmp_gmark);
                 in = g ? g->mine : x->device == dev;
             }
@@ -207,6 +213,27 @@ static ta_trace *build(rd *r, int dev, int trace_dev, int rank, const char *rank
         ta_call *c = &t->calls[t->ncalls++];
         *c = x->c;
         c->comm = x->slot >= 0 ? local[x->slot] : -1;
+        if (c->xf) {
+            if (t->ncallx == xcap) {
+                xcap = xcap ? xcap * 2 : 64;
+                t->callx = xrealloc(t->callx, sizeof *t->callx * (size_t)xcap);
+            }
+            t->callx[t->ncallx] = x->x;
+            t->callx[t->ncallx++].call = t->ncalls - 1;
+        }
+    }
+    /* the *Config calls' configs and the NCCL library: a copy for each trace */
+    t->ncfgs = r->ncfgs;
+    t->cfgs = xcalloc((size_t)r->ncfgs + 1, sizeof *t->cfgs);
+    if (r->ncfgs) memcpy(t->cfgs, r->cfgs, sizeof *t->cfgs * (size_t)r->ncfgs);
+    if (r->has_nccl) {
+        t->has_nccl = 1;
+        t->nccl_version = r->nccl_version;
+        t->nccl_exports = r->nccl_exports;
+        t->nccl_lib = r->nccl_lib ? xstrdup(r->nccl_lib) : NULL;
+        t->nnccl_unknown = r->nnccl_unknown;
+        t->nccl_unknown = xcalloc((size_t)r->nnccl_unknown + 1, sizeof *t->nccl_unknown);
+        if (r->nnccl_unknown) memcpy(t->nccl_unknown, r->nccl_unknown, sizeof *t->nccl_unknown * (size_t)r->nnccl_unknown);
     }
     free(gm);
     free(local);
@@ -347,9 +374,28 @@ static void merge_ring(ta_an *a, ta_trace *j, ta_trace *r)
     free(j->comms);
     j->comms = r->comms; j->ncomms = r->ncomms;
     r->comms = NULL; r->ncomms = 0;
-    free(j->calls); free(j->call_raw);
+    free(j->calls); free(j->call_raw); free(j->callx);
     j->calls = r->calls; j->ncalls = r->ncalls; j->call_raw = NULL;
+    j->callx = r->callx; j->ncallx = r->ncallx;
     r->calls = NULL; r->ncalls = 0;
+    r->callx = NULL; r->ncallx = 0;
+    /* configs: the same indices in both (the shim's); the JSON's where it has them */
+    int nk = j->ncfgs > r->ncfgs ? j->ncfgs : r->ncfgs;
+    ta_collcfg *kc = xcalloc((size_t)nk + 1, sizeof *kc);
+    for (int i = 0; i < nk; i++)
+        kc[i] = i < j->ncfgs && (j->cfgs[i].state != CFG_UNKNOWN || i >= r->ncfgs) ? j->cfgs[i] : r->cfgs[i];
+    free(j->cfgs);
+    j->cfgs = kc;
+    j->ncfgs = nk;
+    j->cfg_badref = 0;
+    if (!j->has_nccl && r->has_nccl) {
+        j->has_nccl = 1;
+        j->nccl_version = r->nccl_version;
+        j->nccl_exports = r->nccl_exports;
+        j->nccl_lib = r->nccl_lib; r->nccl_lib = NULL;
+        j->nccl_unknown = r->nccl_unknown; r->nccl_unknown = NULL;
+        j->nnccl_unknown = r->nnccl_unknown; r->nnccl_unknown = 0;
+    }
     j->skipped_records = r->skipped_records;
     /* stack i is the shim's stack i in both; the JSON's carry the symbol
      * names the shim resolved, the ring's cover the calls after the write */

@@ -9,8 +9,10 @@
  * that waits for a root, or whose members disagree (divergence), is a root
  * finding; every other stuck point is listed as a consequence of the root
  * finding it leads to. A cycle of waits with no root (order inversion,
- * pipeline whose stages disagree) is broken at its send/recv that was never
- * issued, else at its earliest collective.
+ * pipeline whose stages disagree) is broken at its send/recv (or signal
+ * waited for) that was never issued, else at its earliest collective. A
+ * WaitSignal that never completes waits for the rank that was to send its
+ * signal (SP_SIG, a `signal` finding).
  *
  * A root finding then moves to the earliest point of divergence of its
  * culprit (diverge.c); where the job stopped is kept as stop_comm/stop_seq. */
@@ -19,7 +21,7 @@
 
 #include "ta.h"
 
-enum { SP_COLL, SP_P2P, SP_INIT };
+enum { SP_COLL, SP_P2P, SP_INIT, SP_SIG };   /* SP_SIG: a WaitSignal (snd: the sender's place, rcv: the waiter's) */
 enum { SP_OPEN = -1, SP_LEFT_OUT = -2 };   /* spoint.finding, else an index into a->f */
 
 typedef struct {
@@ -95,9 +97,10 @@ static void add_end_info(ta_an *a, ta_finding *f, const int *cul_t, int ncul)
             char *c = ta_call_text(a, t, lc), *s = ta_call_site_text(a, t, lc);
             const ta_call *lcall = &t->calls[lc];
             /* a culprit may itself be waiting inside its last call: say so */
-            char *in = lcall->gpu == GPU_PENDING ? xasprintf(", enqueued on the GPU and not complete %.1f s later",
-                                                             ta_pending_s(t, lcall))
-                       : ta_call_waiting(lcall) ? xstrdup(", which had not returned") : xstrdup("");
+            int w = ta_call_waiting(t, lcall);
+            char *in = w && lcall->gpu == GPU_PENDING ? xasprintf(", enqueued on the GPU and not complete %.1f s later",
+                                                                  ta_pending_s(t, lcall))
+                       : w ? xstrdup(", which had not returned") : xstrdup("");
             last = xasprintf("its last call was %s at %s%s", c, s, in);
             free(c); free(s); free(in);
         } else {
@@ -113,6 +116,23 @@ static void add_end_info(ta_an *a, ta_finding *f, const int *cul_t, int ncul)
 }
 
 static int sinkish(const int *stuck, int t) { return !stuck[t]; }
+
+/* trace t has g suspended (ncclCommSuspend, not resumed) and was still running at its last write */
+static int suspended_alive(const ta_an *a, int t, int g)
+{
+    const ta_trace *x = a->tr[t];
+    return ta_comm_suspended(x, ta_comm_local(x, g)) && (x->end_state == END_SNAPSHOT || x->end_state == END_HANG);
+}
+
+/* "; the communicator is suspended on them ..." when every trace of cul has g suspended, else NULL */
+static char *suspended_text(const ta_an *a, const int *cul, int n, int g)
+{
+    int all = n > 0;
+    for (int k = 0; k < n && all; k++) all = ta_comm_suspended(a->tr[cul[k]], ta_comm_local(a->tr[cul[k]], g));
+    if (!all) return NULL;
+    return xasprintf("; the communicator is suspended on %s (ncclCommSuspend without a resume since): %s never resumed it",
+                     n > 1 ? "them" : "it", n > 1 ? "they" : "it");
+}
 
 /* majority rule with the documented tie rule; returns culprit traces */
 static int partition_mismatch(ta_an *a, spoint *sp, int *cul, int *rep_ref_t, int64_t *rep_ref_c)
@@ -191,8 +211,11 @@ static ta_finding *root_finding(ta_an *a, spoint *sp, const int *stuck)
         for (int k = 0; k < sp->nwf; k++)
             if (sinkish(stuck, sp->wf[k]) || sp->root == 2) N[nn++] = sp->wf[k];
         if (!nn) { for (int k = 0; k < sp->nwf; k++) N[nn++] = sp->wf[k]; }
-        /* one-sided: the waiting ranks' call comes from a line the others never use */
-        int foreign = sp->nwt <= nn;
+        /* one-sided: the waiting ranks' call comes from a line the others never use (unless the
+         * others have the communicator suspended: then that is why) */
+        char *susp = suspended_text(a, N, nn, sp->g);
+        int foreign = sp->nwt <= nn && !susp;
+        free(susp);
         for (int k = 0; k < sp->nwt && k < 8 && foreign; k++) {   /* representatives of each side */
             int64_t ci = ta_call_at(a, sp->wt[k], sp->g, sp->seq);
             for (int j = 0; j < nn && j < 8 && foreign; j++)
@@ -239,9 +262,37 @@ static ta_finding *root_finding(ta_an *a, spoint *sp, const int *stuck)
             }
             if (f->kind == K_MISSING) ta_move_earlier(a, f, N[0], sp->wt, sp->nwt, sp->g);
             ta_finding_describe(a, f);
+            char *su = f->kind == K_MISSING ? suspended_text(a, N, nn, sp->g) : NULL;
+            if (su) {
+                snprintf(f->subkind, sizeof f->subkind, "suspended");
+                char *m = xasprintf("%s%s", f->message, su);
+                free(f->message);
+                f->message = m;
+                free(su);
+            }
             if (f->kind == K_MISSING) add_end_info(a, f, N, nn);
         }
         free(N);
+    } else if (sp->type == SP_SIG) {
+        /* a WaitSignal whose signal never came: the sender is the culprit */
+        f = ta_finding_new(a, K_SIGNAL);
+        f->g = sp->g;
+        f->seq = sp->seq;
+        const ta_gcomm *n = &a->gc[sp->g];
+        int st = n->member[sp->snd], wt = sp->rep_t;
+        int r1 = a->tr[st]->rank, r2 = a->tr[wt]->rank;
+        uint32_t last_seq = 0;
+        int64_t last = ta_sig_last(a, st, n->local[sp->snd], sp->rcv, &last_seq);
+        snprintf(f->subkind, sizeof f->subkind, sp->nnever ? "never_sent" : "not_run");
+        f->sig_sent = last >= 0 ? (int64_t)last_seq : a->tr[st]->ring_lost > 0 ? -1 : 0;
+        if (!sp->nnever)       /* it issued the signal, which is queued behind something of its own */
+            last = ta_sig_find_from(a, st, n->local[sp->snd], sp->rcv, sp->seq, NULL);
+        if (last < 0) ta_last_call(a->tr[st], &last);
+        ta_side_set(&f->culprit, &r1, 1, st, last);
+        ta_side_set(&f->other, &r2, 1, wt, sp->rep_c);
+        f->t = sp->t;
+        ta_finding_describe(a, f);
+        add_end_info(a, f, &st, 1);
     } else if (sp->type == SP_P2P) {
         f = ta_finding_new(a, K_P2P);
         f->g = sp->g;
@@ -407,7 +458,26 @@ static void init_expected(ta_an *a, spoint *sp, const int *stuck)
     const ta_trace *w = a->tr[sp->wt[0]];
     int lc = ta_comm_local(w, sp->g);
     const ta_comm *c = &w->comms[lc];
-    if (c->has_parent) {
+    if (!strcmp(c->kind, "Grow")) {
+        /* a grow: the members of the parent take part (the new members: as the traces show) */
+        uint64_t parent = c->parent;
+        int known = c->has_parent;
+        for (int t = 0; t < a->ntr && !known; t++)
+            for (int i = 0; i < a->tr[t]->ncomms && !known; i++)
+                if (a->tr[t]->comms[i].id == c->id && a->tr[t]->comms[i].has_parent) {
+                    parent = a->tr[t]->comms[i].parent;
+                    known = 1;
+                }
+        for (int t = 0; t < a->ntr && known; t++) {
+            const ta_trace *x = a->tr[t];
+            int inparent = 0, found = 0;
+            for (int i = 0; i < x->ncomms; i++) {
+                inparent |= x->comms[i].id == parent;
+                found |= x->comms[i].id == c->id;
+            }
+            if (inparent && !found) { iadd(&sp->wf, &sp->nwf, t); iadd(&sp->never, &sp->nnever, t); }
+        }
+    } else if (c->has_parent) {
         /* a split: every member of the parent takes part */
         int ord = 0;
         for (int i = 0; i < lc; i++) ord += w->comms[i].has_parent && w->comms[i].parent == c->parent;
@@ -451,6 +521,8 @@ void ta_rootcause(ta_an *a)
             int k;
             if (ta_op_is_coll(c->op)) {
                 k = find_point(SP_COLL, g, c->seq, -1, -1);
+            } else if (ta_op_is_onesided(c->op)) {
+                k = find_point(SP_SIG, g, c->seq, c->rp, tr->comms[c->comm].rank);
             } else {
                 int me = tr->comms[c->comm].rank;
                 k = c->op == OP_SEND ? find_point(SP_P2P, g, c->seq, me, c->rp)
@@ -476,7 +548,7 @@ void ta_rootcause(ta_an *a)
      * have completed it: it is never a rank that "waits for nobody" */
     for (int t = 0; t < a->ntr; t++)
         for (int64_t i = a->tr[t]->ncalls - 1; i >= 0 && !stuck[t]; i--)
-            if (ta_call_waiting(&a->tr[t]->calls[i])) stuck[t] = 1;
+            if (ta_call_waiting(a->tr[t], &a->tr[t]->calls[i])) stuck[t] = 1;
     /* whom each point waits for */
     for (int k = 0; k < nP; k++) {
         spoint *sp = &P[k];
@@ -491,6 +563,13 @@ void ta_rootcause(ta_an *a)
                 if (ta_call_at(a, m, sp->g, sp->seq) < 0) iadd(&sp->never, &sp->nnever, m);
             }
             if (!sp->nwf && ta_sigbad(n, sp->seq)) sp->mismatch = 1;
+        } else if (sp->type == SP_SIG) {
+            /* the waiter waits for the sender; "never": it holds no signal #seq (or later) to the waiter */
+            if (sp->snd < 0 || sp->snd >= n->npos || sp->rcv < 0 || sp->rcv >= n->npos) continue;
+            int st = n->member[sp->snd];
+            if (st < 0) continue;
+            iadd(&sp->wf, &sp->nwf, st);
+            if (!ta_sig_sent(a, st, n->local[sp->snd], sp->rcv, sp->seq, sp->t)) iadd(&sp->never, &sp->nnever, st);
         } else if (sp->type == SP_P2P) {
             if (sp->snd < 0 || sp->snd >= n->npos || sp->rcv < 0 || sp->rcv >= n->npos) continue;
             int st = n->member[sp->snd], rt = n->member[sp->rcv];
@@ -516,7 +595,28 @@ void ta_rootcause(ta_an *a)
      * name: it is noted and left out, never a finding of its own. */
     for (int k = 0; k < nP; k++) {
         spoint *sp = &P[k];
-        if (sp->type == SP_INIT || sp->nwf || sp->mismatch) continue;
+        if (sp->type != SP_COLL || !sp->nwf || sp->mismatch) continue;
+        /* waits only for ranks that have the communicator suspended and were still running: they
+         * had not resumed it yet, which is no hang (a rollout phase); not a finding, a note */
+        int alive = 1;
+        for (int j = 0; j < sp->nwf && alive; j++) alive = suspended_alive(a, sp->wf[j], sp->g);
+        if (!alive) continue;
+        sp->finding = SP_LEFT_OUT;
+        int *r = NULL;
+        ranks_of(a, sp->wf, sp->nwf, &r);
+        ta_ints_sort(r, sp->nwf);
+        char *rt = ta_ranks_text(r, sp->nwf);
+        char *w = sp->rep_t >= 0 && sp->rep_c >= 0 ? ta_call_text(a, a->tr[sp->rep_t], sp->rep_c)
+                                                   : xasprintf("seq %u on comm %s", sp->seq, ta_comm_name(a, sp->g));
+        ta_note_add(a, NULL, 0, "%s waits for rank%s %s, which %s the communicator suspended (ncclCommSuspend) and "
+                    "%s still running at %s last write: %s not resumed it yet; not a hang as far as the traces show",
+                    w, sp->nwf > 1 ? "s" : "", rt, sp->nwf > 1 ? "have" : "has", sp->nwf > 1 ? "were" : "was",
+                    sp->nwf > 1 ? "their" : "its", sp->nwf > 1 ? "they had" : "it had");
+        free(w); free(rt); free(r);
+    }
+    for (int k = 0; k < nP; k++) {
+        spoint *sp = &P[k];
+        if (sp->type == SP_INIT || sp->nwf || sp->mismatch || sp->finding != SP_OPEN) continue;
         sp->finding = SP_LEFT_OUT;
         char *w = sp->rep_t >= 0 && sp->rep_c >= 0 ? ta_call_text(a, a->tr[sp->rep_t], sp->rep_c)
                                                    : xasprintf("seq %u on comm %s", sp->seq, ta_comm_name(a, sp->g));
@@ -576,9 +676,9 @@ void ta_rootcause(ta_an *a)
         for (int k = 0; k < nP; k++) {
             spoint *sp = &P[k];
             if (sp->finding != SP_OPEN) continue;
-            int pri = sp->type == SP_P2P && sp->nnever ? 0 : sp->nnever ? 1 : 2;
+            int pri = (sp->type == SP_P2P || sp->type == SP_SIG) && sp->nnever ? 0 : sp->nnever ? 1 : 2;
             if (best < 0) { best = k; continue; }
-            int bp = P[best].type == SP_P2P && P[best].nnever ? 0 : P[best].nnever ? 1 : 2;
+            int bp = (P[best].type == SP_P2P || P[best].type == SP_SIG) && P[best].nnever ? 0 : P[best].nnever ? 1 : 2;
             if (pri < bp || (pri == bp && sp->t < P[best].t)) best = k;
         }
         if (best < 0) break;

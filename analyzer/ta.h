@@ -25,21 +25,34 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "trshim/nccl_calls.h"
+
 #define TA_NULL64 INT64_MIN
 #define TA_VERSION "0.1.0"
 
 /* ---- operations, types --------------------------------------------------- */
-enum { OP_ALLREDUCE, OP_BROADCAST, OP_BCAST, OP_REDUCE, OP_ALLGATHER, OP_REDUCESCATTER,
-       OP_ALLTOALL, OP_GATHER, OP_SCATTER, OP_SEND, OP_RECV, OP_GROUPSTART, OP_GROUPEND, OP_N };
+/* the vocabulary's operations (include/trshim/nccl_calls.h), in its order */
+#define TA_OP_ENUM_(suffix, name, flags, alias) OP_##suffix = TR_OP_##suffix,
+enum { TR_NCCL_OPS(TA_OP_ENUM_) OP_N = TR_OP_N };
+#undef TA_OP_ENUM_
 extern const char *const ta_op_names[OP_N];
+#define TA_OP_FLAGS_(suffix, name, flags, alias) flags,
+static const unsigned char ta_op_flag_table[OP_N] = {TR_NCCL_OPS(TA_OP_FLAGS_)};
+#undef TA_OP_FLAGS_
+#define TA_OP_ALIAS_(suffix, name, flags, alias) OP_##alias,
+static const unsigned char ta_op_alias_table[OP_N] = {TR_NCCL_OPS(TA_OP_ALIAS_)};
+#undef TA_OP_ALIAS_
 int ta_op_parse(const char *s);
-static inline int ta_op_is_p2p(int op) { return op == OP_SEND || op == OP_RECV; }
-static inline int ta_op_is_coll(int op) { return op <= OP_SCATTER; }
-static inline int ta_op_norm(int op) { return op == OP_BCAST ? OP_BROADCAST : op; }
-static inline int ta_op_rooted(int op)
-{
-    return op == OP_BROADCAST || op == OP_BCAST || op == OP_REDUCE || op == OP_GATHER || op == OP_SCATTER;
-}
+static inline int ta_op_has(int op, int flag) { return op >= 0 && op < OP_N && (ta_op_flag_table[op] & flag); }
+static inline int ta_op_is_p2p(int op) { return ta_op_has(op, TR_OPF_P2P); }
+static inline int ta_op_is_coll(int op) { return ta_op_has(op, TR_OPF_COLL); }
+static inline int ta_op_is_group(int op) { return ta_op_has(op, TR_OPF_GROUP); }
+static inline int ta_op_is_onesided(int op) { return ta_op_has(op, TR_OPF_ONESIDED); }
+static inline int ta_op_sends(int op) { return ta_op_has(op, TR_OPF_SENDS); }
+static inline int ta_op_rooted(int op) { return ta_op_has(op, TR_OPF_ROOTED); }
+static inline int ta_op_reducing(int op) { return ta_op_has(op, TR_OPF_REDUCING); }
+/* the operation a call is the same as on the wire (Bcast is Broadcast) */
+static inline int ta_op_norm(int op) { return op >= 0 && op < OP_N ? ta_op_alias_table[op] : op; }
 
 enum { DT_NONE, DT_INT8, DT_UINT8, DT_INT32, DT_UINT32, DT_INT64, DT_UINT64, DT_FLOAT16,
        DT_FLOAT32, DT_FLOAT64, DT_BFLOAT16, DT_FP8E4M3, DT_FP8E5M2, DT_INVALID, DT_N };
@@ -67,8 +80,30 @@ typedef struct {
     int16_t rc;           /* INT16_MIN: null */
     uint8_t op, dtype, redop, stream;
     uint8_t gpu;          /* GPU_*: GPU_UNTRACKED for traces without completion */
+    uint8_t xf;           /* XF_*: more about the call in the trace's callx (ta_callx_of) */
 } ta_call;
 _Static_assert(sizeof(ta_call) == 64, "ta_call stays 64 bytes");
+
+/* what a few calls have besides (trace "config"/"signal", ring record.extra),
+ * kept aside, sorted by call, so that every call stays 64 bytes */
+enum { XF_CONFIG = 1,      /* a collective issued through its *Config entry point (ncclAllReduceConfig...) */
+       XF_SIGNAL = 2 };    /* PutSignal/Signal/WaitSignal: sigIdx and context known */
+typedef struct {
+    int64_t call;         /* index into the trace's calls */
+    int32_t cfg;          /* XF_CONFIG: index into the trace's cfgs, -1 not stored (or damaged) */
+    int32_t sig_ctx;      /* XF_SIGNAL */
+    int64_t sig_idx;      /* XF_SIGNAL */
+} ta_callx;
+
+/* one ncclCollConfig_t of a *Config call (trace "coll_configs", ring COLLCONFIG blobs) */
+#define TA_CFG_UNSET INT32_MIN
+enum { CFG_SET, CFG_NULL, CFG_INVALID, CFG_UNKNOWN };   /* state: fields below, NULL pointer, bad magic, not known */
+typedef struct {
+    int state;            /* CFG_* */
+    int32_t min_ctas, max_ctas, nvls_ctas, cga_cluster_size, force_alg, cta_policy;   /* TA_CFG_UNSET */
+    uint64_t user_tag;    /* 0: none */
+    const char *alg;      /* algSelection (interned, safe for any output), NULL: unset */
+} ta_collcfg;
 
 typedef struct {
     uint64_t id, parent;
@@ -88,6 +123,12 @@ typedef struct {
     uint32_t fp_step;
     int nckp;
     struct ta_ckpt { uint64_t seq, hash; } *ckp;   /* ascending seq */
+    /* ncclCommGrow (kind "Grow"): the uniqueId's hash (0: this member was not given it, an existing
+     * non-root), the ranks of the grown communicator (0: not a grow); ncclCommSuspend/Resume */
+    uint64_t grow_uid;
+    int grow_ranks;
+    int suspended;        /* suspended at the trace's last write (no successful resume since) */
+    int64_t suspends;     /* successful suspends */
     uint32_t first_seq;   /* lowest seq of this comm kept in calls (0: none); below it, when the
                              trace lost records (ring_lost > 0), calls are unknown, not missing */
     /* derived (align.c): the collectives kept, by seq, indexed from the lowest
@@ -221,6 +262,16 @@ typedef struct {
     ta_memfail *mfail; int nmfail;
     int64_t skipped_records;
     int64_t *call_raw;    /* kept call i was calls[call_raw[i]] of the file; NULL: the same index */
+    ta_callx *callx; int64_t ncallx;     /* calls with XF_* set, ascending call */
+    ta_collcfg *cfgs; int ncfgs;         /* the *Config calls' configs by index (trace "coll_configs") */
+    int64_t cfg_badref;   /* calls naming a config the trace does not hold (noted) */
+    /* the loaded NCCL library (trace "nccl", ring NCCLINFO blob): has_nccl 0 when not known */
+    int has_nccl;
+    int64_t nccl_version; /* ncclGetVersion, 0 unknown */
+    int64_t nccl_exports; /* host functions it exports, -1 unknown */
+    char *nccl_lib;       /* path, NULL */
+    const char **nccl_unknown; int nnccl_unknown;   /* exported functions the vocabulary does not know (interned) */
+    int64_t nccl_unknown_more;                      /* more of them, not listed by the shim */
     /* NaN/Inf checks */
     int nan_mode;         /* NM_* */
     int nan_usable;       /* the checks were read (mode not off, check_fields and checks valid) */
@@ -241,6 +292,17 @@ typedef struct {
     int fatal;            /* the file was not used */
 } ta_note;
 
+/* ---- warnings about the job's environment (not its input, not a finding) ----- */
+typedef struct {
+    char *kind;           /* "nccl_unknown_functions" */
+    char *text;
+    char *library;        /* the NCCL library (path), NULL */
+    int64_t version;      /* its version code, 0 unknown */
+    const char **functions; int nfunctions;
+    int64_t functions_more;   /* not listed by the shim */
+    int *ranks; int nranks;
+} ta_warning;
+
 /* ---- a trace write that failed (the shim's marker trshim.*.write-failed) ----- */
 typedef struct {
     char *file;           /* the marker */
@@ -253,7 +315,7 @@ typedef struct {
 } ta_wfail;
 
 /* ---- findings ----------------------------------------------------------------- */
-enum { K_DIVERGENCE, K_MISSING, K_P2P, K_INIT, K_OOM, K_IMBALANCE, K_NO_TRACE, K_NAN, K_STRAGGLER, K_N };
+enum { K_DIVERGENCE, K_MISSING, K_P2P, K_INIT, K_OOM, K_IMBALANCE, K_NO_TRACE, K_NAN, K_STRAGGLER, K_SIGNAL, K_N };
 extern const char *const ta_kind_names[K_N];
 
 typedef struct {             /* one side of a finding: ranks and their call */
@@ -327,8 +389,9 @@ typedef struct {
 } ta_straggler;
 
 /* a hang's stuck collective: what one member did there (members.c) */
-enum { MS_BLOCKED_INSIDE, MS_NEVER_ISSUED, MS_COMPLETED, MS_UNKNOWN };
-extern const char *const ta_mstate_names[4];
+/* suspended: no record of it, and the communicator is suspended on that rank (ncclCommSuspend, not resumed) */
+enum { MS_BLOCKED_INSIDE, MS_NEVER_ISSUED, MS_COMPLETED, MS_UNKNOWN, MS_SUSPENDED, MS_N };
+extern const char *const ta_mstate_names[MS_N];
 typedef struct {
     int place;               /* place in the communicator */
     int rank, trace;         /* -1: no trace */
@@ -375,6 +438,9 @@ typedef struct {
      * calls on another communicator that precede it in the culprit's trace
      * and the peers' (g, seq) in other.trace (-1 none) */
     int64_t gap_before, mis_call, mis_prev, mis_peer_prev;
+    /* signal: the waiter waits for signal #seq from the culprit, who sent sig_sent of them to it
+     * (-1: not known) */
+    int64_t sig_sent;
 } ta_finding;
 
 /* ---- global communicator table ------------------------------------------------ */
@@ -422,6 +488,7 @@ typedef struct {
     ta_trace **all; int nall;    /* every usable trace of every job */
     ta_trace **tr; int ntr;      /* traces of the analysed job, by rank */
     ta_note *notes; int nnotes;
+    ta_warning *warns; int nwarns;
     char *job; int njobs;
     char **other_jobs; int nother_jobs;
     int world;
@@ -456,6 +523,13 @@ char *ta_end_text(const ta_an *a, const ta_trace *t);
 char *ta_missing_text(const ta_an *a, int i);   /* missing rank i: "no trace" or "write failed (...)" */
 char *ta_call_text(const ta_an *a, const ta_trace *t, int64_t ci);   /* "AllReduce #5 on comm 0x..." */
 char *ta_call_sig(const ta_trace *t, int64_t ci);                    /* "AllReduce(16 x float32, sum)" */
+const ta_callx *ta_callx_of(const ta_trace *t, int64_t ci);          /* the call's XF_* details, NULL */
+const ta_collcfg *ta_call_cfg(const ta_trace *t, int64_t ci);        /* a *Config call's config, NULL: plain/unknown */
+const char *ta_config_entry(int op);                                  /* "ncclAllReduceConfig", NULL */
+char *ta_cfg_text(const ta_collcfg *c);                               /* "maxCTAs=4, algSelection=ring" */
+int ta_cfg_equal(const ta_collcfg *x, const ta_collcfg *y);
+char *ta_nccl_version_text(int64_t code);                             /* 23203 -> "2.32.3" */
+int ta_comm_suspended(const ta_trace *t, int lc);                    /* lc is suspended on t */
 char *ta_ranks_text(const int *r, int n);                            /* "0-3, 5" */
 void ta_ints_sort(int *v, int n);
 int ta_last_call(const ta_trace *t, int64_t *out);                   /* last NCCL call (not group) */
@@ -472,6 +546,13 @@ void ta_align(ta_an *a);
 /* completion simulation: per trace, per call: 1 when the call never completed */
 void ta_simulate(ta_an *a, uint8_t ***stuck_calls);
 int64_t ta_p2p_find(const ta_an *a, int t, int lc, int peer, int dir_send, uint32_t seq);
+/* signals (PutSignal/Signal) trace t sent to place peer on its comm lc: the first
+ * with seq >= seq (its seq in *got), the last one (its seq in *seq); -1 none */
+int64_t ta_sig_find_from(const ta_an *a, int t, int lc, int peer, uint32_t seq, uint32_t *got);
+int64_t ta_sig_last(const ta_an *a, int t, int lc, int peer, uint32_t *seq);
+/* trace st's signal #seq to place `to` of its comm lc was sent: st holds it or a later
+ * one, or it is older than st's ring window (wall: when the wait was entered) */
+int ta_sig_sent(const ta_an *a, int st, int lc, int to, uint32_t seq, double wall);
 int ta_sig_equal(const ta_call *x, const ta_call *y);
 /* per-seq tables: comm k's call at seq s (-1 none); the index of seq s in
  * g's tables (-1: no member kept it); the seq at index i; the first index
@@ -502,7 +583,9 @@ int ta_p2p_lost(const ta_an *a, int t, int lc, int peer, int dir_send, uint32_t 
 
 /* members.c: what each member did at a hang's stuck collective */
 void ta_members_at(ta_an *a, ta_finding *f, int g, uint32_t seq, uint8_t **stuck_calls);
-int ta_call_waiting(const ta_call *c);          /* observed inside: gpu pending, or the host call had not returned */
+/* observed inside: gpu pending, or the host call had not returned (not on a communicator the
+ * trace says is suspended: NCCL suspends idle communicators, a pending there is not a wait) */
+int ta_call_waiting(const ta_trace *t, const ta_call *c);
 double ta_pending_s(const ta_trace *t, const ta_call *c);   /* gpu pending since enqueue, to the trace's last sign */
 
 /* fingerprint.c: divergences older than the ring windows */
@@ -517,6 +600,8 @@ void ta_findings_memory(ta_an *a);
 void ta_findings_divergence_scan(ta_an *a, const int *covered_g);
 void ta_findings_p2p_scan(ta_an *a);
 void ta_findings_no_trace(ta_an *a);
+void ta_findings_config(ta_an *a);          /* members of a collective issued with different *Config configs */
+void ta_warnings_nccl(ta_an *a);            /* NCCL host functions the shim does not record */
 void ta_finding_describe(ta_an *a, ta_finding *f);
 
 /* nan.c */

@@ -38,9 +38,6 @@ static pthread_mutex_t g_map_mu = PTHREAD_MUTEX_INITIALIZER;
 static __thread int32_t t_pending[MAX_GROUP_PENDING] __attribute__((tls_model("initial-exec")));
 static __thread int t_npending __attribute__((tls_model("initial-exec")));
 
-static const char *const kind_names[] = {"InitRank", "InitRankConfig", "InitRankScalable", "InitAll",
-                                         "Split", "Shrink"};
-static const char *const end_names[] = {NULL, "Finalize", "Destroy", "Abort", "Revoke"};
 
 /* ---- table and handle map ------------------------------------------------------ */
 
@@ -106,6 +103,8 @@ typedef struct {
     uint64_t enter;
     int32_t stack;
     int from_uid;
+    uint64_t grow_uid;
+    int grow_ranks;
 } comm_init;
 
 /* stores into a ring comm slot: each field is meaningful on its own */
@@ -138,12 +137,15 @@ static trr_comm *ring_slot(int32_t idx, const tr_comm *c, const tr_comm *parent,
     k->size = atomic_load(&c->size);
     k->rank = atomic_load(&c->rank);
     k->device = atomic_load(&c->device);
+    k->grow_uid = c->grow_uid;
+    k->grow_ranks = c->grow_ranks;
     RING_SET(k->valid, 1);
     return k;
 }
 
 static int32_t comm_add(const comm_init *in)
 {
+    tr_nccl_library_info(1);          /* the library's exports, once */
     tr_comm *c = calloc(1, sizeof *c);
     if (!c) return -1;
     int32_t idx = atomic_fetch_add(&g_ncomms, 1);
@@ -164,6 +166,8 @@ static int32_t comm_add(const comm_init *in)
     c->group = tr_group_current();
     c->init_enter = in->enter;
     c->init_stack = in->stack;
+    c->grow_uid = in->grow_uid;
+    c->grow_ranks = in->grow_ranks;
     atomic_init(&c->device, in->device);
     atomic_init(&c->size, in->size);
     atomic_init(&c->rank, in->rank);
@@ -231,25 +235,25 @@ void tr_comm_group_ended(ncclResult_t r)
     t_npending = 0;
 }
 
-uint64_t tr_comm_p2p(tr_comm *c, ncclComm_t h, int peer, int dir, int take)
+uint64_t tr_comm_p2p(tr_comm *c, ncclComm_t h, int peer, int dir, uint64_t n, int take)
 {
     _Atomic uint64_t *a = atomic_load_explicit(&c->p2p, memory_order_acquire);
     if (!a) {
-        if (!take) return peer >= 0 ? 1 : 0;
+        if (!take) return peer >= 0 ? n : 0;
         tr_comm_resolve(c, h);
-        int n = atomic_load(&c->size);
-        if (n <= 0) n = 1024;            /* size unknown: enough for any peer we could number */
-        _Atomic uint64_t *fresh = calloc(2 * (size_t)n, sizeof *fresh);
+        int size = atomic_load(&c->size);
+        if (size <= 0) size = 1024;      /* size unknown: enough for any peer we could number */
+        _Atomic uint64_t *fresh = calloc(TR_P2P_DIRS * (size_t)size, sizeof *fresh);
         if (!fresh) return 0;
-        atomic_store(&c->p2p_n, n);
+        atomic_store(&c->p2p_n, size);
         _Atomic uint64_t *expect = NULL;
         if (atomic_compare_exchange_strong(&c->p2p, &expect, fresh)) a = fresh;
         else { free(fresh); a = expect; }
     }
-    int n = atomic_load(&c->p2p_n);
-    if (peer < 0 || peer >= n) return 0;
-    _Atomic uint64_t *ctr = &a[(size_t)dir * (size_t)n + (size_t)peer];
-    return take ? atomic_fetch_add(ctr, 1) + 1 : atomic_load(ctr) + 1;
+    int size = atomic_load(&c->p2p_n);
+    if (peer < 0 || peer >= size || dir < 0 || dir >= TR_P2P_DIRS) return 0;
+    _Atomic uint64_t *ctr = &a[(size_t)dir * (size_t)size + (size_t)peer];
+    return take ? atomic_fetch_add(ctr, n) + n : atomic_load(ctr) + n;
 }
 
 uint64_t tr_nccl_first_comm_id(void) { return atomic_load(&g_first_uid_comm); }
@@ -458,6 +462,86 @@ TR_API ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int e
     return r;
 }
 
+/* Grow (NCCL 2.29): existing members pass the communicator (the root also
+ * the ncclUniqueId from ncclCommGetUniqueId), new members only the
+ * ncclUniqueId and their rank. Existing members derive the new id from the
+ * parent, as splits do; new members know only the ncclUniqueId, so their id
+ * is its hash, which the root records too (grow_uid): tranalyze joins them. */
+TR_API ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId, int rank,
+                                 ncclComm_t *newcomm, ncclConfig_t *config)
+{
+    typedef ncclResult_t (*fn_t)(ncclComm_t, int, const ncclUniqueId *, int, ncclComm_t *, ncclConfig_t *);
+    TR_REAL(real, fn_t, "ncclCommGrow", TR_LIB_NCCL);
+    if (!real) NO_REAL("ncclCommGrow");
+    int rec = tr_enter();
+    int32_t ci = -1;
+    if (rec) {
+        uint64_t t = tr_now_ns();
+        int32_t st = tr_stack_capture();
+        uint64_t uid = uniqueId ? tr_hash_bytes(1, uniqueId, sizeof *uniqueId) : 0;
+        comm_init in = {.kind = TR_KIND_GROW, .parent = -1, .size = nRanks, .rank = rank, .enter = t, .stack = st,
+                        .grow_uid = uid, .grow_ranks = nRanks};
+        if (comm) {
+            int32_t pi = tr_comm_lookup(comm);
+            tr_comm *p = tr_comm_at(pi);
+            uint64_t grow_no = p ? atomic_fetch_add(&p->splits, 1) + 1 : 0;
+            int dev = p ? atomic_load(&p->device) : -1;
+            in.id = tr_mix64(tr_mix64(7, p ? p->id : 0), grow_no);
+            in.parent = pi;
+            in.rank = p ? atomic_load(&p->rank) : -1;   /* existing members keep their rank */
+            in.device = dev >= 0 ? dev : tr_cuda_device();
+            in.blocking = config_blocking(config, p ? p->blocking : -1);
+        } else {
+            in.id = uid;
+            in.device = tr_cuda_device();
+            in.blocking = config_blocking(config, -1);
+        }
+        ci = comm_add(&in);
+    }
+    ncclResult_t r = real(comm, nRanks, uniqueId, rank, newcomm, config);
+    if (rec) comm_init_done(ci, r, newcomm);
+    tr_leave();
+    return r;
+}
+
+/* Suspend / resume (NCCL 2.29): a suspended communicator cannot be used,
+ * so its members waiting on nothing there is no hang. */
+static void set_suspended(ncclComm_t comm, int suspended, ncclResult_t r)
+{
+    tr_comm *c = tr_comm_at(tr_comm_lookup(comm));
+    if (!c || (r != ncclSuccess && r != ncclInProgress)) return;
+    atomic_store(&c->suspended, suspended);
+    uint32_t n = suspended ? atomic_fetch_add(&c->suspends, 1) + 1 : atomic_load(&c->suspends);
+    if (c->ring) {
+        RING_SET(c->ring->suspends, n);
+        RING_SET(c->ring->suspended, suspended);
+    }
+}
+
+TR_API ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags)
+{
+    typedef ncclResult_t (*fn_t)(ncclComm_t, int);
+    TR_REAL(real, fn_t, "ncclCommSuspend", TR_LIB_NCCL);
+    if (!real) NO_REAL("ncclCommSuspend");
+    int rec = tr_enter();
+    ncclResult_t r = real(comm, flags);
+    if (rec) set_suspended(comm, 1, r);
+    tr_leave();
+    return r;
+}
+
+TR_API ncclResult_t ncclCommResume(ncclComm_t comm)
+{
+    typedef ncclResult_t (*fn_t)(ncclComm_t);
+    TR_REAL(real, fn_t, "ncclCommResume", TR_LIB_NCCL);
+    if (!real) NO_REAL("ncclCommResume");
+    int rec = tr_enter();
+    ncclResult_t r = real(comm);
+    if (rec) set_suspended(comm, 0, r);
+    tr_leave();
+    return r;
+}
+
 /* Teardown: the communicator's "end" holds the last lifecycle call. */
 static tr_comm *end_begin(ncclComm_t comm, int kind)
 {
@@ -601,126 +685,3 @@ int tr_nccl_ranks(tr_rank_view *out, int max)
     return nv;
 }
 
-/* ---- "comms" of one rank ------------------------------------------------------------ */
-
-int tr_comm_in_view(const tr_comm *c, const tr_rank_view *view)
-{
-    return view->device < 0 || atomic_load(&((tr_comm *)c)->device) == view->device;
-}
-
-int tr_comm_busy(const tr_comm *c0)
-{
-    tr_comm *c = (tr_comm *)c0;
-    if (!atomic_load_explicit(&c->init_done, memory_order_acquire)) return 1;
-    return atomic_load_explicit(&c->end_kind, memory_order_acquire) != TR_END_NONE &&
-           atomic_load_explicit(&c->end_exit, memory_order_acquire) == 0;
-}
-
-/* "fingerprint": a consistent copy (the owner thread may be updating it:
- * read again until two reads agree) */
-static void write_fingerprint(tr_json *j, trr_comm *k)
-{
-    if (!k) {
-        trj_null(j, "fingerprint");
-        return;
-    }
-    trr_checkpoint cp[TRR_COMM_CHECKPOINTS];
-    uint64_t seq = 0, hash = 0;
-    uint32_t step = 0, n = 0;
-    for (int tries = 0; tries < 1000; tries++) {
-        n = __atomic_load_n(&k->ncheckpoints, __ATOMIC_ACQUIRE);
-        step = __atomic_load_n(&k->fp_step, __ATOMIC_ACQUIRE);
-        seq = __atomic_load_n(&k->fp_seq, __ATOMIC_ACQUIRE);
-        hash = __atomic_load_n(&k->fp_hash, __ATOMIC_ACQUIRE);
-        if (n > TRR_COMM_CHECKPOINTS) n = TRR_COMM_CHECKPOINTS;
-        for (uint32_t i = 0; i < n; i++) {
-            cp[i].seq = __atomic_load_n(&k->checkpoints[i].seq, __ATOMIC_ACQUIRE);
-            cp[i].hash = __atomic_load_n(&k->checkpoints[i].hash, __ATOMIC_ACQUIRE);
-        }
-        atomic_thread_fence(memory_order_acquire);
-        if (__atomic_load_n(&k->ncheckpoints, __ATOMIC_RELAXED) == n &&
-            __atomic_load_n(&k->fp_step, __ATOMIC_RELAXED) == step &&
-            __atomic_load_n(&k->fp_seq, __ATOMIC_RELAXED) == seq &&
-            (seq != 0 || __atomic_load_n(&k->colls, __ATOMIC_RELAXED) == 0))
-            break;
-    }
-    trj_object_begin(j, "fingerprint");
-    trj_uint(j, "seq", seq);
-    trj_hex(j, "hash", hash);
-    trj_uint(j, "step", step);
-    trj_array_begin(j, "checkpoints");
-    for (uint32_t i = 0; i < n; i++) {
-        trj_array_begin(j, NULL);
-        trj_uint(j, NULL, cp[i].seq);
-        trj_hex(j, NULL, cp[i].hash);
-        trj_array_end(j);
-    }
-    trj_array_end(j);
-    trj_object_end(j);
-}
-
-int tr_comm_write_json(tr_json *j, const tr_rank_view *view, int32_t *map, int n)
-{
-    int32_t next = 0;
-    int busy = 0;
-    trj_array_begin(j, "comms");
-    for (int i = 0; i < n; i++) {
-        tr_comm *c = tr_comm_at(i);
-        map[i] = -1;
-        if (!c || !tr_comm_in_view(c, view)) continue;
-        map[i] = next++;
-        busy |= tr_comm_busy(c);
-        int done = atomic_load_explicit(&c->init_done, memory_order_acquire);
-        int size = atomic_load(&c->size), rank = atomic_load(&c->rank), dev = atomic_load(&c->device);
-        trj_object_begin(j, NULL);
-        trj_hex(j, "id", c->id);
-        if (c->parent_id) trj_hex(j, "parent", c->parent_id);
-        else trj_null(j, "parent");
-        trj_str(j, "kind", kind_names[c->kind]);
-        if (done && size >= 0) trj_int(j, "size", size);
-        else trj_null(j, "size");
-        if (rank >= 0) trj_int(j, "rank", rank);
-        else trj_null(j, "rank");
-        if (dev >= 0) trj_int(j, "device", dev);
-        else trj_null(j, "device");
-        if (c->has_color) {
-            trj_int(j, "color", c->color);
-            trj_int(j, "key", c->key);
-        }
-        trj_bool(j, "blocking", c->blocking);
-        trj_object_begin(j, "init");
-        trj_uint(j, "enter_ns", c->init_enter);
-        if (done) {
-            trj_uint(j, "exit_ns", atomic_load(&c->init_exit));
-            trj_int(j, "rc", atomic_load(&c->init_rc));
-        } else {
-            trj_null(j, "exit_ns");
-            trj_null(j, "rc");
-        }
-        trj_int(j, "stack", c->init_stack);
-        trj_object_end(j);
-        int ek = atomic_load_explicit(&c->end_kind, memory_order_acquire);
-        if (ek != TR_END_NONE) {
-            uint64_t ex = atomic_load_explicit(&c->end_exit, memory_order_acquire);
-            trj_object_begin(j, "end");
-            trj_str(j, "kind", end_names[ek]);
-            trj_uint(j, "enter_ns", atomic_load(&c->end_enter));
-            if (ex) {
-                trj_uint(j, "exit_ns", ex);
-                trj_int(j, "rc", atomic_load(&c->end_rc));
-            } else {
-                trj_null(j, "exit_ns");
-                trj_null(j, "rc");
-            }
-            trj_object_end(j);
-        } else {
-            trj_null(j, "end");
-        }
-        trj_uint(j, "colls", atomic_load(&c->colls));
-        write_fingerprint(j, c->ring);
-        trj_int(j, "slot", c->slot);
-        trj_object_end(j);
-    }
-    trj_array_end(j);
-    return busy;
-}

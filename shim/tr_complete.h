@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 #include <cuda_runtime_api.h>
-#include <nccl.h>
+#include "trshim/nccl_abi.h"
 
 /* A collective or send/recv, outside any group, returned rc on stream; rec
  * is its ring record index. Records an event after it when rc is

@@ -282,6 +282,8 @@ uint64_t tr_nccl_dropped(void);
 /* Id of the first communicator made from a unique id (job identity), 0 if none. */
 uint64_t tr_nccl_first_comm_id(void);
 int tr_nccl_version(void);         /* ncclGetVersion, 0 if unknown */
+/* "nccl": the loaded library once a communicator was made (tr_vocab.c), null before */
+void tr_nccl_library_write_json(tr_json *j);
 
 /* ---- memory (tr_memory.c, tr_memjson.c) ---------------------------------------------------- */
 

@@ -160,3 +160,29 @@ void *tr_dyn_func(const tr_dyn *d, const char *name)
     if (!s || SYM_TYPE(s->st_info) == STT_GNU_IFUNC) return NULL;
     return (void *)(d->base + s->st_value);
 }
+
+/* Symbol-table entries: DT_HASH's nchain, else one past the highest symbol
+ * the GNU hash table reaches (the last chain of the fullest bucket). */
+uint32_t tr_dyn_count(const tr_dyn *d)
+{
+    if (!d->symtab) return 0;
+    if (d->sysv_hash) return d->sysv_hash[1];
+    const uint32_t *gh = d->gnu_hash;
+    uint32_t nbuckets = gh[0], symoffset = gh[1], bloom_size = gh[2];
+    const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(gh + 4) + bloom_size);
+    const uint32_t *chain = buckets + nbuckets;
+    uint32_t last = 0;
+    for (uint32_t b = 0; b < nbuckets; b++)
+        if (buckets[b] > last) last = buckets[b];
+    if (last < symoffset) return symoffset;
+    while (!(chain[last - symoffset] & 1)) last++;
+    return last + 1;
+}
+
+const char *tr_dyn_func_at(const tr_dyn *d, uint32_t i)
+{
+    const ElfW(Sym) *s = &d->symtab[i];
+    if (s->st_name == 0 || s->st_name >= d->strsz) return NULL;
+    const char *name = d->strtab + s->st_name;
+    return sym_match(d, i, name) ? name : NULL;
+}

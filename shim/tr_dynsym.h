@@ -34,4 +34,10 @@ int tr_dyn_init_phdr(tr_dyn *d, const struct dl_phdr_info *info);
  * indirect function (STT_GNU_IFUNC: its address needs its resolver). */
 void *tr_dyn_func(const tr_dyn *d, const char *name);
 
+/* Every function the object exports: entries 0 .. tr_dyn_count() - 1, and
+ * the name of entry i when it is a function defined here under its default
+ * version (NULL otherwise). */
+uint32_t tr_dyn_count(const tr_dyn *d);
+const char *tr_dyn_func_at(const tr_dyn *d, uint32_t i);
+
 #endif

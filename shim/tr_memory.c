@@ -39,7 +39,7 @@
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
-#include <nccl.h>
+#include "trshim/nccl_abi.h"
 
 #include "tr_core.h"
 #include "tr_memory_int.h"

@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 #include <cuda_runtime_api.h>
-#include <nccl.h>
+#include "trshim/nccl_abi.h"
 
 #include "tr_core.h"
 

@@ -21,22 +21,8 @@
 
 #define TR_TLS __thread __attribute__((tls_model("initial-exec")))
 
-enum { OP_ALLREDUCE, OP_BROADCAST, OP_BCAST, OP_REDUCE, OP_ALLGATHER, OP_REDUCESCATTER, OP_ALLTOALL,
-       OP_GATHER, OP_SCATTER, OP_SEND, OP_RECV, OP_GROUPSTART, OP_GROUPEND };
-_Static_assert((int)OP_GROUPEND == (int)TRR_OP_GROUPEND && (int)OP_SEND == (int)TRR_OP_SEND, "ring ops are the JSON ops");
-static const char *const op_names[] = {"AllReduce", "Broadcast", "Bcast", "Reduce", "AllGather",
-                                       "ReduceScatter", "AlltoAll", "Gather", "Scatter", "Send", "Recv",
-                                       "GroupStart", "GroupEnd"};
-static const char *const dtype_names[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "float16",
-                                          "float32", "float64", "bfloat16", "float8e4m3", "float8e5m2"};
-static const char *const redop_names[] = {"sum", "prod", "max", "min", "avg"};
-
-#define NONE TRR_NONE    /* no reduction op / root / peer */
-enum { CAPT_NO = TRR_CAPT_NO, CAPT_YES = TRR_CAPT_YES, CAPT_UNKNOWN = TRR_CAPT_UNKNOWN };
 
 static atomic_uint g_groups;          /* outermost groups numbered */
-/* the window of records the last tr_nccl_write_json wrote (writer thread only) */
-static uint64_t g_win_first, g_win_next;
 
 static TR_TLS int t_gdepth;           /* this thread's group nesting */
 static TR_TLS uint32_t t_gnum;        /* its current outermost group */
@@ -46,13 +32,7 @@ static _Atomic uint64_t g_last[MAX_DEV + 1];   /* (comm index + 1) << 40 | seq; 
 #define SEQ_MASK ((1ull << 40) - 1)
 
 uint32_t tr_group_current(void) { return t_gdepth > 0 ? t_gnum : 0; }
-uint64_t tr_nccl_dropped(void) { return g_win_first; }
-
-void tr_nccl_window(uint64_t *first, uint64_t *next)
-{
-    *first = g_win_first;
-    *next = g_win_next;
-}
+uint32_t tr_group_count(void) { return atomic_load(&g_groups); }
 
 /* The return fields of record ri, unless the ring went round while the
  * call ran and the slot holds a newer record now. */
@@ -108,6 +88,8 @@ typedef struct {
     int32_t ci;
     ncclComm_t h;
     int op, peer;
+    int dir;                       /* TR_P2P_* of a per-peer call, -1 for a collective */
+    uint64_t n;                    /* how many it counts for its peer (WaitSignal: opCnt) */
     int32_t dtype, redop, device;
     int capturing;                 /* CAPT_*, asked only when there is a record */
     uint64_t count;
@@ -116,7 +98,8 @@ typedef struct {
 /* Inlined into each wrapper, so that tr_stack_capture is called from it. */
 static inline __attribute__((always_inline)) void call_begin(call_ctx *x, int op, ncclComm_t comm, size_t count,
                                                              ncclDataType_t dt, int redop, int root,
-                                                             const void *sb, const void *rb, cudaStream_t s)
+                                                             const void *sb, const void *rb, cudaStream_t s,
+                                                             uint64_t extra)
 {
     uint64_t t = tr_now_ns();
     int32_t st = tr_stack_capture();
@@ -127,6 +110,9 @@ static inline __attribute__((always_inline)) void call_begin(call_ctx *x, int op
     x->dtype = (int32_t)dt;
     x->redop = redop;
     x->count = count;
+    x->dir = op == OP_SEND ? TR_P2P_SEND : op == OP_RECV ? TR_P2P_RECV
+           : op == OP_PUTSIGNAL || op == OP_SIGNAL ? TR_P2P_SIGNAL : op == OP_WAITSIGNAL ? TR_P2P_WAIT : -1;
+    x->n = op == OP_WAITSIGNAL ? count : 1;
     x->ci = tr_comm_lookup(comm);
     x->c = tr_comm_at(x->ci);
     if (x->c && !atomic_load_explicit(&x->c->resolved, memory_order_relaxed)) tr_comm_resolve(x->c, comm);
@@ -151,9 +137,10 @@ static inline __attribute__((always_inline)) void call_begin(call_ctx *x, int op
     r->stream = (uintptr_t)s;
     r->capturing = (uint8_t)x->capturing;
     r->enter_ns = t;
+    r->extra = extra;
     uint64_t seq = 0;
     if (x->c) {
-        if (op == OP_SEND || op == OP_RECV) seq = tr_comm_p2p(x->c, comm, root, op == OP_RECV, 0);
+        if (x->dir >= 0) seq = tr_comm_p2p(x->c, comm, root, x->dir, x->n, 0);
         else seq = atomic_load_explicit(&x->c->colls, memory_order_relaxed) + 1;
     }
     r->seq = seq;
@@ -217,12 +204,97 @@ static void fp_note(tr_comm *c, uint64_t s, const call_ctx *x)
     __atomic_store_n(&k->ncheckpoints, n + 1, __ATOMIC_RELEASE);
 }
 
+/* ---- the calls of this thread's outermost group -------------------------------- */
+
+/* NCCL issues none of the calls of a group that ncclGroupSimulateEnd ends
+ * (it only estimates their time): their numbers are given back, their
+ * records get seq 0, and each communicator's fingerprint returns to its
+ * state before the group. */
+typedef struct {
+    uint64_t ri;                   /* its record, UINT64_MAX: none */
+    tr_comm *c;
+    int dir, peer;
+    uint64_t n;
+    uint64_t colls, fp_seq, fp_hash;   /* the communicator's ring slot before this collective */
+    uint32_t fp_step;
+} group_entry;
+static TR_TLS group_entry *t_gcalls;
+static TR_TLS int t_ngcalls, t_capgcalls;
+
+static void group_note(const call_ctx *x)
+{
+    if (t_ngcalls == t_capgcalls) {
+        int cap = t_capgcalls ? 2 * t_capgcalls : 64;
+        group_entry *g = realloc(t_gcalls, (size_t)cap * sizeof *g);
+        if (!g) {
+            tr_warn("no memory to remember a group's calls: a simulated group (ncclGroupSimulateEnd) may "
+                    "leave sequence numbers off by its calls");
+            return;
+        }
+        t_gcalls = g;
+        t_capgcalls = cap;
+    }
+    group_entry *e = &t_gcalls[t_ngcalls++];
+    *e = (group_entry){.ri = x->r ? x->ri : UINT64_MAX, .c = x->c, .dir = x->dir, .peer = x->peer, .n = x->n};
+    trr_comm *k = x->c->ring;
+    if (x->dir < 0 && k) {
+        e->colls = k->colls;
+        e->fp_seq = k->fp_seq;
+        e->fp_hash = k->fp_hash;
+        e->fp_step = k->fp_step;
+    }
+}
+
+/* The fingerprint of c as it was before entry e's collective. Checkpoints
+ * past that point are dropped; when the array was compacted meanwhile (the
+ * step doubled) some older ones are gone too, which only leaves fewer
+ * points to compare. Stored in fp_note's order (see there). */
+static void fp_restore(trr_comm *k, const group_entry *e)
+{
+    uint32_t n = __atomic_load_n(&k->ncheckpoints, __ATOMIC_RELAXED), m = 0;
+    while (m < n && m < TRR_COMM_CHECKPOINTS && k->checkpoints[m].seq <= e->fp_seq) m++;
+    __atomic_store_n(&k->ncheckpoints, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&k->fp_step, e->fp_step, __ATOMIC_RELEASE);
+    __atomic_store_n(&k->ncheckpoints, m, __ATOMIC_RELEASE);
+    __atomic_store_n(&k->fp_seq, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&k->fp_hash, e->fp_hash, __ATOMIC_RELEASE);
+    __atomic_store_n(&k->fp_seq, e->fp_seq, __ATOMIC_RELEASE);
+    __atomic_store_n(&k->colls, e->colls, __ATOMIC_RELEASE);
+}
+
+static void group_give_back(void)
+{
+    for (int i = t_ngcalls - 1; i >= 0; i--) {
+        const group_entry *e = &t_gcalls[i];
+        if (e->dir >= 0) {
+            tr_comm_p2p(e->c, NULL, e->peer, e->dir, (uint64_t)0 - e->n, 1);
+        } else {
+            atomic_fetch_sub(&e->c->colls, 1);
+            if (e->c->ring) fp_restore(e->c->ring, e);
+        }
+        trr_record *r = e->ri != UINT64_MAX ? tr_ring_get(e->ri) : NULL;
+        if (r) __atomic_store_n(&r->seq, 0, __ATOMIC_RELEASE);
+    }
+    t_ngcalls = 0;
+}
+
+static void group_forget(void)
+{
+    t_ngcalls = 0;
+    if (t_capgcalls > 4096) {          /* a huge group once: give the memory back */
+        free(t_gcalls);
+        t_gcalls = NULL;
+        t_capgcalls = 0;
+    }
+}
+
 static void call_end(call_ctx *x, ncclResult_t rc)
 {
     uint64_t seq = 0;
     if (x->c && (rc == ncclSuccess || rc == ncclInProgress)) {
-        if (x->op == OP_SEND || x->op == OP_RECV) {
-            seq = tr_comm_p2p(x->c, x->h, x->peer, x->op == OP_RECV, 1);
+        if (t_gdepth > 0) group_note(x);
+        if (x->dir >= 0) {
+            seq = tr_comm_p2p(x->c, x->h, x->peer, x->dir, x->n, 1);
         } else {
             seq = atomic_fetch_add(&x->c->colls, 1) + 1;
             note_last(x->c, x->ci, seq);
@@ -297,7 +369,7 @@ static inline __attribute__((always_inline)) int nan_begin(tr_nan_call *nc, cons
 /* ---- wrappers -------------------------------------------------------------------- */
 
 /* name, op code, parameters, arguments, then what call_begin records */
-#define CALL_WRAPPER(name, opc, params, args, count, dt, redop, root, sb, rb)           \
+#define CALL_WRAPPER(name, opc, params, args, count, dt, redop, root, sb, rb, extra)    \
     TR_API ncclResult_t name params                                                    \
     {                                                                                  \
         typedef ncclResult_t(*fn_t) params;                                            \
@@ -309,7 +381,7 @@ static inline __attribute__((always_inline)) int nan_begin(tr_nan_call *nc, cons
             return r0;                                                                 \
         }                                                                              \
         call_ctx x;                                                                    \
-        call_begin(&x, opc, comm, count, dt, redop, root, sb, rb, stream);             \
+        call_begin(&x, opc, comm, count, dt, redop, root, sb, rb, stream, extra);      \
         tr_nan_call nc;                                                                \
         int chk = nan_begin(&nc, &x, opc, count, dt, root, sb, rb, stream);            \
         ncclResult_t r = real args;                                                    \
@@ -320,56 +392,136 @@ static inline __attribute__((always_inline)) int nan_begin(tr_nan_call *nc, cons
         return r;                                                                      \
     }
 
-CALL_WRAPPER(ncclAllReduce, OP_ALLREDUCE,
-             (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
-              ncclComm_t comm, cudaStream_t stream),
-             (sendbuff, recvbuff, count, datatype, op, comm, stream), count, datatype, (int)op, NONE, sendbuff,
-             recvbuff)
-CALL_WRAPPER(ncclBroadcast, OP_BROADCAST,
-             (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
-              ncclComm_t comm, cudaStream_t stream),
-             (sendbuff, recvbuff, count, datatype, root, comm, stream), count, datatype, NONE, root, sendbuff,
-             recvbuff)
+/* A collective through its plain entry point and its *Config twin (NCCL
+ * 2.31): the same operation and sequence numbers; the twin's record says
+ * it came through *Config and which config it passed. */
+#define PLAIN 0
+#define CONFIG (TRR_EXTRA_CONFIG | tr_config_note(config))
+#define COLL_CONFIG_ARG , const ncclCollConfig_t *config
+
+#define ALLREDUCE_P(cfg) (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, \
+                          ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream cfg)
+#define ALLREDUCE_A(...) (sendbuff, recvbuff, count, datatype, op, comm, stream __VA_ARGS__)
+CALL_WRAPPER(ncclAllReduce, OP_ALLREDUCE, ALLREDUCE_P(), ALLREDUCE_A(), count, datatype, (int)op, NONE, sendbuff,
+             recvbuff, PLAIN)
+CALL_WRAPPER(ncclAllReduceConfig, OP_ALLREDUCE, ALLREDUCE_P(COLL_CONFIG_ARG), ALLREDUCE_A(, config), count,
+             datatype, (int)op, NONE, sendbuff, recvbuff, CONFIG)
+
+#define BROADCAST_P(cfg) (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root, \
+                          ncclComm_t comm, cudaStream_t stream cfg)
+#define BROADCAST_A(...) (sendbuff, recvbuff, count, datatype, root, comm, stream __VA_ARGS__)
+CALL_WRAPPER(ncclBroadcast, OP_BROADCAST, BROADCAST_P(), BROADCAST_A(), count, datatype, NONE, root, sendbuff,
+             recvbuff, PLAIN)
+CALL_WRAPPER(ncclBroadcastConfig, OP_BROADCAST, BROADCAST_P(COLL_CONFIG_ARG), BROADCAST_A(, config), count,
+             datatype, NONE, root, sendbuff, recvbuff, CONFIG)
 CALL_WRAPPER(ncclBcast, OP_BCAST,
              (void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream),
-             (buff, count, datatype, root, comm, stream), count, datatype, NONE, root, buff, buff)
-CALL_WRAPPER(ncclReduce, OP_REDUCE,
-             (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
-              int root, ncclComm_t comm, cudaStream_t stream),
-             (sendbuff, recvbuff, count, datatype, op, root, comm, stream), count, datatype, (int)op, root,
-             sendbuff, recvbuff)
-CALL_WRAPPER(ncclAllGather, OP_ALLGATHER,
-             (const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm,
-              cudaStream_t stream),
-             (sendbuff, recvbuff, sendcount, datatype, comm, stream), sendcount, datatype, NONE, NONE, sendbuff,
-             recvbuff)
-CALL_WRAPPER(ncclReduceScatter, OP_REDUCESCATTER,
-             (const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op,
-              ncclComm_t comm, cudaStream_t stream),
-             (sendbuff, recvbuff, recvcount, datatype, op, comm, stream), recvcount, datatype, (int)op, NONE,
-             sendbuff, recvbuff)
-CALL_WRAPPER(ncclAlltoAll, OP_ALLTOALL,
-             (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
-              cudaStream_t stream),
-             (sendbuff, recvbuff, count, datatype, comm, stream), count, datatype, NONE, NONE, sendbuff, recvbuff)
-CALL_WRAPPER(ncclGather, OP_GATHER,
-             (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
-              ncclComm_t comm, cudaStream_t stream),
-             (sendbuff, recvbuff, count, datatype, root, comm, stream), count, datatype, NONE, root, sendbuff,
-             recvbuff)
-CALL_WRAPPER(ncclScatter, OP_SCATTER,
-             (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
-              ncclComm_t comm, cudaStream_t stream),
-             (sendbuff, recvbuff, count, datatype, root, comm, stream), count, datatype, NONE, root, sendbuff,
-             recvbuff)
+             (buff, count, datatype, root, comm, stream), count, datatype, NONE, root, buff, buff, PLAIN)
+
+#define REDUCE_P(cfg) (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, \
+                       ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream cfg)
+#define REDUCE_A(...) (sendbuff, recvbuff, count, datatype, op, root, comm, stream __VA_ARGS__)
+CALL_WRAPPER(ncclReduce, OP_REDUCE, REDUCE_P(), REDUCE_A(), count, datatype, (int)op, root, sendbuff, recvbuff,
+             PLAIN)
+CALL_WRAPPER(ncclReduceConfig, OP_REDUCE, REDUCE_P(COLL_CONFIG_ARG), REDUCE_A(, config), count, datatype, (int)op,
+             root, sendbuff, recvbuff, CONFIG)
+
+#define ALLGATHER_P(cfg) (const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype, \
+                          ncclComm_t comm, cudaStream_t stream cfg)
+#define ALLGATHER_A(...) (sendbuff, recvbuff, sendcount, datatype, comm, stream __VA_ARGS__)
+CALL_WRAPPER(ncclAllGather, OP_ALLGATHER, ALLGATHER_P(), ALLGATHER_A(), sendcount, datatype, NONE, NONE, sendbuff,
+             recvbuff, PLAIN)
+CALL_WRAPPER(ncclAllGatherConfig, OP_ALLGATHER, ALLGATHER_P(COLL_CONFIG_ARG), ALLGATHER_A(, config), sendcount,
+             datatype, NONE, NONE, sendbuff, recvbuff, CONFIG)
+
+#define REDUCESCATTER_P(cfg) (const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype, \
+                              ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream cfg)
+#define REDUCESCATTER_A(...) (sendbuff, recvbuff, recvcount, datatype, op, comm, stream __VA_ARGS__)
+CALL_WRAPPER(ncclReduceScatter, OP_REDUCESCATTER, REDUCESCATTER_P(), REDUCESCATTER_A(), recvcount, datatype,
+             (int)op, NONE, sendbuff, recvbuff, PLAIN)
+CALL_WRAPPER(ncclReduceScatterConfig, OP_REDUCESCATTER, REDUCESCATTER_P(COLL_CONFIG_ARG), REDUCESCATTER_A(, config),
+             recvcount, datatype, (int)op, NONE, sendbuff, recvbuff, CONFIG)
+
+#define ALLTOALL_P(cfg) (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, \
+                         ncclComm_t comm, cudaStream_t stream cfg)
+#define ALLTOALL_A(...) (sendbuff, recvbuff, count, datatype, comm, stream __VA_ARGS__)
+CALL_WRAPPER(ncclAlltoAll, OP_ALLTOALL, ALLTOALL_P(), ALLTOALL_A(), count, datatype, NONE, NONE, sendbuff, recvbuff,
+             PLAIN)
+CALL_WRAPPER(ncclAlltoAllConfig, OP_ALLTOALL, ALLTOALL_P(COLL_CONFIG_ARG), ALLTOALL_A(, config), count, datatype,
+             NONE, NONE, sendbuff, recvbuff, CONFIG)
+
+/* Gather and Scatter have Broadcast's parameters */
+CALL_WRAPPER(ncclGather, OP_GATHER, BROADCAST_P(), BROADCAST_A(), count, datatype, NONE, root, sendbuff, recvbuff,
+             PLAIN)
+CALL_WRAPPER(ncclGatherConfig, OP_GATHER, BROADCAST_P(COLL_CONFIG_ARG), BROADCAST_A(, config), count, datatype, NONE,
+             root, sendbuff, recvbuff, CONFIG)
+CALL_WRAPPER(ncclScatter, OP_SCATTER, BROADCAST_P(), BROADCAST_A(), count, datatype, NONE, root, sendbuff, recvbuff,
+             PLAIN)
+CALL_WRAPPER(ncclScatterConfig, OP_SCATTER, BROADCAST_P(COLL_CONFIG_ARG), BROADCAST_A(, config), count, datatype,
+             NONE, root, sendbuff, recvbuff, CONFIG)
+
 CALL_WRAPPER(ncclSend, OP_SEND,
              (const void *sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
               cudaStream_t stream),
-             (sendbuff, count, datatype, peer, comm, stream), count, datatype, NONE, peer, sendbuff, NULL)
+             (sendbuff, count, datatype, peer, comm, stream), count, datatype, NONE, peer, sendbuff, NULL, PLAIN)
 CALL_WRAPPER(ncclRecv, OP_RECV,
              (void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
               cudaStream_t stream),
-             (recvbuff, count, datatype, peer, comm, stream), count, datatype, NONE, peer, NULL, recvbuff)
+             (recvbuff, count, datatype, peer, comm, stream), count, datatype, NONE, peer, NULL, recvbuff, PLAIN)
+
+/* One-sided (NCCL 2.29): signals numbered per (communicator, peer) like
+ * sends; the signal's index and context in record.extra. */
+#define SIGNAL_EXTRA ((uint64_t)(uint32_t)sigIdx | (uint64_t)(uint32_t)ctx << 32)
+CALL_WRAPPER(ncclPutSignal, OP_PUTSIGNAL,
+             (const void *localbuff, size_t count, ncclDataType_t datatype, int peer, ncclWindow_t peerWin,
+              size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream),
+             (localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm, stream), count,
+             datatype, NONE, peer, localbuff, NULL, SIGNAL_EXTRA)
+CALL_WRAPPER(ncclSignal, OP_SIGNAL,
+             (int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream),
+             (peer, sigIdx, ctx, flags, comm, stream), 0, (ncclDataType_t)NONE, NONE, peer, NULL, NULL, SIGNAL_EXTRA)
+
+/* WaitSignal: one record per descriptor (the peer, opCnt signals, the
+ * number reached), the first WAIT_RECORDS of them; the rest are counted. */
+#define WAIT_RECORDS 16
+static inline __attribute__((always_inline)) uint64_t desc_extra(const ncclWaitSignalDesc_t *d)
+{
+    return (uint64_t)(uint32_t)d->sigIdx | (uint64_t)(uint32_t)d->ctx << 32;
+}
+
+TR_API ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t *signalDescs, ncclComm_t comm,
+                                   cudaStream_t stream)
+{
+    typedef ncclResult_t (*fn_t)(int, ncclWaitSignalDesc_t *, ncclComm_t, cudaStream_t);
+    TR_REAL(real, fn_t, "ncclWaitSignal", TR_LIB_NCCL);
+    if (!real) NO_REAL("ncclWaitSignal");
+    if (!tr_enter() || nDesc <= 0 || !signalDescs) {
+        ncclResult_t r0 = real(nDesc, signalDescs, comm, stream);
+        tr_leave();
+        return r0;
+    }
+    call_ctx x[WAIT_RECORDS];
+    int n = nDesc < WAIT_RECORDS ? nDesc : WAIT_RECORDS;
+    /* copied first: the application may reuse the array once the call returned */
+    ncclWaitSignalDesc_t d[WAIT_RECORDS];
+    for (int i = 0; i < n; i++) {
+        d[i] = signalDescs[i];
+        call_begin(&x[i], OP_WAITSIGNAL, comm, d[i].opCnt > 0 ? (size_t)d[i].opCnt : 0, (ncclDataType_t)NONE, NONE,
+                   d[i].peer, NULL, NULL, stream, desc_extra(&d[i]));
+    }
+    ncclResult_t r = real(nDesc, signalDescs, comm, stream);
+    for (int i = 0; i < n; i++) {
+        call_end(&x[i], r);
+        call_complete(&x[i], stream, r);
+    }
+    /* descriptors without a record still count for their peers */
+    tr_comm *c = n ? x[0].c : NULL;
+    for (int i = n; c && i < nDesc && (r == ncclSuccess || r == ncclInProgress); i++)
+        if (signalDescs[i].opCnt > 0)
+            tr_comm_p2p(c, comm, signalDescs[i].peer, TR_P2P_WAIT, (uint64_t)signalDescs[i].opCnt, 1);
+    tr_leave();
+    return r;
+}
 
 /* GroupStart / GroupEnd: records with the group's number and depth. */
 static inline __attribute__((always_inline)) trr_record *group_begin(int op, uint64_t *ri)
@@ -417,6 +569,32 @@ TR_API ncclResult_t ncclGroupStart(void)
     return r;
 }
 
+/* The end of a group: ncclGroupEnd (simulate = 0) or ncclGroupSimulateEnd
+ * (1: the calls of the outermost group are not issued, see group_give_back). */
+static inline __attribute__((always_inline)) ncclResult_t group_end(int simulate, ncclResult_t (*real_end)(void),
+                                                                    ncclResult_t (*real_sim)(ncclSimInfo_t *),
+                                                                    ncclSimInfo_t *info)
+{
+    uint64_t ri;
+    trr_record *rec = group_begin(simulate ? OP_GROUPSIMULATEEND : OP_GROUPEND, &ri);
+    int outermost = t_gdepth == 1;
+    if (outermost && !simulate) tr_nan_group_end_before();   /* input checks of the group's calls */
+    ncclResult_t r = simulate ? real_sim(info) : real_end();
+    if (t_gdepth > 0 && --t_gdepth == 0) {
+        tr_comm_group_ended(r);
+        t_gnum = 0;
+    }
+    if (outermost) {
+        /* completion events and output checks of the group's calls; none for calls never issued */
+        tr_complete_group_end(simulate ? ncclInvalidUsage : r);
+        tr_nan_group_end_after(simulate ? ncclInvalidUsage : r);
+        if (simulate) group_give_back();
+        else group_forget();
+    }
+    if (rec) rec_return(rec, ri, 0, r);
+    return r;
+}
+
 TR_API ncclResult_t ncclGroupEnd(void)
 {
     typedef ncclResult_t (*fn_t)(void);
@@ -427,227 +605,22 @@ TR_API ncclResult_t ncclGroupEnd(void)
         tr_leave();
         return r0;
     }
-    uint64_t ri;
-    trr_record *rec = group_begin(OP_GROUPEND, &ri);
-    int outermost = t_gdepth == 1;
-    if (outermost) tr_nan_group_end_before();   /* input checks of the group's calls */
-    ncclResult_t r = real();
-    if (t_gdepth > 0 && --t_gdepth == 0) {
-        tr_comm_group_ended(r);
-        t_gnum = 0;
-    }
-    if (outermost) {
-        tr_complete_group_end(r);                /* completion events of the group's calls */
-        tr_nan_group_end_after(r);               /* their output checks */
-    }
-    if (rec) rec_return(rec, ri, 0, r);
+    ncclResult_t r = group_end(0, real, NULL, NULL);
     tr_leave();
     return r;
 }
 
-/* ---- "calls" of one rank ------------------------------------------------------------ */
-
-static char *put_str(char *p, const char *s)
+TR_API ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
 {
-    *p++ = '"';
-    while (*s) *p++ = *s++;
-    *p++ = '"';
-    return p;
-}
-
-static char *put_lit(char *p, const char *s)
-{
-    while (*s) *p++ = *s++;
-    return p;
-}
-
-static char *put_u64(char *p, uint64_t v)
-{
-    char tmp[24];
-    int n = 0;
-    do tmp[n++] = (char)('0' + v % 10); while ((v /= 10));
-    while (n) *p++ = tmp[--n];
-    return p;
-}
-
-static char *put_i64(char *p, int64_t v)
-{
-    if (v < 0) {
-        *p++ = '-';
-        return put_u64(p, (uint64_t)0 - (uint64_t)v);
+    typedef ncclResult_t (*fn_t)(ncclSimInfo_t *);
+    TR_REAL(real, fn_t, "ncclGroupSimulateEnd", TR_LIB_NCCL);
+    if (!real) NO_REAL("ncclGroupSimulateEnd");
+    if (!tr_enter()) {
+        ncclResult_t r0 = real(simInfo);
+        tr_leave();
+        return r0;
     }
-    return put_u64(p, (uint64_t)v);
-}
-
-static char *put_hex(char *p, uint64_t v)
-{
-    static const char digits[] = "0123456789abcdef";
-    char tmp[16];
-    int n = 0;
-    do tmp[n++] = digits[v & 15]; while ((v >>= 4));
-    p = put_lit(p, "\"0x");
-    while (n) *p++ = tmp[--n];
-    *p++ = '"';
-    return p;
-}
-
-/* One call as the array call_fields names. */
-static char *put_call(char *p, const trr_record *r, int32_t comm)
-{
-    int grp = r->op >= OP_GROUPSTART;
-    int returned = r->state == TRR_REC_RETURNED;
-    *p++ = '[';
-    p = put_str(p, op_names[r->op]);
-    *p++ = ',';
-    p = put_i64(p, comm);
-    *p++ = ',';
-    p = put_u64(p, r->seq);
-    *p++ = ',';
-    p = put_u64(p, r->count);
-    *p++ = ',';
-    if (grp) p = put_lit(p, "null");
-    else if (r->dtype >= 0 && r->dtype < (int)(sizeof dtype_names / sizeof dtype_names[0]))
-        p = put_str(p, dtype_names[r->dtype]);
-    else {
-        p = put_lit(p, "\"invalid(");
-        p = put_i64(p, r->dtype);
-        p = put_lit(p, ")\"");
-    }
-    *p++ = ',';
-    if (r->redop == NONE) p = put_lit(p, "null");
-    else if (r->redop >= 0 && r->redop < ncclNumOps) p = put_str(p, redop_names[r->redop]);
-    else {
-        p = put_lit(p, r->redop > 0 ? "\"premulsum(" : "\"invalid(");
-        p = put_i64(p, r->redop);
-        p = put_lit(p, ")\"");
-    }
-    int peer = r->op == OP_SEND || r->op == OP_RECV;
-    *p++ = ',';
-    if (r->root == NONE || peer) p = put_lit(p, "null");
-    else p = put_i64(p, r->root);
-    *p++ = ',';
-    if (r->root == NONE || !peer) p = put_lit(p, "null");
-    else p = put_i64(p, r->root);
-    *p++ = ',';
-    if (grp) p = put_lit(p, "null,null,null,null");
-    else {
-        p = r->op == OP_RECV ? put_lit(p, "null") : put_hex(p, r->sendbuff);
-        *p++ = ',';
-        p = r->op == OP_SEND ? put_lit(p, "null") : put_hex(p, r->recvbuff);
-        *p++ = ',';
-        p = put_hex(p, r->stream);
-        *p++ = ',';
-        p = put_lit(p, r->capturing == CAPT_YES ? "true" : r->capturing == CAPT_NO ? "false" : "null");
-    }
-    *p++ = ',';
-    p = put_u64(p, r->group);
-    *p++ = ',';
-    p = put_u64(p, r->depth);
-    *p++ = ',';
-    p = put_u64(p, r->enter_ns);
-    *p++ = ',';
-    if (returned) p = put_u64(p, r->exit_ns);
-    else p = put_lit(p, "null");
-    *p++ = ',';
-    p = put_i64(p, r->tid);
-    *p++ = ',';
-    if (returned) p = put_i64(p, r->rc);
-    else p = put_lit(p, "null");
-    *p++ = ',';
-    p = put_i64(p, r->stack);
-    *p++ = ',';
-    if (r->gpu == TRR_GPU_DONE) p = put_u64(p, r->done_ns);
-    else p = put_lit(p, "null");
-    *p++ = ',';
-    p = put_lit(p, r->gpu == TRR_GPU_PENDING ? "\"pending\""
-                   : r->gpu == TRR_GPU_DONE  ? "\"done\""
-                   : r->gpu == TRR_GPU_ERROR ? "\"error\""
-                                             : "null");
-    *p++ = ',';
-    p = put_i64(p, r->pystack);
-    *p++ = ']';
-    return p;
-}
-
-static const char *const call_fields[] = {"op", "comm", "seq", "count", "dtype", "redop", "root", "peer",
-                                          "sendbuff", "recvbuff", "stream", "capturing", "group", "depth",
-                                          "enter_ns", "exit_ns", "thread", "rc", "stack", "done_ns", "gpu",
-                                          "pystack"};
-
-/* Whether record r belongs to the rank of view. Group calls follow the
- * calls and communicators made inside the group; an empty group, the device
- * current when it started. */
-static int rec_in_view(const trr_record *r, const tr_rank_view *view, const int32_t *map, int ncomm,
-                       const uint8_t *gm, uint32_t ng)
-{
-    if (view->device < 0) return 1;
-    if (r->comm >= 0 && r->comm < ncomm) return map[r->comm] >= 0;
-    if (r->op >= OP_GROUPSTART && r->group && r->group <= ng && (gm[r->group] & 1)) return gm[r->group] >> 1;
-    return r->device == view->device;
-}
-
-int tr_nccl_write_json(tr_json *j, const tr_rank_view *view, tr_nan_snap *checks)
-{
-    /* the ring's window as it is now: older records are overwritten; a
-     * record overwritten while this runs is skipped (tr_ring_read) */
-    uint64_t next = tr_ring_head(), cap = tr_ring_capacity();
-    uint64_t first = next > cap ? next - cap : 0;
-    g_win_first = first;
-    g_win_next = next;
-    trr_record rec;
-    uint32_t ng = atomic_load(&g_groups);
-    int ncomm = tr_comm_count();
-    int32_t *map = calloc((size_t)ncomm + 1, sizeof *map);
-    uint8_t *gm = view->device >= 0 ? calloc((size_t)ng + 1, 1) : NULL;
-    int busy = 0;
-    if (!map || (view->device >= 0 && !gm)) {
-        /* no memory: an empty but valid trace */
-        trj_array_begin(j, "comms");
-        trj_array_end(j);
-        free(map);
-        free(gm);
-        map = NULL;
-        gm = NULL;
-        ncomm = 0;
-    } else {
-        busy = tr_comm_write_json(j, view, map, ncomm);
-    }
-    if (gm) {
-        for (int i = 0; i < ncomm; i++) {
-            tr_comm *c = tr_comm_at(i);
-            if (c && c->group && c->group <= ng) gm[c->group] |= 1 | (map[i] >= 0 ? 2 : 0);
-        }
-        for (uint64_t i = first; i < next; i++) {
-            if (!tr_ring_read(i, &rec)) continue;
-            const trr_record *r = &rec;
-            if (r->op < OP_GROUPSTART && r->group && r->group <= ng)
-                gm[r->group] |= 1 | (r->comm >= 0 && r->comm < ncomm && map[r->comm] >= 0 ? 2 : 0);
-        }
-    }
-    trj_array_begin(j, "call_fields");
-    for (size_t i = 0; i < sizeof call_fields / sizeof call_fields[0]; i++) trj_str(j, NULL, call_fields[i]);
-    trj_array_end(j);
-
-    trj_array_begin(j, "calls");
-    int first_call = 1;
-    char buf[640];
-    uint64_t pos = 0;
-    for (uint64_t i = first; i < next && map; i++) {
-        if (!tr_ring_read(i, &rec)) continue;   /* not committed yet, or overwritten */
-        const trr_record *r = &rec;
-        if (!rec_in_view(r, view, map, ncomm, gm, ng)) continue;
-        int32_t comm = r->comm >= 0 && r->comm < ncomm ? map[r->comm] : -1;
-        char *p = buf;
-        if (!first_call) *p++ = ',';
-        first_call = 0;
-        p = put_call(p, r, comm);
-        fwrite(buf, 1, (size_t)(p - buf), j->f);
-        tr_nan_place(checks, i, pos++);
-        if (r->state != TRR_REC_RETURNED) busy = 1;
-    }
-    if (!first_call) j->has_items[j->depth] = 1;
-    trj_array_end(j);
-    free(map);
-    free(gm);
-    return busy;
+    ncclResult_t r = group_end(1, NULL, real, simInfo);
+    tr_leave();
+    return r;
 }

@@ -587,6 +587,20 @@ int tr_ring_add_pystack(uint32_t idx, const trr_pyframe *frames, uint32_t n)
     return b != NULL;
 }
 
+int tr_ring_add_blob(uint32_t kind, const void *head, size_t head_len, const void *tail, size_t tail_len)
+{
+    if (!g_hdr) return 0;
+    pthread_mutex_lock(&g_blob_mu);
+    trr_blob *b = blob_reserve(head_len + tail_len);
+    if (b) {
+        memcpy(b + 1, head, head_len);
+        if (tail_len) memcpy((char *)(b + 1) + head_len, tail, tail_len);
+        blob_commit(b, kind);
+    }
+    pthread_mutex_unlock(&g_blob_mu);
+    return b != NULL;
+}
+
 void tr_ring_stack_dropped(void)
 {
     if (g_hdr) __atomic_fetch_add(&g_hdr->stacks_dropped, 1, __ATOMIC_RELAXED);

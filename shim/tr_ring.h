@@ -61,6 +61,9 @@ void tr_ring_add_stack(uint32_t idx, const uintptr_t *ip, uint32_t n);
  * blob area is full. A stack is stored only after every code it uses was. */
 int tr_ring_add_pycode(uint32_t idx, int32_t firstlineno, const char *file, const char *qualname);
 int tr_ring_add_pystack(uint32_t idx, const trr_pyframe *frames, uint32_t n);
+/* Any other blob: a fixed part then tail_len bytes (kind TRR_BLOB_*;
+ * tr_nccl_config.c, tr_vocab.c). 1 when stored. */
+int tr_ring_add_blob(uint32_t kind, const void *head, size_t head_len, const void *tail, size_t tail_len);
 /* A stack (native or Python) not stored: counted in the header's stacks_dropped. */
 void tr_ring_stack_dropped(void);
 

@@ -24,6 +24,7 @@
 
 #include "tr_complete.h"
 #include "tr_core.h"
+#include "tr_nccl_int.h"
 #include "tr_ring.h"
 #include "tr_symbols.h"
 
@@ -31,11 +32,8 @@
 #define STUCK_MAX 64              /* records remembered as stuck on the host */
 #define MAX_COMMS 1024            /* ring comm slots */
 
-static const char *const op_names[] = {"AllReduce", "Broadcast", "Bcast", "Reduce", "AllGather",
-                                       "ReduceScatter", "AlltoAll", "Gather", "Scatter", "Send", "Recv",
-                                       "GroupStart", "GroupEnd"};
 static const char *const init_names[] = {"ncclCommInitRank", "ncclCommInitRankConfig", "ncclCommInitRankScalable",
-                                         "ncclCommInitAll", "ncclCommSplit", "ncclCommShrink"};
+                                         "ncclCommInitAll", "ncclCommSplit", "ncclCommShrink", "ncclCommGrow"};
 static const char *const end_names[] = {"ncclComm?", "ncclCommFinalize", "ncclCommDestroy", "ncclCommAbort",
                                         "ncclCommRevoke"};
 
@@ -89,14 +87,14 @@ static void report(const char *rank, const char *what, const char *site, const c
 /* "AllReduce seq 4 on communicator 0x…", "Send seq 2 to peer 3 on …", "GroupEnd" */
 static void call_text(char *out, size_t cap, const trr_record *r, const trr_comm *c)
 {
-    const char *op = r->op < sizeof op_names / sizeof op_names[0] ? op_names[r->op] : "call";
-    if (r->op >= TRR_OP_GROUPSTART) {
+    const char *op = r->op < TR_OP_N ? tr_op_names[r->op] : "call";
+    if (tr_op_has(r->op, TR_OPF_GROUP)) {
         snprintf(out, cap, "%s", op);
         return;
     }
     char peer[48] = "";
-    if ((r->op == TRR_OP_SEND || r->op == TRR_OP_RECV) && r->root != TRR_NONE)
-        snprintf(peer, sizeof peer, " %s peer %d", r->op == TRR_OP_SEND ? "to" : "from", r->root);
+    if (tr_op_has(r->op, TR_OPF_P2P | TR_OPF_ONESIDED) && r->root != TRR_NONE)
+        snprintf(peer, sizeof peer, " %s peer %d", tr_op_has(r->op, TR_OPF_SENDS) ? "to" : "from", r->root);
     uint64_t seq = __atomic_load_n(&r->seq, __ATOMIC_RELAXED);
     if (c)
         snprintf(out, cap, "%s seq %llu%s on communicator 0x%llx", op, (unsigned long long)seq, peer,

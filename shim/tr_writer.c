@@ -307,6 +307,7 @@ static void fill_trace(FILE *f, const void *arg)
     version_or_null(&j, "cuda_driver", g_ver_drv);
     version_or_null(&j, "nccl", g_ver_nccl);
     trj_object_end(&j);
+    tr_nccl_library_write_json(&j);
     write_env(&j);
     trj_object_begin(&j, "settings");
     trj_bool(&j, "enabled", cfg->enabled);

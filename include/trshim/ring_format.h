@@ -30,6 +30,8 @@
 
 #include <stdint.h>
 
+#include "nccl_calls.h"
+
 #define TRSHIM_RING_MAGIC "TRSHRING"      /* 8 bytes, no NUL */
 #define TRSHIM_RING_VERSION 1
 /* File names: TRSHIM_TRACE_PREFIX<host>.<pid>.ring (one per process) */
@@ -43,10 +45,16 @@
 /* process state (trr_header.state) */
 enum { TRR_RUNNING = 1, TRR_EXITED = 2, TRR_SIGNALED = 3 };
 
-/* record.op: the same numbering as the JSON op names */
-enum { TRR_OP_ALLREDUCE, TRR_OP_BROADCAST, TRR_OP_BCAST, TRR_OP_REDUCE, TRR_OP_ALLGATHER,
-       TRR_OP_REDUCESCATTER, TRR_OP_ALLTOALL, TRR_OP_GATHER, TRR_OP_SCATTER, TRR_OP_SEND,
-       TRR_OP_RECV, TRR_OP_GROUPSTART, TRR_OP_GROUPEND, TRR_OP_N };
+/* record.op: the vocabulary's operations (TR_NCCL_OPS in nccl_calls.h), in
+ * its order; names as in JSON */
+#define TRR_OP_ENUM_(suffix, name, flags, alias) TRR_OP_##suffix = TR_OP_##suffix,
+enum { TR_NCCL_OPS(TRR_OP_ENUM_) TRR_OP_N = TR_OP_N };
+#undef TRR_OP_ENUM_
+/* record.extra of a collective issued through a *Config entry point
+ * (ncclAllReduceConfig...): TRR_EXTRA_CONFIG | (index of its
+ * TRR_BLOB_COLLCONFIG + 1, 0: not stored); 0 for the plain entry points.
+ * Of PutSignal, Signal and WaitSignal: sigIdx | (uint64_t)(uint32_t)ctx << 32. */
+#define TRR_EXTRA_CONFIG (1ull << 63)
 /* record.state */
 enum { TRR_REC_EMPTY, TRR_REC_ENTERED, TRR_REC_RETURNED };
 /* record.capturing */
@@ -60,11 +68,12 @@ enum { TRR_GPU_UNTRACKED,   /* not observed: group/failed call, capturing stream
 
 /* the comm slot's kind / end_kind: JSON "kind" / "end.kind" names */
 enum { TRR_KIND_INITRANK, TRR_KIND_INITRANKCONFIG, TRR_KIND_INITRANKSCALABLE, TRR_KIND_INITALL,
-       TRR_KIND_SPLIT, TRR_KIND_SHRINK };
+       TRR_KIND_SPLIT, TRR_KIND_SHRINK, TRR_KIND_GROW };
 enum { TRR_END_NONE, TRR_END_FINALIZE, TRR_END_DESTROY, TRR_END_ABORT, TRR_END_REVOKE };
 
 /* blob kinds; a reader skips a kind it does not know by its `bytes` */
-enum { TRR_BLOB_END = 0, TRR_BLOB_MODULE = 1, TRR_BLOB_STACK = 2, TRR_BLOB_PYCODE = 3, TRR_BLOB_PYSTACK = 4 };
+enum { TRR_BLOB_END = 0, TRR_BLOB_MODULE = 1, TRR_BLOB_STACK = 2, TRR_BLOB_PYCODE = 3, TRR_BLOB_PYSTACK = 4,
+       TRR_BLOB_COLLCONFIG = 5, TRR_BLOB_NCCLINFO = 6 };
 
 typedef struct {
     char magic[8];                  /* TRSHIM_RING_MAGIC */
@@ -116,7 +125,7 @@ typedef struct {
     uint64_t count, sendbuff, recvbuff, stream;
     uint64_t enter_ns, exit_ns;     /* exit_ns valid when state == RETURNED */
     uint64_t done_ns;               /* valid when gpu == DONE */
-    uint64_t reserved;
+    uint64_t extra;                 /* by op: see TRR_EXTRA_CONFIG */
 } trr_record;
 
 typedef struct { uint64_t seq, hash; } trr_checkpoint;
@@ -148,6 +157,14 @@ typedef struct {
     uint64_t fp_seq, fp_hash;
     uint32_t fp_step, ncheckpoints;
     trr_checkpoint checkpoints[TRR_COMM_CHECKPOINTS];
+    /* ncclCommGrow (kind GROW): the hash of the ncclUniqueId it was grown
+     * with, 0 when this member was not given it (an existing non-root) */
+    uint64_t grow_uid;
+    int32_t grow_ranks;             /* nRanks of the grow, 0 */
+    /* live, atomics: ncclCommSuspend / ncclCommResume */
+    int32_t suspended;              /* 1 after a successful suspend, 0 after a resume */
+    uint32_t suspends;              /* suspend calls that succeeded */
+    uint32_t pad1;
 } trr_comm;
 
 typedef struct {
@@ -187,6 +204,31 @@ typedef struct {
     uint32_t n;                     /* frames */
     /* trr_pyframe frame[n], innermost first */
 } trr_pystack;
+/* TRR_BLOB_COLLCONFIG payload: one distinct ncclCollConfig_t (the fields
+ * that matter for a diagnosis), stored once before the first record using it */
+typedef struct {
+    uint32_t index;                 /* (record.extra & 0xffffffff) - 1 */
+    uint32_t is_null;               /* 1: config == NULL (the plain behaviour); 2: not NCCL's
+                                     * magic (NCCL rejects the call; no field read) */
+    int32_t min_ctas, max_ctas, nvls_ctas, cga_cluster_size;  /* INT32_MIN: unset */
+    int32_t force_alg, cta_policy;  /* INT32_MIN: unset */
+    uint64_t user_tag;              /* userProfilerTag, 0: none */
+    uint32_t alg_len;               /* bytes of algSelection after this struct, NUL included; 0: unset */
+    uint32_t pad;
+    /* char alg[alg_len], then padding to 8 bytes */
+} trr_collconfig;
+
+/* TRR_BLOB_NCCLINFO payload: the loaded NCCL library, stored once at its
+ * first use */
+typedef struct {
+    int32_t version;                /* ncclGetVersion, 0: unknown */
+    uint32_t exports;               /* host functions (nccl*, not pnccl*) it exports */
+    uint32_t path_len;              /* bytes of its path after this struct, NUL included */
+    uint32_t unknown_len;           /* bytes after the path: the exported functions the
+                                     * vocabulary does not know, NUL-separated, NUL-terminated */
+    /* char path[path_len], char unknown[unknown_len], then padding to 8 bytes */
+} trr_ncclinfo;
+
 typedef struct {
     uint32_t code;                  /* trr_pycode.index */
     int32_t line;                   /* source line, -1 unknown */
@@ -197,5 +239,6 @@ _Static_assert(sizeof(trr_record) == TRR_RECORD_BYTES, "records are 128 bytes");
 _Static_assert(sizeof(trr_comm) <= TRR_COMM_BYTES, "comm slots fit");
 _Static_assert(sizeof(trr_pycode) == 16 && sizeof(trr_pystack) == 8 && sizeof(trr_pyframe) == 8,
                "Python blobs have no implicit padding");
+_Static_assert(sizeof(trr_collconfig) == 48 && sizeof(trr_ncclinfo) == 16, "config and NCCL blobs have no implicit padding");
 
 #endif

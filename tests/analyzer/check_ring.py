@@ -72,13 +72,17 @@ def check_case(tranalyze, exe, work, case):
         fail("%d findings, expected at least %d: %s" % (len(got), len(want), json.dumps(got, indent=1)[:3000]))
     for i, w in enumerate(want):
         g = got[i]
-        for key in ("kind", "comm", "seq", "ranks", "others", "subkind"):
+        for key in ("kind", "comm", "seq", "ranks", "others", "subkind", "comm_ranks", "signal"):
             if key in w and g.get(key) != w[key]:
                 fail("finding %d: %s is %r, expected %r\n%s" % (i, key, g.get(key), w[key], json.dumps(g, indent=1)[:3000]))
         if "function" in w and (g.get("call") or {}).get("function") != w["function"]:
             fail("finding %d: function %r, expected %r" % (i, (g.get("call") or {}).get("function"), w["function"]))
+        if "others_function" in w and (g.get("others_call") or {}).get("function") != w["others_function"]:
+            fail("finding %d: others' function %r, expected %r" % (i, (g.get("others_call") or {}).get("function"),
+                                                                   w["others_function"]))
         for key, side, field in (("site", "call", "site"), ("others_site", "others_call", "site"),
-                                 ("python_stack", "call", "python_stack")):
+                                 ("python_stack", "call", "python_stack"), ("entry_point", "call", "entry_point"),
+                                 ("config", "call", "config")):
             if key in w and (g.get(side) or {}).get(field) != w[key]:
                 fail("finding %d: %s %s is %r, expected %r" % (i, side, field, (g.get(side) or {}).get(field), w[key]))
     traced = [r for r in res["ranks"] if r["ended"]["state"] != "no_trace"]
@@ -103,11 +107,17 @@ def check_case(tranalyze, exe, work, case):
             fail("no note about %s containing %r: %s" % (name, sub, json.dumps(res["inputs"], indent=1)[:3000]))
     if "job" in exp and res["job"]["id"] != exp["job"]:
         fail("analysed job %r, expected %r" % (res["job"]["id"], exp["job"]))
+    got_w = [{k: x.get(k) for k in ("kind", "version", "library", "functions", "ranks")} for x in res.get("warnings", [])]
+    if got_w != exp.get("warnings", []):
+        fail("warnings %r, expected %r" % (got_w, exp.get("warnings", [])))
     if "other_job" in exp and exp["other_job"] not in res["job"]["other_jobs"]:
         fail("other job %r not listed: %s" % (exp["other_job"], res["job"]["other_jobs"]))
     # text and markdown: same status; a killed rank says so
     for mode in ([], ["--markdown"]):
         t = run(tranalyze, mode + [out], exp["exit"])
+        for sub in exp.get("text_contains", []):
+            if sub not in t.stdout:
+                fail("%s output does not say %r:\n%s" % (mode or "text", sub, t.stdout[:3000]))
         if any(r["ended"]["state"] == "killed" for r in traced) and "killed without a final write" not in t.stdout:
             fail("%s output does not say a rank was killed:\n%s" % (mode or "text", t.stdout[:3000]))
     print("ok: %s" % case)
@@ -182,7 +192,8 @@ def layout(prog):
             (gen_ring.HEADER_BYTES, gen_ring.RECORD_BYTES, gen_ring.COMM_BYTES, gen_ring.CHECKPOINTS,
              gen_ring.VERSION, gen_ring.MAGIC.decode()):
         fail("constants differ: %s" % k)
-    if k["blob_kinds"] != [gen_ring.BLOB_MODULE, gen_ring.BLOB_STACK, gen_ring.BLOB_PYCODE, gen_ring.BLOB_PYSTACK]:
+    if k["blob_kinds"] != [gen_ring.BLOB_MODULE, gen_ring.BLOB_STACK, gen_ring.BLOB_PYCODE, gen_ring.BLOB_PYSTACK,
+                           gen_ring.BLOB_COLLCONFIG, gen_ring.BLOB_NCCLINFO]:
         fail("blob kinds differ: %s" % k["blob_kinds"])
     print("ok: gen_ring.py's layouts are ring_format.h's")
 

@@ -203,6 +203,12 @@ def main():
             fn = (g.get("call") or {}).get("function")
             if fn != w["function"]:
                 fail("finding %d: call site function %r, expected %r\n%s" % (i, fn, w["function"], json.dumps(g, indent=1)[:3000]))
+        # issue 13: the culprit call's entry point and config, a signal finding's numbers
+        for key in ("entry_point", "config"):
+            if key in w and (g.get("call") or {}).get(key, "<absent>") != w[key]:
+                fail("finding %d: call %s is %r, expected %r" % (i, key, (g.get("call") or {}).get(key, "<absent>"), w[key]))
+        if "signal" in w and g.get("signal") != w["signal"]:
+            fail("finding %d: signal is %r, expected %r" % (i, g.get("signal"), w["signal"]))
         if "others_function" in w:
             fn = (g.get("others_call") or {}).get("function")
             if fn != w["others_function"]:
@@ -239,6 +245,18 @@ def main():
         got_w = sorted(r["rank"] for r in res["ranks"] if r.get("waiting"))
         if got_w != exp["waiting"]:
             fail("ranks waiting %r, expected %r" % (got_w, exp["waiting"]))
+    if "warnings" in exp:          # issue 13: one warning per NCCL library and version
+        got_w = [{k: x.get(k) for k in ("kind", "version", "library", "functions", "ranks")} for x in res.get("warnings", [])]
+        if got_w != exp["warnings"]:
+            fail("warnings %r, expected %r" % (got_w, exp["warnings"]))
+        if any(not x.get("message") for x in res["warnings"]):
+            fail("a warning without a message: %r" % res["warnings"])
+    elif res.get("warnings"):
+        fail("unexpected warnings: %r" % res["warnings"])
+    if "grown" in exp:             # a grown communicator: old and new members joined
+        c = [c for c in res["comms"] if c["id"] == exp["grown"]["comm"]]
+        if len(c) != 1 or c[0]["ranks"] != exp["grown"]["ranks"]:
+            fail("communicator %s: %r, expected ranks %r" % (exp["grown"]["comm"], c, exp["grown"]["ranks"]))
     if "job" in exp and res["job"]["id"] != exp["job"]:
         fail("analysed job %r, expected %r" % (res["job"]["id"], exp["job"]))
     if "other_job" in exp:

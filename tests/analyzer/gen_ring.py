@@ -26,6 +26,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "analyzer"))
 import gen_traces as g  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "..", "common"))
+import vocab  # noqa: E402
 
 MAGIC = b"TRSHRING"
 VERSION = 1
@@ -34,13 +36,12 @@ RUNNING, EXITED, SIGNALED = 1, 2, 3
 REC_ENTERED, REC_RETURNED = 1, 2
 GPU_UNTRACKED, GPU_PENDING, GPU_DONE, GPU_ERROR = 0, 1, 2, 3
 NONE = -2 ** 31
-BLOB_MODULE, BLOB_STACK, BLOB_PYCODE, BLOB_PYSTACK = 1, 2, 3, 4
-OPS = ["AllReduce", "Broadcast", "Bcast", "Reduce", "AllGather", "ReduceScatter", "AlltoAll", "Gather",
-       "Scatter", "Send", "Recv", "GroupStart", "GroupEnd"]
+BLOB_MODULE, BLOB_STACK, BLOB_PYCODE, BLOB_PYSTACK, BLOB_COLLCONFIG, BLOB_NCCLINFO = 1, 2, 3, 4, 5, 6
+OPS = vocab.OPS
 DTYPES = ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64", "bfloat16",
           "float8e4m3", "float8e5m2"]
 REDOPS = ["sum", "prod", "max", "min", "avg"]
-KINDS = ["InitRank", "InitRankConfig", "InitRankScalable", "InitAll", "Split", "Shrink"]
+KINDS = ["InitRank", "InitRankConfig", "InitRankScalable", "InitAll", "Split", "Shrink", "Grow"]
 ENDS = [None, "Finalize", "Destroy", "Abort", "Revoke"]
 MASK = (1 << 64) - 1
 
@@ -59,19 +60,24 @@ LAYOUTS = {
                ("comm", "i"), ("dtype", "i"), ("redop", "i"), ("root", "i"), ("stack", "i"), ("tid", "i"),
                ("device", "i"), ("rc", "i"), ("group", "I"), ("pystack", "i"), ("seq", "Q"), ("count", "Q"),
                ("sendbuff", "Q"), ("recvbuff", "Q"), ("stream", "Q"), ("enter_ns", "Q"), ("exit_ns", "Q"),
-               ("done_ns", "Q"), ("reserved", "Q")],
+               ("done_ns", "Q"), ("extra", "Q")],
     "comm": [("valid", "I"), ("kind", "i"), ("id", "Q"), ("parent_id", "Q"), ("parent", "i"), ("blocking", "i"),
              ("has_color", "i"), ("color", "i"), ("key", "i"), ("group", "I"), ("init_enter", "Q"),
              ("init_stack", "i"), ("from_uid", "i"), ("size", "i"), ("rank", "i"), ("device", "i"),
              ("init_done", "i"), ("init_rc", "i"), ("end_kind", "i"), ("init_exit", "Q"), ("end_enter", "Q"),
              ("end_exit", "Q"), ("end_rc", "i"), ("pad", "I"), ("colls", "Q"), ("fp_seq", "Q"), ("fp_hash", "Q"),
-             ("fp_step", "I"), ("ncheckpoints", "I"), ("checkpoints", "96Q")],
+             ("fp_step", "I"), ("ncheckpoints", "I"), ("checkpoints", "96Q"), ("grow_uid", "Q"),
+             ("grow_ranks", "i"), ("suspended", "i"), ("suspends", "I"), ("pad1", "I")],
     "module": [("index", "I"), ("path_len", "I"), ("base", "Q"), ("lo", "Q"), ("hi", "Q"), ("build_id", "48s")],
     "stack": [("index", "I"), ("n", "I")],
     "blob": [("kind", "I"), ("bytes", "I")],
     "pycode": [("index", "I"), ("firstlineno", "i"), ("file_len", "I"), ("name_len", "I")],
     "pystack": [("index", "I"), ("n", "I")],
     "pyframe": [("code", "I"), ("line", "i")],
+    "collconfig": [("index", "I"), ("is_null", "I"), ("min_ctas", "i"), ("max_ctas", "i"), ("nvls_ctas", "i"),
+                   ("cga_cluster_size", "i"), ("force_alg", "i"), ("cta_policy", "i"), ("user_tag", "Q"),
+                   ("alg_len", "I"), ("pad", "I")],
+    "ncclinfo": [("version", "i"), ("exports", "I"), ("path_len", "I"), ("unknown_len", "I")],
 }
 
 
@@ -190,6 +196,8 @@ class Ring:
         self.stacks = {}         # index -> [ip]
         self.pycodes = []        # [file, qualname, firstlineno] by index (Python code objects)
         self.pystacks = []       # [[code, line], ...] by index (Python stacks, innermost first)
+        self.cfgs = []           # coll_configs entries (gen_traces' dicts) by index: TRR_BLOB_COLLCONFIG
+        self.nccl = None         # gen_traces' "nccl" object: a TRR_BLOB_NCCLINFO
         self.damage_code = None  # a code index written with lengths past its blob
         self.unknown_blob = False  # a blob of an unknown kind (9) first: readers skip it by its bytes
         self.torn = set()        # indices whose stamp is left 0
@@ -239,6 +247,10 @@ class Ring:
                 blobs += pack("blob", kind=BLOB_PYCODE, bytes=len(body)) + body
             body = pack("pystack", index=ix, n=len(st)) + b"".join(pack("pyframe", code=c, line=n) for c, n in st)
             blobs += pack("blob", kind=BLOB_PYSTACK, bytes=len(body)) + body
+        for ix, c in enumerate(self.cfgs):        # (before the records that use them, in the shim)
+            blobs += collconfig_blob(ix, c)
+        if self.nccl:
+            blobs += ncclinfo_blob(self.nccl)
         assert len(blobs) <= self.blob_bytes, "blob area too small"
         h["blob_used"] = len(blobs)
         out[:STRUCTS["header"][1]] = pack("header", **h)
@@ -258,6 +270,46 @@ class Ring:
     def write(self, path):
         with open(path, "wb") as f:
             f.write(self.to_bytes())
+
+
+UNSET = -2 ** 31
+CFG_FIELDS = [("minCTAs", "min_ctas"), ("maxCTAs", "max_ctas"), ("nvlsCTAs", "nvls_ctas"),
+              ("cgaClusterSize", "cga_cluster_size"), ("forceAlgSelection", "force_alg"), ("CTAPolicy", "cta_policy")]
+
+
+def collconfig_blob(ix, c):
+    """a TRR_BLOB_COLLCONFIG of gen_traces' coll_configs entry c"""
+    vals = {k: c.get(j, UNSET) for j, k in CFG_FIELDS}
+    alg = c.get("algSelection")
+    ab = alg.encode() + b"\0" if alg else b""
+    body = pack("collconfig", index=ix, is_null=1 if c.get("null") else 2 if c.get("invalid") else 0,
+                user_tag=c.get("userProfilerTag", 0), alg_len=len(ab), **vals) + ab
+    body += b"\0" * (-len(body) % 8)
+    return pack("blob", kind=BLOB_COLLCONFIG, bytes=len(body)) + body
+
+
+def ncclinfo_blob(n):
+    """a TRR_BLOB_NCCLINFO of gen_traces' "nccl" object"""
+    path = (n.get("library") or "").encode() + b"\0"
+    unk = b"".join(f.encode() + b"\0" for f in n.get("unknown_functions") or []) + b"\0"
+    body = pack("ncclinfo", version=n.get("version") or 0, exports=n.get("exports") or 0, path_len=len(path),
+                unknown_len=len(unk)) + path + unk
+    body += b"\0" * (-len(body) % 8)
+    return pack("blob", kind=BLOB_NCCLINFO, bytes=len(body)) + body
+
+
+EXTRA_CONFIG = 1 << 63
+
+
+def extra_of(r, k, call):
+    """record.extra of Rank r's call k: a *Config collective's config, a signal's sigIdx and context"""
+    x = r.xcall.get(k, {})
+    if x.get("config") is not None and vocab.op_has(call[0], "COLL"):
+        return EXTRA_CONFIG | (x["config"] + 1)
+    if x.get("signal") is not None and vocab.op_has(call[0], "ONESIDED"):
+        idx, ctx = x["signal"]
+        return (idx & 0xffffffff) | (ctx & 0xffffffff) << 32
+    return 0
 
 
 def rank_ring(r, state=RUNNING, signo=0, capacity=4096, lost=0, gpu=None, env_rank=True, job=True,
@@ -284,7 +336,7 @@ def rank_ring(r, state=RUNNING, signo=0, capacity=4096, lost=0, gpu=None, env_ra
             "blocking": 1 if c.get("blocking", True) else 0, "has_color": 1 if "color" in c else 0,
             "color": c.get("color", 0), "key": c.get("key", 0), "group": 0,
             "init_enter": c["init"]["enter_ns"], "init_stack": c["init"]["stack"],
-            "from_uid": 1 if c["kind"].startswith("InitRank") else 0,
+            "from_uid": 1 if c["kind"].startswith("InitRank") or (c["kind"] == "Grow" and not c["parent"]) else 0,
             "size": c["size"] if c["size"] is not None else -1, "rank": c["rank"],
             "device": c["device"] if c["device"] is not None else -1,
             "init_done": 1 if c["init"]["exit_ns"] is not None else 0,
@@ -292,11 +344,15 @@ def rank_ring(r, state=RUNNING, signo=0, capacity=4096, lost=0, gpu=None, env_ra
             "init_exit": c["init"]["exit_ns"] or 0, "end_enter": e["enter_ns"] if e else 0,
             "end_exit": (e.get("exit_ns") or 0) if e else 0, "end_rc": (e.get("rc") or 0) if e else 0,
             "colls": c["colls"], "fp_seq": fp.seq, "fp_hash": fp.hash, "fp_step": fp.step,
-            "ncheckpoints": len(fp.cps), "checkpoints": [x for cp in fp.cps for x in cp]})
+            "ncheckpoints": len(fp.cps), "checkpoints": [x for cp in fp.cps for x in cp],
+            "grow_uid": int(c["grow"]["uid"], 16) if c.get("grow") and c["grow"]["uid"] else 0,
+            "grow_ranks": c["grow"]["ranks"] if c.get("grow") else 0,
+            "suspended": 1 if c.get("suspended") else 0, "suspends": c.get("suspends", 0)})
     rg.first = lost
     last = 0
     for k, call in enumerate(r.calls):
         rec = record_of(r, call)
+        rec["extra"] = extra_of(r, k, call)
         if gpu:
             rec["gpu"], rec["done_ns"] = gpu(r, k, call)
         last = max(last, rec["enter_ns"], rec["exit_ns"], rec["done_ns"])
@@ -311,6 +367,8 @@ def rank_ring(r, state=RUNNING, signo=0, capacity=4096, lost=0, gpu=None, env_ra
     if r.python is not None:
         rg.pycodes = [list(c) for c in r.pycodes]
         rg.pystacks = [list(s) for s in r.pystacks]
+    rg.cfgs = [dict(c) for c in r.cfgs]
+    rg.nccl = r.nccl
     rg.modules.append({"path": g.MODULE, "build_id": g.BUILD_ID, "base": BASE, "lo": BASE, "hi": BASE + (64 << 20)})
     return rg
 
@@ -318,8 +376,8 @@ def rank_ring(r, state=RUNNING, signo=0, capacity=4096, lost=0, gpu=None, env_ra
 def record_of(r, call):
     (op, comm, seq, count, dtype, redop, root, peer, sb, rb, stream, capt, group, depth, enter, ex, tid, rc,
      stack) = call[:19]
-    rp = peer if op in ("Send", "Recv") else root
-    grp = op in ("GroupStart", "GroupEnd")
+    rp = peer if vocab.op_has(op, "P2P") or vocab.op_has(op, "ONESIDED") else root
+    grp = vocab.op_has(op, "GROUP")
     dev = r.comms[comm]["device"] if comm >= 0 else r.rank % 8
     return {"state": REC_RETURNED if ex is not None else REC_ENTERED, "op": OPS.index(op), "depth": depth,
             "capturing": 0 if capt is False else 1 if capt else 2, "gpu": GPU_UNTRACKED, "comm": comm,
@@ -335,7 +393,7 @@ def fingerprints(r):
     fps = [Fingerprint() for _ in r.comms]
     for call in r.calls:
         op, comm, seq = call[0], call[1], call[2]
-        if comm < 0 or seq <= 0 or OPS.index(op) > OPS.index("Scatter") or call[15] is None:
+        if comm < 0 or seq <= 0 or not vocab.op_has(op, "COLL") or call[15] is None:
             continue
         root = call[6] if call[6] is not None else NONE
         fps[comm].add(seq, OPS.index(op), dtype_num(call[4]), redop_num(call[5]), root, call[3])
@@ -363,9 +421,14 @@ def new_json(r, ring_file=None, capacity=4096, first=0, nxt=None, gpu=None, reas
         calls.append(list(c) + [done if st == GPU_DONE else None, [None, "pending", "done", "error"][st]])
         if pys is not None:
             calls[-1].append(pys[k])
-    d["calls"] = calls
     if pys is not None:
         d["call_fields"].append("pystack")
+    if r.v13:                 # issue 13's call fields
+        d["call_fields"] += g.NEW_FIELDS
+        for k, c in enumerate(calls):
+            x = r.xcall.get(k + r.ring_lost, {})
+            c += [x.get("config"), x.get("signal")]
+    d["calls"] = calls
     for i, (c, fp) in enumerate(zip(d["comms"], fingerprints(r))):
         c["slot"] = i
         if fingerprint:
@@ -790,6 +853,115 @@ def sc_ring_py_damaged(out):
                   [ring_name(ranks[1]), "1 damaged Python stack record(s) ignored"],
                   [ring_name(ranks[2]), "1 record(s) name a Python stack the ring does not hold"]])
 
+
+
+# ---- issue 13: *Config collectives, signals, grow, suspend, NCCL info in rings
+def sc_ring_config(out):
+    """gen_traces' config_extra from ring files only (SIGKILLed): rank 1's
+    extra ncclAllReduceConfig (record.extra: a COLLCONFIG blob of
+    maxCTAs=4), rank 2's gradient all-reduces through the *Config entry
+    point with a NULL config: the same answer as from JSON"""
+    ranks, wid = g.config_extra_job("ringcfg", sites=("log_metrics", "train_step"))
+    os.makedirs(out, exist_ok=True)
+    for r in ranks:
+        rank_ring(r).write(os.path.join(out, ring_name(r)))
+    expect(out, 1, [g.config_extra_expect(wid)], nranks=4, text_contains=["via ncclAllReduceConfig (maxCTAs=4)"],
+           ranks={str(k): {"ended.state": "killed", "ring.from_ring": True, "nccl.version": 23203} for k in range(4)})
+
+
+def sc_ring_config_mismatch(out):
+    """rank 3's config differs from its peers' (rings of processes that exited)"""
+    ranks, wid = g.v13_job("ringcfgmis", 4)
+    for step in range(3):
+        for r in ranks:
+            r.coll(0, count=4096, site="train_step", caller="train_step", config=g.CFG8 if r.rank == 3 else g.CFG4)
+    os.makedirs(out, exist_ok=True)
+    for r in ranks:
+        rank_ring(r, state=EXITED).write(os.path.join(out, ring_name(r)))
+    expect(out, 1, [g.F("divergence", wid, 1, [3], "train_step", others=[0, 1, 2], subkind="config",
+                        config={"state": "set", "text": "maxCTAs=8", "maxCTAs": 8})], nranks=4)
+
+
+def sc_ring_signal(out):
+    """gen_traces' signal_missing from ring files only: rank 2 never sent
+    signal #4 to rank 3 (record.extra holds sigIdx and context)"""
+    ranks, wid = g.signal_job("ringsig", sites=("job_sync", "job_sync", "log_metrics", "log_metrics", "train_step"))
+    os.makedirs(out, exist_ok=True)
+    for r in ranks:
+        rank_ring(r).write(os.path.join(out, ring_name(r)))
+    expect(out, 1, [g.signal_expect(wid, send="job_sync", wait="log_metrics")], nranks=4,
+           ranks={str(k): {"ended.state": "killed", "ring.from_ring": True} for k in range(4)})
+
+
+def sc_ring_v13_clean(out):
+    """gen_traces' v13_clean (every new operation, a GroupSimulateEnd group,
+    *Config collectives, a suspended and resumed communicator) from rings
+    of processes that exited: no finding"""
+    ranks, wid = g.v13_clean_job("ringv13")
+    os.makedirs(out, exist_ok=True)
+    for r in ranks:
+        rank_ring(r, state=EXITED).write(os.path.join(out, ring_name(r)))
+    expect(out, 0, [], nranks=4)
+
+
+def sc_ring_grow(out):
+    """gen_traces' grow_missing with rings: the old processes' JSON traces
+    (SIGTERM), the new ones killed (rings only, kind Grow, no parent, the
+    uniqueId's hash, job from it); rank 5 never issued #3 of the grown
+    communicator of 6"""
+    ranks, wid, gid = g.grow_job("ringgrow", job_var=False)
+    for step in range(3):
+        for r in ranks:
+            if r.rank == 5 and step == 2:
+                continue
+            r.coll(r.gc, count=8192, site="train_step", caller="train_step")
+    os.makedirs(out, exist_ok=True)
+    for r in ranks:
+        if r.rank < 4:
+            r.finish("signal", 15)
+            write_json(new_json(r), out, r.filename())
+        else:
+            rank_ring(r, job=False).write(os.path.join(out, ring_name(r)))
+    expect(out, 1, [g.F("missing", gid, 3, [5], others=[0, 1, 2, 3, 4], comm_ranks=[0, 1, 2, 3, 4, 5])], nranks=6,
+           job="ringgrow", ranks={"5": {"ended.state": "killed", "ring.from_ring": True}})
+
+
+def sc_ring_nccl(out):
+    """gen_traces' nccl_unknown from rings: the NCCLINFO blobs give one
+    warning per library and version"""
+    ranks, wid = g.v13_job("ringnccl", 4)
+    for r in ranks:
+        if r.rank < 2:
+            r.nccl = {"version": 23300, "library": g.NCCL_LIB, "exports": 195, "unknown_functions": ["ncclFoo", "ncclBar"]}
+        else:
+            r.nccl = {"version": 23301, "library": "/opt/nccl/lib/libnccl.so.2", "exports": 194,
+                      "unknown_functions": ["ncclFoo"]}
+        r.coll(0, count=16, site="train_step", caller="train_step")
+    os.makedirs(out, exist_ok=True)
+    for r in ranks:
+        rank_ring(r, state=EXITED).write(os.path.join(out, ring_name(r)))
+    expect(out, 0, [], nranks=4, warnings=[
+        {"kind": "nccl_unknown_functions", "version": 23300, "library": g.NCCL_LIB, "functions": ["ncclFoo", "ncclBar"],
+         "ranks": [0, 1]},
+        {"kind": "nccl_unknown_functions", "version": 23301, "library": "/opt/nccl/lib/libnccl.so.2",
+         "functions": ["ncclFoo"], "ranks": [2, 3]}],
+        text_contains=["NCCL 2.33.0 (%s) exports ncclFoo and ncclBar, which trshim does not record" % g.NCCL_LIB])
+
+
+def sc_ring_suspend(out):
+    """gen_traces' suspend_killed from rings (every process SIGKILLed): rank
+    0 resumed the training communicator and waits in #5, ranks 1-3 have it
+    suspended (the slot's suspended flag): missing / suspended"""
+    ranks, wid, tid = g.suspend_job("ringsusp")
+    r0 = ranks[0]
+    r0.resume(r0.tc)
+    r0.coll(r0.tc, count=1 << 16, site="log_metrics", caller="train_step", gpu="pending")
+    os.makedirs(out, exist_ok=True)
+    for r in ranks:
+        rank_ring(r, gpu=lambda rk, k, c: (GPU_PENDING, 0) if c[20] == "pending" else
+                  (GPU_DONE, c[15] + 3000) if c[15] is not None and c[2] > 0 and not vocab.op_has(c[0], "GROUP")
+                  else (GPU_UNTRACKED, 0)).write(os.path.join(out, ring_name(r)))
+    expect(out, 1, [g.F("missing", tid, 5, [1, 2, 3], others=[0], subkind="suspended")], nranks=4)
 
 SCENARIOS = {k[3:]: v for k, v in sorted(globals().items()) if k.startswith("sc_")}
 

@@ -32,7 +32,7 @@ int main(void)
     F(trr_record, stack); F(trr_record, tid); F(trr_record, device); F(trr_record, rc); F(trr_record, group);
     F(trr_record, pystack); F(trr_record, seq); F(trr_record, count); F(trr_record, sendbuff);
     F(trr_record, recvbuff); F(trr_record, stream); F(trr_record, enter_ns); F(trr_record, exit_ns);
-    F(trr_record, done_ns); F(trr_record, reserved);
+    F(trr_record, done_ns); F(trr_record, extra);
     END(trr_record);
     BEGIN("comm");
     F(trr_comm, valid); F(trr_comm, kind); F(trr_comm, id); F(trr_comm, parent_id); F(trr_comm, parent);
@@ -41,7 +41,8 @@ int main(void)
     F(trr_comm, device); F(trr_comm, init_done); F(trr_comm, init_rc); F(trr_comm, end_kind); F(trr_comm, init_exit);
     F(trr_comm, end_enter); F(trr_comm, end_exit); F(trr_comm, end_rc); F(trr_comm, pad); F(trr_comm, colls);
     F(trr_comm, fp_seq); F(trr_comm, fp_hash); F(trr_comm, fp_step); F(trr_comm, ncheckpoints);
-    F(trr_comm, checkpoints);
+    F(trr_comm, checkpoints); F(trr_comm, grow_uid); F(trr_comm, grow_ranks); F(trr_comm, suspended);
+    F(trr_comm, suspends); F(trr_comm, pad1);
     END(trr_comm);
     BEGIN("module");
     F(trr_module, index); F(trr_module, path_len); F(trr_module, base); F(trr_module, lo); F(trr_module, hi);
@@ -62,9 +63,18 @@ int main(void)
     BEGIN("pyframe");
     F(trr_pyframe, code); F(trr_pyframe, line);
     END(trr_pyframe);
+    BEGIN("collconfig");
+    F(trr_collconfig, index); F(trr_collconfig, is_null); F(trr_collconfig, min_ctas); F(trr_collconfig, max_ctas);
+    F(trr_collconfig, nvls_ctas); F(trr_collconfig, cga_cluster_size); F(trr_collconfig, force_alg);
+    F(trr_collconfig, cta_policy); F(trr_collconfig, user_tag); F(trr_collconfig, alg_len); F(trr_collconfig, pad);
+    END(trr_collconfig);
+    BEGIN("ncclinfo");
+    F(trr_ncclinfo, version); F(trr_ncclinfo, exports); F(trr_ncclinfo, path_len); F(trr_ncclinfo, unknown_len);
+    END(trr_ncclinfo);
     printf(", \"constants\": {\"header_bytes\": %d, \"record_bytes\": %d, \"comm_bytes\": %d, \"checkpoints\": %d, "
-           "\"version\": %d, \"magic\": \"%s\", \"blob_kinds\": [%d, %d, %d, %d]}}\n",
+           "\"version\": %d, \"magic\": \"%s\", \"blob_kinds\": [%d, %d, %d, %d, %d, %d]}}\n",
            TRR_HEADER_BYTES, TRR_RECORD_BYTES, TRR_COMM_BYTES, TRR_COMM_CHECKPOINTS, TRSHIM_RING_VERSION,
-           TRSHIM_RING_MAGIC, TRR_BLOB_MODULE, TRR_BLOB_STACK, TRR_BLOB_PYCODE, TRR_BLOB_PYSTACK);
+           TRSHIM_RING_MAGIC, TRR_BLOB_MODULE, TRR_BLOB_STACK, TRR_BLOB_PYCODE, TRR_BLOB_PYSTACK,
+           TRR_BLOB_COLLCONFIG, TRR_BLOB_NCCLINFO);
     return 0;
 }

@@ -27,19 +27,24 @@ checked against the header's record_bytes/comm_bytes.
 """
 import struct
 
+import vocab
+
 MAGIC = b"TRSHRING"
 VERSION = 1
 
-OPS = ["AllReduce", "Broadcast", "Bcast", "Reduce", "AllGather", "ReduceScatter", "AlltoAll", "Gather",
-       "Scatter", "Send", "Recv", "GroupStart", "GroupEnd"]
+OPS = vocab.OPS
 STATES = {1: "running", 2: "exited", 3: "signaled"}
 REC_STATES = ["empty", "entered", "returned"]
 CAPTURING = [False, True, None]
 GPU = [None, "pending", "done", "error"]
-KINDS = ["InitRank", "InitRankConfig", "InitRankScalable", "InitAll", "Split", "Shrink"]
+KINDS = ["InitRank", "InitRankConfig", "InitRankScalable", "InitAll", "Split", "Shrink", "Grow"]
 ENDS = [None, "Finalize", "Destroy", "Abort", "Revoke"]
 NONE = -2 ** 31               # TRR_NONE
-BLOB_END, BLOB_MODULE, BLOB_STACK, BLOB_PYCODE, BLOB_PYSTACK = 0, 1, 2, 3, 4
+BLOB_END, BLOB_MODULE, BLOB_STACK, BLOB_PYCODE, BLOB_PYSTACK, BLOB_COLLCONFIG, BLOB_NCCLINFO = 0, 1, 2, 3, 4, 5, 6
+COLLCONFIG = struct.Struct("<IIiiiiiiQII")
+COLLCONFIG_FIELDS = ["index", "is_null", "min_ctas", "max_ctas", "nvls_ctas", "cga_cluster_size", "force_alg",
+                     "cta_policy", "user_tag", "alg_len", "pad"]
+NCCLINFO = struct.Struct("<iIII")
 
 HEADER = struct.Struct("<8sIIIIQII5Q4idQ64s256s32s32s16sIIQIiiIQQQQQ")
 HEADER_FIELDS = ["magic", "version", "header_bytes", "record_bytes", "comm_bytes", "capacity", "max_comms",
@@ -51,8 +56,10 @@ HEADER_FIELDS = ["magic", "version", "header_bytes", "record_bytes", "comm_bytes
 RECORD = struct.Struct("<QIBBBBiiiiiiiiIiQQQQQQQQQ")
 RECORD_FIELDS = ["stamp", "state", "op", "depth", "capturing", "gpu", "comm", "dtype", "redop", "root", "stack",
                  "tid", "device", "rc", "group", "pystack", "seq", "count", "sendbuff", "recvbuff", "stream",
-                 "enter_ns", "exit_ns", "done_ns", "reserved"]
-COMM = struct.Struct("<IiQQiiiiiIQiiiiiiiiQQQiIQQQII")
+                 "enter_ns", "exit_ns", "done_ns", "extra"]
+COMM = struct.Struct("<IiQQiiiiiIQiiiiiiiiQQQiIQQQII")    # then the checkpoints, then COMM_TAIL
+COMM_TAIL = struct.Struct("<QiiII")
+COMM_TAIL_FIELDS = ["grow_uid", "grow_ranks", "suspended", "suspends", "pad1"]
 COMM_FIELDS = ["valid", "kind", "id", "parent_id", "parent", "blocking", "has_color", "color", "key", "group",
                "init_enter", "init_stack", "from_uid", "size", "rank", "device", "init_done", "init_rc",
                "end_kind", "init_exit", "end_enter", "end_exit", "end_rc", "pad", "colls", "fp_seq", "fp_hash",
@@ -65,7 +72,7 @@ STACK = struct.Struct("<II")
 PYCODE = struct.Struct("<IiII")
 PYSTACK = struct.Struct("<II")
 
-assert HEADER.size == 584 and RECORD.size == 128 and COMM.size + CHECKPOINTS * CHECKPOINT.size == 920
+assert HEADER.size == 584 and RECORD.size == 128 and COMM.size + CHECKPOINTS * CHECKPOINT.size == 920 and COMM_TAIL.size == 24
 assert MODULE.size == 80 and STACK.size == 8 and PYCODE.size == 16 and PYSTACK.size == 8
 
 
@@ -102,6 +109,7 @@ def parse_comm(data, off):
     n = min(c["ncheckpoints"], CHECKPOINTS)
     base = off + COMM.size
     c["checkpoints"] = [CHECKPOINT.unpack_from(data, base + i * CHECKPOINT.size) for i in range(n)]
+    c.update(zip(COMM_TAIL_FIELDS, COMM_TAIL.unpack_from(data, base + CHECKPOINTS * CHECKPOINT.size)))
     return c
 
 
@@ -122,7 +130,7 @@ def read_ring_bytes(data):
             continue          # not committed, torn, or overwritten by a newer record
         r["index"] = i
         records.append(r)
-    stacks, modules, pycodes, pystacks, order_errors = {}, [], {}, {}, []
+    stacks, modules, pycodes, pystacks, order_errors, configs, nccl = {}, [], {}, {}, [], {}, None
     off, end = h["off_blobs"], h["off_blobs"] + h["blob_bytes"]
     while off + BLOB.size <= end:
         kind, nbytes = BLOB.unpack_from(data, off)
@@ -149,9 +157,21 @@ def read_ring_bytes(data):
             pystacks[index] = [(flat[2 * k], flat[2 * k + 1]) for k in range(n)]
             if any(code not in pycodes for code, _line in pystacks[index]):
                 order_errors.append(index)
+        elif kind == BLOB_COLLCONFIG:
+            cfg = dict(zip(COLLCONFIG_FIELDS, COLLCONFIG.unpack_from(data, p)))
+            q = p + COLLCONFIG.size
+            cfg["alg"] = _cstr(data[q:q + cfg["alg_len"]]) if cfg["alg_len"] else None
+            configs[cfg["index"]] = cfg
+        elif kind == BLOB_NCCLINFO:
+            version, exports, path_len, unknown_len = NCCLINFO.unpack_from(data, p)
+            q = p + NCCLINFO.size
+            names = data[q + path_len:q + path_len + unknown_len].split(b"\0")
+            nccl = {"version": version, "exports": exports, "path": _cstr(data[q:q + path_len]),
+                    "unknown": [n.decode() for n in names if n]}
         off = p + nbytes
     return {"header": h, "comms": comms, "records": records, "stacks": stacks, "modules": modules,
-            "pycodes": pycodes, "pystacks": pystacks, "pystack_order_errors": order_errors}
+            "pycodes": pycodes, "pystacks": pystacks, "pystack_order_errors": order_errors, "configs": configs,
+            "nccl": nccl}
 
 
 def read_ring(path):

@@ -12,7 +12,15 @@
 #include <time.h>
 #include <unistd.h>
 #include <cuda_runtime.h>
+/* Programs using NCCL 2.29+ functions define TRTEST_NCCL_ABI first: the
+ * project's own declarations (trshim/nccl_abi.h) instead of the installed
+ * nccl.h (2.28 here), unless TRTEST_REAL_NCCL_H says to use the installed
+ * one (the version-matrix build against NCCL 2.32's header). */
+#if defined(TRTEST_NCCL_ABI) && !defined(TRTEST_REAL_NCCL_H)
+#include "trshim/nccl_abi.h"
+#else
 #include <nccl.h>
+#endif
 
 static int trtest_rank = -1;
 
@@ -48,9 +56,10 @@ static inline void trtest_wait_file(const char *path, int poll_ms)
     fprintf(stderr, "FAIL rank %d %s:%d: expected %s: ", trtest_rank, __FILE__, __LINE__, #cond); \
     fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); exit(1); } } while (0)
 
-/* Rank 0 (of the group named tag) publishes id; the others wait for it. The
+/* Rank 0 (of the group named tag) makes and publishes id; the others wait for it. The
  * folder comes from the launcher (TRSIM_RDZV). Writes go through a temporary
  * file and rename so a reader never sees half an id. */
+/* is_root 2: publishes the id it is given (ncclCommGetUniqueId's, for a grow). */
 static inline void trtest_exchange_id(ncclUniqueId *id, int is_root, const char *tag)
 {
     const char *dir = getenv("TRSIM_RDZV");
@@ -58,7 +67,7 @@ static inline void trtest_exchange_id(ncclUniqueId *id, int is_root, const char 
     if (!dir || !*dir) FAIL("TRSIM_RDZV is not set: run under trsim-launch");
     snprintf(path, sizeof path, "%s/%s.id", dir, tag);
     if (is_root) {
-        NCCLCHECK(ncclGetUniqueId(id));
+        if (is_root != 2) NCCLCHECK(ncclGetUniqueId(id));
         snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
         FILE *f = fopen(tmp, "wb");
         if (!f || fwrite(id, sizeof *id, 1, f) != 1 || fclose(f) != 0) FAIL("write %s", tmp);

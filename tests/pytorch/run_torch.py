@@ -34,6 +34,9 @@ CASES = {
          "others_site": "grads"}]}),
     "extra_nonblocking": ("torchrun", 4, "extra.py", 25, {"TORCH_NCCL_USE_COMM_NONBLOCKING": "1"}, {"exit": 1, "findings": [
         {"kind": "divergence", "ranks": [0], "others": [1, 2, 3], "seq": 7, "site": "extra"}]}),
+    "config_ctypes": ("torchrun", 4, "config.py", 25, {}, {"exit": 1, "findings": [
+        {"kind": "divergence", "ranks": [1], "others": [0, 2, 3], "seq": 7, "site": "config",
+         "others_site": "grads"}]}),
     "uneven": ("torchrun", 4, "uneven.py", 25, {}, {"exit": 1, "findings": [
         {"kind": "divergence", "ranks": [2], "others": [0, 1, 3], "seq": 14, "site": "loss",
          "others_site": "grads"}]}),

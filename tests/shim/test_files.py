@@ -429,11 +429,12 @@ def case_full(c):
     cannot be written; its temporary file goes, the marker fits in its place;
     one line; the job as without the shim."""
     mnt = os.path.join(c.tmp, "mnt")
-    c.mount_tmpfs(mnt, 2 << 20)
+    c.mount_tmpfs(mnt, 4 << 20)
     d = os.path.join(mnt, "traces")
-    # TRSHIM_RING=64: the ring's allocated part is header + 1024 communicator slots + 64 records;
-    # no stacks: its blob area never grows
-    ring_bytes = 4096 + 1024 * 1024 + 64 * 128
+    # TRSHIM_RING=64: the ring's allocated part is header + 1024 communicator slots + 64 records,
+    # and the blob area's first MiB (the loaded NCCL's description, at the first communicator);
+    # no stacks: it grows no further
+    ring_bytes = 4096 + 1024 * 1024 + 64 * 128 + (1 << 20)
     st = os.statvfs(mnt)
     free = st.f_bavail * st.f_frsize
     with open(os.path.join(mnt, "filler"), "wb") as f:

@@ -21,6 +21,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 from checks import Failure, check, eq, path_of, run_case  # noqa: E402
 import ring  # noqa: E402
+import vocab  # noqa: E402
 
 
 # Assert that the innermost frame of each call's stack is the test function
@@ -29,7 +30,7 @@ CHECK_CALL_SITES = True
 
 CALL_FIELDS = ["op", "comm", "seq", "count", "dtype", "redop", "root", "peer", "sendbuff", "recvbuff",
                "stream", "capturing", "group", "depth", "enter_ns", "exit_ns", "thread", "rc", "stack", "done_ns",
-               "gpu", "pystack"]
+               "gpu", "pystack", "config", "signal"]
 DTYPES = ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64", "bfloat16",
           "float8e4m3", "float8e5m2"]
 IN_PROGRESS = 7
@@ -412,7 +413,7 @@ def check_common(t, what, reason="exit", in_call=False, signal_no=None):
     check(t["ring"]["next"] >= len(t["calls"]), what + ": ring.next below the calls written")
     check(t["start_time"] <= t["write_time"], what + ": start after write")
     eq(t["versions"]["trshim"], "0.1.0", what + " trshim version")
-    eq(t["versions"]["nccl"], 22809, what + " nccl version")
+    eq(t["versions"]["nccl"], 23203, what + " nccl version (the simulator is NCCL 2.32.3)")
     check(isinstance(t["versions"]["cuda_runtime"], int) and t["versions"]["cuda_runtime"] > 0,
           what + ": cuda_runtime version %r" % t["versions"]["cuda_runtime"])
     check(t["clock"]["monotonic_ns"] > 0, what + " clock")
@@ -906,7 +907,8 @@ def case_dlopen(c):
        "calls")
     eq([(k["kind"], k["size"], k["rank"], k["end"]["kind"]) for k in t["comms"]], [("InitRank", 1, 0, "Destroy")],
        "comms")
-    eq(t["versions"]["nccl"], 22809, "nccl version")
+    eq(t["versions"]["nccl"], 23203, "nccl version (the simulator's)")
+    eq((t["nccl"]["version"], t["nccl"]["unknown_functions"]), (23203, []), "the library: all its functions known")
 
 
 def case_lifecycle(c):
@@ -951,8 +953,7 @@ def case_real(c):
     ops = []
     for f in printed:
         name, code = f[0], int(f[2])
-        if name in ("GroupStart", "AllReduce", "Send", "GroupEnd", "Bcast", "Broadcast", "Reduce", "AllGather",
-                    "ReduceScatter", "AlltoAll", "Gather", "Scatter", "Recv"):
+        if name in vocab.OPS:
             ops.append((name, code))
         rc[name] = code
     eq([(x["op"], x["rc"]) for x in t["calls"]], ops, "calls and their return codes")
@@ -991,12 +992,11 @@ def case_exports(c):
     exported = {l.split()[-1] for l in out.splitlines() if l.strip()}
     sys.stdout.write("exported: %s\n" % sorted(exported))
     eq(sorted(exported - allowed), [], "exported symbols that are not wrapped functions")
-    nccl = {"ncclAllReduce", "ncclBroadcast", "ncclBcast", "ncclReduce", "ncclAllGather", "ncclReduceScatter",
-            "ncclAlltoAll", "ncclGather", "ncclScatter", "ncclSend", "ncclRecv", "ncclGroupStart", "ncclGroupEnd",
-            "ncclCommInitRank", "ncclCommInitRankConfig", "ncclCommInitAll", "ncclCommInitRankScalable",
-            "ncclCommSplit", "ncclCommShrink", "ncclCommFinalize", "ncclCommDestroy", "ncclCommAbort",
-            "ncclCommRevoke"}
+    # exactly the vocabulary's WRAP functions, no NCCL function more
+    nccl = set(vocab.WRAPPED)
     eq(sorted(nccl - exported), [], "NCCL wrappers missing")
+    eq(sorted(n for n in exported if n.startswith("nccl") and n not in nccl), [], "NCCL functions exported "
+       "that the vocabulary does not mark WRAP")
     dyn = subprocess.run(["readelf", "-d", lib], capture_output=True, text=True, check=True).stdout
     needed = re.findall(r"\(NEEDED\).*\[(.*)\]", dyn)
     bad = [n for n in needed if re.search(r"cuda|nccl|unwind|trsim|stdc\+\+", n)]
@@ -1315,6 +1315,98 @@ def case_watchdog_host(c):
         eq({x["gpu"] for x in t["calls"]}, {None}, "rank %d: nothing tracked" % t["rank"])
 
 
+# ---- NCCL 2.29-2.32 (issue 13) ---------------------------------------------------------------
+
+def exports_of(version):
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "nccl", "exports",
+                           version + ".txt")) as f:
+        return f.read().split()
+
+
+def case_nccl232(c):
+    """shim_nccl232.c: *Config collectives numbered with the plain ones and
+    their configs, one-sided calls numbered per peer, a simulated group that
+    takes no number, suspend/resume, a grown communicator joined across old
+    and new members, the loaded library's exports all known."""
+    c.launch(4, [path_of("SHIM_NCCL232")])
+    ranks = by_rank(load_traces(c.traces))
+    eq(sorted(ranks), [0, 1, 2, 3], "ranks")
+    cfg = {"maxCTAs": 4, "algSelection": "ring", "forceAlgSelection": 1, "userProfilerTag": 7}
+    unset = {}          # every field unset (forceAlgSelection is written with an algSelection only)
+    for r, t in ranks.items():
+        what = "rank %d" % r
+        check_common(t, what)
+        nxt, prv = (r + 1) % 4, (r + 3) % 4
+        eq(t["nccl"]["version"], 23203, what + " NCCL version")
+        eq(t["nccl"]["unknown_functions"], [], what + " unknown NCCL functions")
+        eq(t["nccl"]["exports"], len(exports_of("2.32.3")), what + " NCCL functions exported")
+        confs = t["coll_configs"]
+        world = [x for x in t["calls"] if x["comm"] == 0]
+        got = [(x["op"], x["seq"], x["count"], x["redop"], x["root"], x["peer"],
+                None if x["config"] is None else confs[x["config"]], x["signal"]) for x in world]
+        want = [("AllReduce", 1, 64, "sum", None, None, None, None),
+                ("AllReduce", 2, 64, "sum", None, None, cfg, None),
+                ("AllReduce", 3, 64, "max", None, None, {"null": True}, None),
+                ("Broadcast", 4, 64, None, 1, None, cfg, None),
+                ("Reduce", 5, 64, "sum", 2, None, unset, None),
+                ("AllGather", 6, 16, None, None, None, cfg, None),
+                ("ReduceScatter", 7, 16, "sum", None, None, cfg, None),
+                ("AlltoAll", 8, 16, None, None, None, cfg, None),
+                ("Gather", 9, 16, None, 3, None, cfg, None),
+                ("Scatter", 10, 16, None, 0, None, cfg, None),
+                ("AllReduce", 11, 64, "sum", None, None, None, None),
+                ("PutSignal", 1, 8, None, None, nxt, None, [0, 0]),
+                ("Signal", 2, 0, None, None, nxt, None, [0, 0]),
+                ("WaitSignal", 2, 2, None, None, prv, None, [0, 0]),
+                ("AllReduce", 12, 1, "sum", None, None, None, None),
+                ("AllReduce", 0, 64, "sum", None, None, None, None),    # in the simulated group
+                ("Send", 0, 4, None, None, nxt, None, None),
+                ("Recv", 0, 4, None, None, prv, None, None),
+                ("AllReduce", 13, 64, "sum", None, None, None, None)]
+        eq(got, want, what + " calls on world")
+        eq(len(confs), 3, what + " distinct configs")
+        sim = [x for x in t["calls"] if x["op"] in ("GroupStart", "GroupSimulateEnd")]
+        eq([(x["op"], x["rc"]) for x in sim], [("GroupStart", 0), ("GroupSimulateEnd", 0)], what + " the group")
+        eq(sim[0]["group"], sim[1]["group"], what + " the simulated group's number")
+        w = t["comms"][0]
+        eq((w["suspended"], w["suspends"], w["colls"], w["fingerprint"]["seq"]), (False, 1, 13, 13),
+           what + " world: suspended, suspends, collectives, fingerprint")
+        check_site(t, world[1]["stack"], "n232_configs", what + " AllReduceConfig")
+        check_site(t, world[13]["stack"], "n232_signals", what + " WaitSignal")
+        check_site(t, world[16]["stack"], "n232_simulate", what + " simulated Send")
+        g = [k for k in t["comms"] if k["kind"] == "Grow"]
+        eq([(k["size"], k["rank"], k["grow"]["ranks"]) for k in g], [(4, r, 4)], what + " grown communicator")
+        gi = t["comms"].index(g[0])
+        eq([(x["op"], x["seq"]) for x in t["calls"] if x["comm"] == gi], [("AllReduce", 1)], what + " calls on grown")
+    fp = {t["comms"][0]["fingerprint"]["hash"] for t in ranks.values()}
+    eq(len(fp), 1, "world's fingerprint is the same on every rank (the simulated group left no trace in it)")
+    pair_id = ranks[0]["comms"][1]["id"]
+    g = {r: [k for k in t["comms"] if k["kind"] == "Grow"][0] for r, t in ranks.items()}
+    uid = g[0]["grow"]["uid"]
+    check(uid is not None, "the root of the grow records the unique id's hash")
+    eq([(g[r]["parent"], g[r]["grow"]["uid"]) for r in range(4)],
+       [(pair_id, uid), (pair_id, None), (None, uid), (None, uid)], "grow: parents and unique ids")
+    eq(g[0]["id"], g[1]["id"], "grown communicator's id on the existing members")
+    eq((g[2]["id"], g[3]["id"]), (uid, uid), "grown communicator's id on the new members: the unique id's hash")
+
+
+def case_newer_nccl(c):
+    """An NCCL exporting functions the vocabulary does not know: named in the
+    trace (and once on stderr); tranalyze warns (tests/analyzer)."""
+    cmd = [path_of("SHIM_DLOPEN"), path_of("SHIM_PLUGIN_NEWER")]
+    plain = c.run(cmd)
+    p = c.run(cmd, preload=[path_of("TRSHIM_LIB")])
+    eq(p.stdout, plain.stdout, "output under the shim")
+    w = warnings(p.stderr)
+    eq(len(w), 1, "one warning")
+    check("ncclFutureAllReduce" in w[0], "the warning names the first unknown function: %s" % w[0])
+    (t,) = load_traces(c.traces)
+    eq(t["nccl"]["unknown_functions"], ["ncclFutureAllReduce", "ncclFutureQuery"], "unknown NCCL functions")
+    eq(os.path.basename(t["nccl"]["library"]), "libnccl.so.2", "the library")
+    rg = ring_of(t)
+    eq((rg["nccl"] or {}).get("unknown"), ["ncclFutureAllReduce", "ncclFutureQuery"], "the ring's NCCL blob")
+
+
 CASES = {
     "job": case_job, "initall": case_initall, "hang-timeout": case_hang_timeout, "hang-sigint": case_hang_sigint,
     "unwritable": case_unwritable, "settings": case_settings, "ring": case_ring, "ring-file": case_ring_file,
@@ -1322,7 +1414,7 @@ CASES = {
     "ring-anon": case_ring_anon,
     "disabled": case_disabled, "nocuda": case_nocuda, "fork": case_fork, "forkfirst": case_forkfirst,
     "sigign": case_sigign, "dlopen": case_dlopen, "lifecycle": case_lifecycle, "default-dir": case_default_dir, "rank-sources": case_rank_sources, "cxx": case_cxx, "real": case_real,
-    "real-sim": case_real_sim, "exports": case_exports,
+    "real-sim": case_real_sim, "exports": case_exports, "nccl232": case_nccl232, "newer-nccl": case_newer_nccl,
     "signal": case_signal, "snapshot": case_snapshot, "snapshot-off": case_snapshot_off,
     "complete-clean": case_complete_clean, "complete-off": case_complete_off, "complete-hang": case_complete_hang,
     "watchdog": case_watchdog, "watchdog-hang": case_watchdog_hang, "watchdog-host": case_watchdog_host,

@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <nccl.h>
+#include "trshim/nccl_abi.h"
 
 /* Bytes per element; 0 for a value that is not an ncclDataType_t. */
 size_t trsim_dtype_size(int datatype);

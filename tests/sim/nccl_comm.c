@@ -1,6 +1,7 @@
 /* Simulated NCCL communicators: unique ids, init (blocking, non-blocking,
- * all-in-one-process), split, shrink, finalize, destroy, abort, queries,
- * user reduction ops, NCCL memory and error reporting. */
+ * all-in-one-process), split, shrink, grow, suspend and resume, finalize,
+ * destroy, abort, queries (properties, memory statistics, teams), user
+ * reduction ops, NCCL memory, encryption settings and error reporting. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -58,7 +59,7 @@ int trsim_comm_valid(const struct ncclComm *comm)
 
 /* ---- unique ids and creation ---------------------------------------------- */
 
-static void job_tag(char *out, size_t n)
+void trsim_job_tag(char *out, size_t n)
 {
     const char *tag = getenv("TRSIM_SHM_TAG");
     size_t len = 0;
@@ -74,20 +75,27 @@ static void job_tag(char *out, size_t n)
     }
 }
 
-TRSIM_API ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId)
+static ncclResult_t make_unique_id(ncclUniqueId *uniqueId)
 {
-    if (!uniqueId) return ncclInvalidArgument;
     trsim_id id;
     memset(&id, 0, sizeof id);
     id.magic = TRSIM_ID_MAGIC;
     if (getrandom(&id.key, sizeof id.key, 0) != (ssize_t)sizeof id.key)
         id.key = trsim_hash64((uint64_t)getpid(), (uint64_t)(trsim_now() * 1e9));
-    job_tag(id.tag, sizeof id.tag);
+    trsim_job_tag(id.tag, sizeof id.tag);
     memset(uniqueId, 0, sizeof *uniqueId);
     memcpy(uniqueId, &id, sizeof id);
     return ncclSuccess;
 }
 
+TRSIM_API ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId)
+{
+    if (!uniqueId) return ncclInvalidArgument;
+    return make_unique_id(uniqueId);
+}
+
+/* Of a ncclConfig_t only the fields every version has are read (size,
+ * magic, version, blocking), after check_config. */
 static int config_blocking(const ncclConfig_t *config)
 {
     if (!config || config->blocking == NCCL_CONFIG_UNDEF_INT) return 1;
@@ -97,7 +105,8 @@ static int config_blocking(const ncclConfig_t *config)
 static ncclResult_t check_config(const ncclConfig_t *config)
 {
     if (!config) return ncclSuccess;
-    if (config->magic != 0xcafebeef || config->size < offsetof(ncclConfig_t, cgaClusterSize)) {
+    if (config->size < offsetof(ncclConfig_t, blocking) + sizeof config->blocking ||
+        config->magic != NCCL_API_MAGIC) {
         trsim_set_last_error("ncclConfig_t not initialised with NCCL_CONFIG_INITIALIZER");
         return ncclInvalidArgument;
     }
@@ -118,7 +127,9 @@ static struct ncclComm *comm_new(int blocking)
 
 static void comm_free(struct ncclComm *comm)
 {
+    trsim_comm_drop_windows(comm);
     if (atomic_load(&comm->attached)) trsim_shm_detach(&comm->shm);
+    free(comm->sig_expected);
     free(comm->send_msgs);
     free(comm->recv_msgs);
     free((void *)comm->send_turn);
@@ -147,7 +158,8 @@ static ncclResult_t comm_setup(struct ncclComm *comm, int nranks, const trsim_id
     comm->recv_msgs = calloc((size_t)nranks, sizeof(uint64_t));
     comm->send_turn = calloc((size_t)nranks, sizeof(_Atomic uint64_t));
     comm->recv_turn = calloc((size_t)nranks, sizeof(_Atomic uint64_t));
-    if (!comm->send_msgs || !comm->recv_msgs || !comm->send_turn || !comm->recv_turn)
+    comm->sig_expected = calloc((size_t)nranks * TRSIM_RMA_SLOTS, sizeof(uint64_t));
+    if (!comm->send_msgs || !comm->recv_msgs || !comm->send_turn || !comm->recv_turn || !comm->sig_expected)
         return ncclSystemError;
     char name[160];
     snprintf(name, sizeof name, "/trsim.%s.%016llx", id->tag, (unsigned long long)key);
@@ -275,7 +287,7 @@ TRSIM_API ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *d
 {
     if (!comms || ndev < 1) return ncclInvalidArgument;
     ncclUniqueId uid;
-    ncclResult_t r = ncclGetUniqueId(&uid);
+    ncclResult_t r = make_unique_id(&uid);
     if (r != ncclSuccess) return r;
     trsim_id id;
     memcpy(&id, &uid, sizeof id);
@@ -343,7 +355,7 @@ ncclResult_t trsim_comm_allgather_boot(struct ncclComm *comm, const void *in, vo
     return ncclSuccess;
 }
 
-/* ---- split and shrink ------------------------------------------------------ */
+/* ---- split, grow, and the jobs that run them ------------------------------- */
 
 struct split_entry { int32_t color, key, rank; };
 
@@ -354,17 +366,10 @@ static int split_order(const void *a, const void *b)
     return (x->rank > y->rank) - (x->rank < y->rank);
 }
 
-struct trsim_split {
-    struct ncclComm *parent;
-    int color, key, blocking, track_parent;
-    struct ncclComm *child;      /* made before the exchange; NULL for NOCOLOR */
-    ncclResult_t result;
-};
-
 /* The collective part of a split: every member of the parent (NOCOLOR
  * included) publishes its color and key; each computes the same grouping and
  * attaches to its group's segment. Waits for the peers when blocking. */
-ncclResult_t trsim_split_run(struct trsim_split *job)
+static ncclResult_t split_run(struct trsim_split *job)
 {
     struct ncclComm *comm = job->parent;
     ncclResult_t r = trsim_comm_wait_init(comm);
@@ -398,6 +403,79 @@ ncclResult_t trsim_split_run(struct trsim_split *job)
 out:
     free(all);
     free(members);
+    return r;
+}
+
+/* What each existing rank publishes in a grow. */
+struct grow_entry { int32_t root, status, nranks, pad; uint64_t key; };
+
+/* The collective part of a grow on the existing ranks: the root (the rank
+ * that passed the unique id) publishes the id's key; all attach to the new,
+ * larger segment with their ranks unchanged, the new ranks join it through
+ * the id (ncclCommGrow with comm NULL). */
+static ncclResult_t grow_run(struct trsim_split *job)
+{
+    struct ncclComm *comm = job->parent;
+    ncclResult_t r = trsim_comm_wait_init(comm);
+    if (r != ncclSuccess) return r;
+    unsigned char mine[TRSIM_BOOT_BYTES] = {0};
+    struct grow_entry me = {job->grow_root, ncclSuccess, job->grow_nranks, 0, job->grow_key};
+    if (job->grow_root && (!comm->grow_id_pending || comm->grow_key != job->grow_key)) {
+        trsim_set_last_error("ncclCommGrow: the unique id was not made by ncclCommGetUniqueId on this "
+                             "communicator, or was used already");
+        me.status = ncclInvalidArgument;
+    }
+    if (job->grow_nranks <= comm->nranks || job->grow_nranks > TRSIM_MAX_RANKS) {
+        trsim_set_last_error("ncclCommGrow: %d ranks do not grow a communicator of %d", job->grow_nranks,
+                             comm->nranks);
+        me.status = ncclInvalidArgument;
+    }
+    memcpy(mine, &me, sizeof me);
+    unsigned char *all = malloc((size_t)comm->nranks * TRSIM_BOOT_BYTES);
+    if (!all) return ncclSystemError;
+    if ((r = trsim_comm_allgather_boot(comm, mine, all)) != ncclSuccess) goto out;
+    int roots = 0;
+    uint64_t key = 0;
+    for (int q = 0; q < comm->nranks; q++) {
+        struct grow_entry e;
+        memcpy(&e, all + (size_t)q * TRSIM_BOOT_BYTES, sizeof e);
+        if (e.status != ncclSuccess && r == ncclSuccess) r = (ncclResult_t)e.status;
+        if (e.nranks != job->grow_nranks && r == ncclSuccess) {
+            trsim_set_last_error("ncclCommGrow: rank %d asked for %d ranks, rank %d for %d", q, e.nranks,
+                                 comm->rank, job->grow_nranks);
+            r = ncclInvalidArgument;
+        }
+        if (e.root) { roots++; key = e.key; }
+    }
+    if (r == ncclSuccess && roots != 1) {
+        trsim_set_last_error("ncclCommGrow: %d existing ranks passed a unique id; exactly one (the root) must",
+                             roots);
+        r = ncclInvalidUsage;
+    }
+    if (r != ncclSuccess) goto out;
+    if (job->grow_root) comm->grow_id_pending = 0;   /* the id is consumed */
+    struct ncclComm *c = job->child;
+    r = comm_setup(c, job->grow_nranks, &comm->id, key, comm->rank, comm->device);
+    if (r != ncclSuccess) {
+        atomic_store(&c->init_state, r);
+        goto out;
+    }
+    if (job->blocking) r = trsim_comm_wait_init(c);
+out:
+    free(all);
+    return r;
+}
+
+ncclResult_t trsim_split_run(struct trsim_split *job)
+{
+    ncclResult_t r;
+    switch (job->kind) {
+    case TRSIM_JOB_SPLIT: r = split_run(job); break;
+    case TRSIM_JOB_GROW: r = grow_run(job); break;
+    case TRSIM_JOB_WINREG: r = trsim_window_register_run(job); break;
+    case TRSIM_JOB_WINDEREG: r = trsim_window_deregister_run(job); break;
+    default: r = ncclInternalError; break;
+    }
     job->result = r;
     return r;
 }
@@ -420,6 +498,43 @@ static void *split_thread(void *arg)
     return NULL;
 }
 
+ncclResult_t trsim_job_launch(struct trsim_split *job, ncclComm_t *newcomm)
+{
+    struct ncclComm *comm = job->parent;
+    if (trsim_group_depth() > 0) {
+        if (newcomm) *newcomm = job->child;
+        /* One thread may split several communicators inside a group: the
+         * exchanges then run side by side at the outermost ncclGroupEnd. */
+        trsim_group_defer_split(job);
+        return ncclSuccess;
+    }
+    if (!job->blocking) {
+        /* The handle is valid at once; it reports ncclInProgress until the
+         * exchange and the peers' attach are done. */
+        if (newcomm) *newcomm = job->child;
+        pthread_t t;
+        atomic_fetch_add(&comm->pending_splits, 1);
+        job->track_parent = 1;
+        if (pthread_create(&t, NULL, split_thread, job) != 0) {
+            atomic_fetch_sub(&comm->pending_splits, 1);
+            if (newcomm) *newcomm = NULL;
+            if (job->child) comm_free(job->child);
+            free(job);
+            return ncclSystemError;
+        }
+        pthread_detach(t);
+        return ncclInProgress;
+    }
+    ncclResult_t r = trsim_split_run(job);
+    if (r == ncclSuccess) {
+        if (newcomm) *newcomm = job->child;
+    } else if (job->child) {
+        comm_free(job->child);
+    }
+    free(job);
+    return r;
+}
+
 TRSIM_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
                                      ncclConfig_t *config)
 {
@@ -433,6 +548,7 @@ TRSIM_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclCo
     }
     struct trsim_split *job = calloc(1, sizeof *job);
     if (!job) return ncclSystemError;
+    job->kind = TRSIM_JOB_SPLIT;
     job->parent = comm;
     job->color = color;
     job->key = key;
@@ -442,35 +558,64 @@ TRSIM_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclCo
         job->child = comm_new(job->blocking);
         if (!job->child) { free(job); return ncclSystemError; }
     }
-    if (trsim_group_depth() > 0) {
-        *newcomm = job->child;
-        /* One thread may split several communicators inside a group: the
-         * exchanges then run side by side at the outermost ncclGroupEnd. */
-        trsim_group_defer_split(job);
-        return ncclSuccess;
+    return trsim_job_launch(job, newcomm);
+}
+
+TRSIM_API ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId *uniqueId)
+{
+    if (!trsim_comm_valid(comm) || !uniqueId) return ncclInvalidArgument;
+    if (comm->grow_id_pending) {
+        trsim_set_last_error("ncclCommGetUniqueId: the previous id of this communicator was not consumed "
+                             "by ncclCommGrow yet");
+        return ncclInvalidUsage;
     }
-    if (!job->blocking) {
-        /* The handle is valid at once; it reports ncclInProgress until the
-         * exchange and the peers' attach are done. */
-        *newcomm = job->child;
-        pthread_t t;
-        atomic_fetch_add(&comm->pending_splits, 1);
-        job->track_parent = 1;
-        if (pthread_create(&t, NULL, split_thread, job) != 0) {
-            atomic_fetch_sub(&comm->pending_splits, 1);
-            *newcomm = NULL;
-            if (job->child) comm_free(job->child);
-            free(job);
-            return ncclSystemError;
+    ncclResult_t r = make_unique_id(uniqueId);
+    if (r != ncclSuccess) return r;
+    trsim_id id;
+    memcpy(&id, uniqueId, sizeof id);
+    memcpy(id.tag, comm->id.tag, sizeof id.tag);   /* the communicator's job */
+    memcpy(uniqueId, &id, sizeof id);
+    comm->grow_key = id.key;
+    comm->grow_id_pending = 1;
+    return ncclSuccess;
+}
+
+TRSIM_API ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId, int rank,
+                                    ncclComm_t *newcomm, ncclConfig_t *config)
+{
+    if (!newcomm) return ncclInvalidArgument;
+    *newcomm = NULL;
+    ncclResult_t r = check_config(config);
+    if (r != ncclSuccess) return r;
+    if (!comm) {
+        /* a new rank: joins the grown communicator through the id */
+        if (!uniqueId || rank < 0) {
+            trsim_set_last_error("ncclCommGrow: a new rank needs the unique id and its rank");
+            return ncclInvalidArgument;
         }
-        pthread_detach(t);
-        return ncclInProgress;
+        return init_rank(newcomm, nRanks, uniqueId, rank, config);
     }
-    r = trsim_split_run(job);
-    if (r == ncclSuccess) *newcomm = job->child;
-    else if (job->child) comm_free(job->child);
-    free(job);
-    return r;
+    if (!trsim_comm_valid(comm)) return ncclInvalidArgument;
+    if (rank != -1) {
+        trsim_set_last_error("ncclCommGrow: an existing rank passes rank -1 (it keeps rank %d)", comm->rank);
+        return ncclInvalidArgument;
+    }
+    struct trsim_split *job = calloc(1, sizeof *job);
+    if (!job) return ncclSystemError;
+    job->kind = TRSIM_JOB_GROW;
+    job->parent = comm;
+    job->grow_nranks = nRanks;
+    if (uniqueId) {
+        trsim_id id;
+        memcpy(&id, uniqueId, sizeof id);
+        job->grow_root = 1;
+        job->grow_key = id.magic == TRSIM_ID_MAGIC ? id.key : 0;
+    }
+    job->blocking = config && config->blocking != NCCL_CONFIG_UNDEF_INT ? config_blocking(config)
+                                                                         : comm->blocking;
+    job->child = comm_new(job->blocking);
+    if (!job->child) { free(job); return ncclSystemError; }
+    return trsim_job_launch(job, newcomm);
 }
 
 TRSIM_API ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
@@ -560,6 +705,82 @@ TRSIM_API ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags)
     return ncclSuccess;
 }
 
+/* ---- suspend and resume ------------------------------------------------------ */
+
+/* A communicator ready for a call that needs its init done: waits for it
+ * when blocking; a non-blocking one reports where its init stands. */
+static ncclResult_t comm_ready(struct ncclComm *comm)
+{
+    if (init_complete(comm)) return (ncclResult_t)atomic_load(&comm->init_state);
+    if (!comm->blocking) return (ncclResult_t)atomic_load(&comm->init_state);
+    return trsim_comm_wait_init(comm);
+}
+
+/* Every rank of the communicator waits for the others (host side). */
+static ncclResult_t comm_barrier(struct ncclComm *comm)
+{
+    unsigned char mine[TRSIM_BOOT_BYTES] = {0};
+    unsigned char *all = malloc((size_t)comm->nranks * TRSIM_BOOT_BYTES);
+    if (!all) return ncclSystemError;
+    ncclResult_t r = trsim_comm_allgather_boot(comm, mine, all);
+    free(all);
+    return r;
+}
+
+/* Like NCCL: only NCCL_SUSPEND_MEM does something (the device's work is
+ * waited for, then all ranks meet); a suspended communicator refuses
+ * operations with ncclInvalidUsage until ncclCommResume, collective too. */
+TRSIM_API ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags)
+{
+    if (!trsim_comm_valid(comm)) return ncclInvalidArgument;
+    ncclResult_t r = comm_ready(comm);
+    if (r != ncclSuccess) return r;
+    if (!(flags & NCCL_SUSPEND_MEM)) return ncclSuccess;
+    if (atomic_load(&comm->suspended)) {
+        trsim_set_last_error("ncclCommSuspend: the communicator is suspended already");
+        return ncclInvalidUsage;
+    }
+    trsim_device_wait_idle(comm->device);
+    if ((r = comm_barrier(comm)) != ncclSuccess) return r;
+    atomic_store(&comm->suspended, 1);
+    return ncclSuccess;
+}
+
+TRSIM_API ncclResult_t ncclCommResume(ncclComm_t comm)
+{
+    if (!trsim_comm_valid(comm)) return ncclInvalidArgument;
+    ncclResult_t r = comm_ready(comm);
+    if (r != ncclSuccess) return r;
+    if (!atomic_load(&comm->suspended)) {
+        trsim_set_last_error("ncclCommResume: the communicator is not suspended");
+        return ncclInvalidUsage;
+    }
+    if ((r = comm_barrier(comm)) != ncclSuccess) return r;
+    atomic_store(&comm->suspended, 0);
+    return ncclSuccess;
+}
+
+/* The communicator's "GPU memory" is its segment: the part before the data
+ * slots stays (persistent), the slots are what a suspend could release. */
+TRSIM_API ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t *value)
+{
+    if (!trsim_comm_valid(comm)) return ncclInvalidArgument;
+    ncclResult_t r = comm_ready(comm);
+    if (r != ncclSuccess) return r;
+    if (!value) return ncclInvalidArgument;
+    uint64_t persist = trsim_shm_fixed_bytes(&comm->shm);
+    uint64_t scratch = (uint64_t)comm->shm.size - persist;
+    switch (stat) {
+    case ncclStatGpuMemSuspend: *value = scratch; return ncclSuccess;
+    case ncclStatGpuMemSuspended: *value = atomic_load(&comm->suspended) ? 1 : 0; return ncclSuccess;
+    case ncclStatGpuMemPersist: *value = persist; return ncclSuccess;
+    case ncclStatGpuMemTotal: *value = persist + scratch; return ncclSuccess;
+    default:
+        trsim_set_last_error("ncclCommMemStats: unknown statistic %d", (int)stat);
+        return ncclInvalidArgument;
+    }
+}
+
 /* ---- queries ------------------------------------------------------------------ */
 
 TRSIM_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
@@ -636,6 +857,113 @@ TRSIM_API const char *ncclGetLastError(ncclComm_t comm)
 {
     if (trsim_comm_valid(comm) && comm->last_error[0]) return comm->last_error;
     return last_error;
+}
+
+/* Write one field of a versioned struct only when its size covers it. */
+#define SET_IF_COVERED(p, field, value)                                                   \
+    do {                                                                                  \
+        if ((p)->size >= offsetof(__typeof__(*(p)), field) + sizeof (p)->field) (p)->field = (value); \
+    } while (0)
+
+/* What a simulated communicator offers: host-initiated one-sided operations
+ * (ncclPutSignal & co), no device API (no kernels run), no multimem, no
+ * GIN, no CFT; every rank is a load/store team of its own (its memory is
+ * not the peers'), so there are as many LSA teams as ranks. */
+TRSIM_API ncclResult_t ncclCommQueryProperties(ncclComm_t comm, ncclCommProperties_t *props)
+{
+    if (!trsim_comm_valid(comm) || !props) return ncclInvalidArgument;
+    if (props->magic != NCCL_API_MAGIC || props->size < offsetof(ncclCommProperties_t, rank)) {
+        trsim_set_last_error("ncclCommProperties_t not initialised with NCCL_COMM_PROPERTIES_INITIALIZER");
+        return ncclInvalidArgument;
+    }
+    ncclResult_t r = comm_ready(comm);
+    if (r != ncclSuccess) return r;
+    SET_IF_COVERED(props, rank, comm->rank);
+    SET_IF_COVERED(props, nRanks, comm->nranks);
+    SET_IF_COVERED(props, cudaDev, comm->device);
+    SET_IF_COVERED(props, nvmlDev, comm->device);
+    SET_IF_COVERED(props, deviceApiSupport, false);
+    SET_IF_COVERED(props, multimemSupport, false);
+    SET_IF_COVERED(props, ginType, NCCL_GIN_TYPE_NONE);
+    SET_IF_COVERED(props, nLsaTeams, comm->nranks);
+    SET_IF_COVERED(props, hostRmaSupport, true);
+    SET_IF_COVERED(props, railedGinType, NCCL_GIN_TYPE_NONE);
+    SET_IF_COVERED(props, commHash, comm->id.key);
+    SET_IF_COVERED(props, ginMinStride, 0);
+    SET_IF_COVERED(props, ginConnectionType, NCCL_GIN_CONNECTION_NONE);
+    if (props->size >= offsetof(ncclCommProperties_t, ginSupport) + sizeof props->ginSupport)
+        memset(props->ginSupport, 0, sizeof props->ginSupport);
+    SET_IF_COVERED(props, devCommRuntimeVersionSize, 0);
+    SET_IF_COVERED(props, cftSupport, false);
+    SET_IF_COVERED(props, cftMulticastSupport, false);
+    SET_IF_COVERED(props, cftCountedSupport, false);
+    return ncclSuccess;
+}
+
+/* Teams (host side of the device API): the world; this rank alone as its
+ * load/store team; the rail (same LSA index everywhere): the world again. */
+TRSIM_API ncclTeam_t ncclTeamWorld(ncclComm_t comm)
+{
+    ncclTeam_t t = {0, 0, 0};
+    if (trsim_comm_valid(comm)) t = (ncclTeam_t){comm->nranks, comm->rank, 1};
+    return t;
+}
+
+TRSIM_API ncclTeam_t ncclTeamLsa(ncclComm_t comm)
+{
+    ncclTeam_t t = {0, 0, 0};
+    if (trsim_comm_valid(comm)) t = (ncclTeam_t){1, 0, 1};
+    return t;
+}
+
+TRSIM_API ncclTeam_t ncclTeamRail(ncclComm_t comm)
+{
+    return ncclTeamWorld(comm);
+}
+
+TRSIM_API int ncclTeamRankToWorld(ncclComm_t comm, ncclTeam_t team, int rank)
+{
+    if (!trsim_comm_valid(comm)) return -1;
+    return comm->rank + (rank - team.rank) * team.stride;
+}
+
+TRSIM_API int ncclTeamRankToLsa(ncclComm_t comm, ncclTeam_t team, int rank)
+{
+    if (!trsim_comm_valid(comm)) return -1;
+    return 0 + (rank - team.rank) * team.stride;   /* this rank is LSA rank 0 of its team */
+}
+
+/* ---- settings ---------------------------------------------------------------------- */
+
+/* NCCL encrypts its TCP sockets; the simulator has none (ranks meet in
+ * shared memory, nothing leaves the machine): a valid setting is accepted. */
+TRSIM_API ncclResult_t ncclSetEncryption(const ncclEncryptionConfig_t *config)
+{
+    if (!config || config->size < offsetof(ncclEncryptionConfig_t, psk) + sizeof config->psk ||
+        config->magic != NCCL_API_MAGIC) {
+        trsim_set_last_error("ncclEncryptionConfig_t not initialised with NCCL_ENCRYPTION_CONFIG_INITIALIZER");
+        return ncclInvalidArgument;
+    }
+    if (config->mode != NCCL_ENCRYPTION_MODE_NONE && config->mode != NCCL_ENCRYPTION_MODE_PSK) {
+        trsim_set_last_error("ncclSetEncryption: unknown mode %d", config->mode);
+        return ncclInvalidArgument;
+    }
+    if (config->mode == NCCL_ENCRYPTION_MODE_PSK && (!config->psk || !*config->psk)) {
+        trsim_set_last_error("ncclSetEncryption: PSK mode without a key");
+        return ncclInvalidArgument;
+    }
+    return ncclSuccess;
+}
+
+/* NCCL reloads its logging settings; the simulator's (TRSIM_DEBUG) are
+ * read where they are used, so there is nothing to reload. */
+TRSIM_API void ncclResetDebugInit(void)
+{
+}
+
+TRSIM_API void ncclResetDebugInitInternal(void);
+TRSIM_API void ncclResetDebugInitInternal(void)
+{
 }
 
 /* ---- user reduction ops -------------------------------------------------------- */
@@ -726,14 +1054,17 @@ ncclResult_t trsim_comm_redop(struct ncclComm *comm, int op, int datatype, trsim
 
 /* ---- registration and NCCL memory ------------------------------------------------ */
 
+/* In a mapping of its own, as NCCL's cuMem memory is, and shared memory
+ * from the start: it can become a window without being moved (nccl_win.c). */
 TRSIM_API ncclResult_t ncclMemAlloc(void **ptr, size_t size)
 {
     if (!ptr) return ncclInvalidArgument;
-    cudaError_t e = trsim_mem_alloc(ptr, size, trsim_current_device(), TRSIM_MEM_DEVICE, 0);
+    cudaError_t e = trsim_mem_alloc_mapped(ptr, size, trsim_current_device());
     if (e != cudaSuccess) {
         trsim_set_last_error("ncclMemAlloc(%zu): %s", size, cudaGetErrorName(e));
         return ncclUnhandledCudaError;
     }
+    if (*ptr) trsim_window_share_alloc(*ptr, size);
     return ncclSuccess;
 }
 
@@ -754,20 +1085,5 @@ TRSIM_API ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_
 TRSIM_API ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle)
 {
     (void)handle;
-    return trsim_comm_valid(comm) ? ncclSuccess : ncclInvalidArgument;
-}
-
-TRSIM_API ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size,
-                                              ncclWindow_t *win, int winFlags)
-{
-    (void)size; (void)winFlags;
-    if (!trsim_comm_valid(comm) || !buff || !win) return ncclInvalidArgument;
-    *win = (ncclWindow_t)buff;
-    return ncclSuccess;
-}
-
-TRSIM_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win)
-{
-    (void)win;
     return trsim_comm_valid(comm) ? ncclSuccess : ncclInvalidArgument;
 }

@@ -6,16 +6,21 @@
  * every rank publishes its contribution in its own slot of the segment, waits
  * until all peers have published the same step, computes its own output from
  * the slots, and marks the step consumed. Send/recv use one single-slot
- * channel per ordered (sender, receiver) pair. All waiting is on atomic
+ * channel per ordered (sender, receiver) pair. One-sided signals are counters
+ * per ordered pair, signal index and context; windows are the ranks' own
+ * memory, shared with the peers (nccl_win.c). All waiting is on atomic
  * counters in the segment plus a futex doorbell, never on locks, so a rank that
- * dies cannot leave the others with a lock held or half-published data. */
+ * dies cannot leave the others with a lock held or half-published data.
+ *
+ * The NCCL API is NCCL 2.32.3's, from trshim/nccl_abi.h (not the installed
+ * nccl.h). Of ncclConfig_t only size, magic, version and blocking are read. */
 #ifndef TRSIM_NCCL_INTERNAL_H
 #define TRSIM_NCCL_INTERNAL_H
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
-#include <nccl.h>
+#include "trshim/nccl_abi.h"
 
 #include "sim_internal.h"
 #include "dtype.h"
@@ -25,6 +30,12 @@
 #define TRSIM_COMM_MAGIC 0x6d6d6f632d6d6973ULL
 #define TRSIM_MAX_RANKS 1024
 #define TRSIM_BOOT_BYTES 64          /* per-rank bootstrap exchange payload */
+/* One-sided signals: signal indexes 0..TRSIM_RMA_SIGS-1 and contexts
+ * 0..TRSIM_RMA_CTXS-1 (NCCL bounds them by the config's numRmaSig and
+ * numRmaCtx, which the simulator does not read). */
+#define TRSIM_RMA_SIGS 4
+#define TRSIM_RMA_CTXS 4
+#define TRSIM_RMA_SLOTS (TRSIM_RMA_SIGS * TRSIM_RMA_CTXS)
 
 /* The ncclUniqueId as the simulator fills it (fits in 128 bytes). */
 typedef struct {
@@ -70,6 +81,8 @@ typedef struct {
     trsim_shm_hdr *hdr;
     trsim_shm_rank *ranks;          /* [nranks] */
     trsim_shm_chan *chans;          /* [nranks * nranks], sender-major */
+    _Atomic uint64_t *signals;      /* [nranks * nranks * TRSIM_RMA_SLOTS], receiver-major:
+                                       signals delivered from a sender per (ctx, sigIdx) */
     unsigned char *coll_slots;      /* nranks * coll_slot_bytes */
     unsigned char *p2p_slots;       /* nranks * nranks * p2p_slot_bytes */
     size_t coll_slot_bytes;
@@ -85,6 +98,12 @@ void trsim_shm_detach(trsim_shm *shm);
 unsigned char *trsim_shm_coll_slot(const trsim_shm *shm, int rank);
 trsim_shm_chan *trsim_shm_chan_at(const trsim_shm *shm, int from, int to);
 unsigned char *trsim_shm_p2p_slot(const trsim_shm *shm, int from, int to);
+/* The count of signals rank `from` delivered to rank `to` on slot
+ * ctx * TRSIM_RMA_SIGS + sigIdx. */
+_Atomic uint64_t *trsim_shm_signal(const trsim_shm *shm, int to, int from, int slot);
+/* Bytes of the segment before the data slots (kept for the whole life of
+ * the communicator), and bytes of the data slots. */
+size_t trsim_shm_fixed_bytes(const trsim_shm *shm);
 /* Publishes progress: bumps the doorbell and wakes every waiter. */
 void trsim_shm_ring(trsim_shm *shm);
 /* Waits up to timeout_ns for the doorbell to move away from seen. */
@@ -125,8 +144,35 @@ struct ncclComm {
     _Atomic int finalizing;
     _Atomic int pending_splits;     /* non-blocking splits still exchanging */
     _Atomic int attached;           /* shm is mapped and the fields above are set */
+    _Atomic int suspended;          /* ncclCommSuspend(NCCL_SUSPEND_MEM) until ncclCommResume */
+    uint64_t *sig_expected;         /* [nranks * TRSIM_RMA_SLOTS] signals waited for so far (lock) */
+    uint64_t waits;                 /* ncclWaitSignal calls issued (lock) */
+    int grow_id_pending;            /* ncclCommGetUniqueId's id not yet consumed by a grow */
+    uint64_t grow_key;
+    struct ncclWindow_vidmem *windows; /* registered windows (lock) */
+    _Atomic int rma_ready;          /* a symmetric window was registered (NCCL's RMA init) */
     char last_error[256];
 };
+
+/* A window (ncclCommWindowRegister, nccl_win.c): the rank's buffer, made
+ * shared memory, and every peer's window of the same registration mapped
+ * into this process, so that a put is a copy into the peer's memory. */
+struct ncclWindow_vidmem {
+    uint64_t magic;
+    struct ncclComm *comm;
+    int nranks;
+    _Atomic int refs;               /* the registration, and each put not finished */
+    struct ncclWindow_vidmem *next;  /* the communicator's list */
+    unsigned char *user;            /* the buffer as registered */
+    size_t size;
+    int flags;
+    struct trsim_region *region;    /* the shared pages holding it */
+    unsigned char **peer_base;      /* [nranks] rank q's window, mapped here */
+    size_t *peer_size;              /* [nranks] */
+    void **peer_map;                /* [nranks] the mappings, to unmap */
+    size_t *peer_map_len;
+};
+#define TRSIM_WIN_MAGIC 0x6e69772d6d697274ULL
 
 int trsim_comm_valid(const struct ncclComm *comm);
 /* Blocks until every rank attached (or the comm is aborted / timed out). */
@@ -143,6 +189,8 @@ ncclResult_t trsim_comm_redop(struct ncclComm *comm, int op, int datatype, trsim
 double trsim_scalar_value(const void *p, int datatype);
 void trsim_comm_set_error(struct ncclComm *comm, ncclResult_t err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The job's tag (TRSIM_SHM_TAG, else u<uid>) as a file-name part. */
+void trsim_job_tag(char *out, size_t n);
 /* Thread-local last error text (ncclGetLastError). */
 void trsim_set_last_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* TRSIM_TIMEOUT_SEC, 0 = wait forever (the default, like a GPU). */
@@ -153,12 +201,56 @@ double trsim_timeout_sec(void);
 /* Inside ncclGroupStart/End: inits whose wait is deferred to GroupEnd. */
 int trsim_group_depth(void);
 void trsim_group_defer_init(struct ncclComm *comm);
-struct trsim_split;
+
+/* A collective host-side job on a communicator: a split, a grow, a window
+ * registration or deregistration. It runs at once (blocking communicator),
+ * at the outermost ncclGroupEnd (inside a group), or on a thread of its own
+ * (non-blocking: the parent reports ncclInProgress until it is done). */
+enum trsim_job_kind { TRSIM_JOB_SPLIT, TRSIM_JOB_GROW, TRSIM_JOB_WINREG, TRSIM_JOB_WINDEREG };
+struct trsim_split {
+    enum trsim_job_kind kind;
+    struct ncclComm *parent;
+    int color, key, blocking, track_parent;
+    struct ncclComm *child;      /* split/grow: made before the exchange; NULL for NOCOLOR */
+    int grow_nranks, grow_root;  /* grow: the new size; this rank passed the unique id */
+    uint64_t grow_key;
+    void *buff;                  /* window registration */
+    size_t size;
+    int win_flags;
+    ncclWindow_t *win_out;
+    struct ncclWindow_vidmem *win;  /* deregistration */
+    ncclResult_t result;
+};
 void trsim_group_defer_split(struct trsim_split *job);
-/* Runs a split's exchange and attach (nccl_comm.c); sets job->result. */
+/* Runs a job's exchange and attach (nccl_comm.c); sets job->result. */
 ncclResult_t trsim_split_run(struct trsim_split *job);
-/* Frees a split that has run and returns its result; on failure the child
+/* Frees a job that has run and returns its result; on failure a child
  * handle stays, reporting the error as its init state. */
 ncclResult_t trsim_split_free(struct trsim_split *job);
+/* Starts a job as its communicator and the group state say (above) and
+ * owns it from then on. *newcomm (may be NULL) receives the child: at once
+ * when the job is deferred or runs on its thread, on success otherwise.
+ * Returns the job's result, ncclSuccess when deferred, ncclInProgress when
+ * it runs on its thread. */
+ncclResult_t trsim_job_launch(struct trsim_split *job, ncclComm_t *newcomm);
+
+/* ---- windows (nccl_win.c) -------------------------------------------------- */
+
+/* ncclMemAlloc's memory becomes shared memory at once (nothing can write
+ * it yet), so that a window on it needs no moving. Best effort: memory that
+ * could not be shared is moved when registered. */
+void trsim_window_share_alloc(void *ptr, size_t size);
+/* The collective parts of ncclCommWindowRegister / Deregister. */
+ncclResult_t trsim_window_register_run(struct trsim_split *job);
+ncclResult_t trsim_window_deregister_run(struct trsim_split *job);
+/* Drops every window of a communicator being destroyed (no exchange). */
+void trsim_comm_drop_windows(struct ncclComm *comm);
+/* A put holds its window (its peers' mappings stay) until it is freed. */
+void trsim_window_hold(struct ncclWindow_vidmem *win);
+void trsim_window_release(struct ncclWindow_vidmem *win);
+/* win is a live window of comm. */
+int trsim_window_valid(struct ncclComm *comm, const struct ncclWindow_vidmem *win);
+/* A window of comm holding [p, p+bytes) (ncclPutSignal's source), or NULL. */
+struct ncclWindow_vidmem *trsim_window_find(struct ncclComm *comm, const void *p, size_t bytes);
 
 #endif

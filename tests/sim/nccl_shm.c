@@ -48,13 +48,14 @@ uint64_t trsim_hash64(uint64_t h, uint64_t v)
 }
 
 /* Where the parts of a segment for nranks lie; returns the segment size. */
-struct seg_layout { size_t ranks, chans, coll, p2p; };
+struct seg_layout { size_t ranks, chans, signals, coll, p2p; };
 
 static size_t seg_layout(int nranks, size_t coll, size_t p2p, struct seg_layout *l)
 {
     l->ranks = align_up(sizeof(trsim_shm_hdr), 64);
     l->chans = align_up(l->ranks + (size_t)nranks * sizeof(trsim_shm_rank), 64);
-    l->coll = align_up(l->chans + (size_t)nranks * nranks * sizeof(trsim_shm_chan), 4096);
+    l->signals = align_up(l->chans + (size_t)nranks * nranks * sizeof(trsim_shm_chan), 64);
+    l->coll = align_up(l->signals + (size_t)nranks * nranks * TRSIM_RMA_SLOTS * sizeof(uint64_t), 4096);
     l->p2p = l->coll + (size_t)nranks * coll;
     return align_up(l->p2p + (size_t)nranks * nranks * p2p, 4096);
 }
@@ -102,6 +103,7 @@ ncclResult_t trsim_shm_attach(trsim_shm *shm, const char *name, int nranks, int 
     shm->hdr = (trsim_shm_hdr *)b;
     shm->ranks = (trsim_shm_rank *)(b + l.ranks);
     shm->chans = (trsim_shm_chan *)(b + l.chans);
+    shm->signals = (_Atomic uint64_t *)(b + l.signals);
     shm->coll_slots = b + l.coll;
     shm->p2p_slots = b + l.p2p;
 
@@ -156,6 +158,16 @@ trsim_shm_chan *trsim_shm_chan_at(const trsim_shm *shm, int from, int to)
 unsigned char *trsim_shm_p2p_slot(const trsim_shm *shm, int from, int to)
 {
     return shm->p2p_slots + ((size_t)from * shm->nranks + to) * shm->p2p_slot_bytes;
+}
+
+_Atomic uint64_t *trsim_shm_signal(const trsim_shm *shm, int to, int from, int slot)
+{
+    return &shm->signals[((size_t)to * shm->nranks + from) * TRSIM_RMA_SLOTS + slot];
+}
+
+size_t trsim_shm_fixed_bytes(const trsim_shm *shm)
+{
+    return (size_t)(shm->coll_slots - (unsigned char *)shm->base);
 }
 
 void trsim_shm_ring(trsim_shm *shm)

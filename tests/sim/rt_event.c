@@ -163,6 +163,8 @@ TRSIM_API cudaError_t cudaEventDestroy(cudaEvent_t event)
     return cudaSuccess;
 }
 
+static cudaError_t record_on(struct event *ev, trsim_stream *s);
+
 TRSIM_API cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream,
                                                unsigned int flags)
 {
@@ -176,16 +178,28 @@ TRSIM_API cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t s
     /* cudaEventRecordExternal only matters while capturing a graph. */
     if (flags & ~(unsigned)cudaEventRecordExternal)
         return trsim_error(cudaErrorInvalidValue);
+    return trsim_error(record_on(ev, s));
+}
+
+cudaError_t trsim_event_record(cudaEvent_t event, trsim_stream *s)
+{
+    struct event *ev;
+    cudaError_t err = event_get(event, &ev);
+    return err != cudaSuccess ? err : record_on(ev, s);
+}
+
+static cudaError_t record_on(struct event *ev, trsim_stream *s)
+{
     /* CUDA requires the stream and the event to belong to the same device. */
     if (trsim_stream_device(s) != ev->device)
-        return trsim_error(cudaErrorInvalidResourceHandle);
+        return cudaErrorInvalidResourceHandle;
 
     struct record *rec = calloc(1, sizeof *rec);
     struct record_task *rt = calloc(1, sizeof *rt);
     if (!rec || !rt) {
         free(rec);
         free(rt);
-        return trsim_error(cudaErrorMemoryAllocation);
+        return cudaErrorMemoryAllocation;
     }
     atomic_init(&rec->refs, 2);
     rec->stream = s;

@@ -238,7 +238,7 @@ size_t trsim_mem_used(int device)
 /* ---- allocation ---------------------------------------------------------- */
 
 static cudaError_t mem_alloc(void **ptr, size_t size, int device, trsim_mem_kind kind,
-                             unsigned flags, cudaMemPool_t pool)
+                             unsigned flags, cudaMemPool_t pool, int own_mapping)
 {
     if (!ptr)
         return cudaErrorInvalidValue;
@@ -256,7 +256,7 @@ static cudaError_t mem_alloc(void **ptr, size_t size, int device, trsim_mem_kind
 
     struct mem_entry *e = calloc(1, sizeof *e);
     void *mem = NULL;
-    if (e && size >= MMAP_THRESHOLD) {
+    if (e && (size >= MMAP_THRESHOLD || own_mapping)) {
         size_t page = (size_t)sysconf(_SC_PAGESIZE);
         e->backing_len = (size + page - 1) / page * page;
         mem = mmap(NULL, e->backing_len, PROT_READ | PROT_WRITE,
@@ -302,18 +302,37 @@ static cudaError_t mem_alloc(void **ptr, size_t size, int device, trsim_mem_kind
 cudaError_t trsim_mem_alloc(void **ptr, size_t size, int device,
                             trsim_mem_kind kind, unsigned flags)
 {
-    return mem_alloc(ptr, size, device, kind, flags, NULL);
+    return mem_alloc(ptr, size, device, kind, flags, NULL, 0);
 }
 
 cudaError_t trsim_mem_alloc_pool(void **ptr, size_t size, int device, cudaMemPool_t pool)
 {
-    return mem_alloc(ptr, size, device, TRSIM_MEM_DEVICE, 0, pool);
+    return mem_alloc(ptr, size, device, TRSIM_MEM_DEVICE, 0, pool, 0);
+}
+
+cudaError_t trsim_mem_alloc_mapped(void **ptr, size_t size, int device)
+{
+    return mem_alloc(ptr, size, device, TRSIM_MEM_DEVICE, 0, NULL, 1);
+}
+
+int trsim_mem_own_mapping(const void *p, size_t size, trsim_alloc_info *out)
+{
+    pthread_rwlock_rdlock(&table_lock);
+    struct mem_entry *e = table_containing((uintptr_t)p);
+    int ok = e && e->origin == ORIGIN_MMAP && e->kind != TRSIM_MEM_HOST &&
+             size <= e->base + e->size - (uintptr_t)p;
+    if (ok && out)
+        entry_info(e, out);
+    pthread_rwlock_unlock(&table_lock);
+    return ok;
 }
 
 static void entry_release(struct mem_entry *e)
 {
-    if (e->origin == ORIGIN_MMAP)
+    if (e->origin == ORIGIN_MMAP) {
+        trsim_window_memory_freed((void *)e->base, e->backing_len);
         munmap((void *)e->base, e->backing_len);
+    }
     else
         free((void *)e->base);
     if (e->kind != TRSIM_MEM_HOST)
@@ -427,7 +446,7 @@ static void wait_all_devices(void)
 
 TRSIM_API cudaError_t cudaMalloc(void **devPtr, size_t size)
 {
-    return trsim_error(mem_alloc(devPtr, size, trsim_current_device(), TRSIM_MEM_DEVICE, 0, NULL));
+    return trsim_error(mem_alloc(devPtr, size, trsim_current_device(), TRSIM_MEM_DEVICE, 0, NULL, 0));
 }
 
 TRSIM_API cudaError_t cudaFree(void *devPtr)
@@ -454,7 +473,7 @@ TRSIM_API cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width
     size_t p = (width + PITCH_ALIGN - 1) / PITCH_ALIGN * PITCH_ALIGN;
     if (height && p > SIZE_MAX / height)
         return trsim_error(cudaErrorMemoryAllocation);
-    cudaError_t err = mem_alloc(devPtr, p * height, trsim_current_device(), TRSIM_MEM_DEVICE, 0, NULL);
+    cudaError_t err = mem_alloc(devPtr, p * height, trsim_current_device(), TRSIM_MEM_DEVICE, 0, NULL, 0);
     if (err == cudaSuccess)
         *pitch = p;
     return trsim_error(err);
@@ -466,7 +485,7 @@ TRSIM_API cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int
      * refuses a zero size here (unlike cudaMalloc). */
     if (!devPtr || size == 0 || (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost))
         return trsim_error(cudaErrorInvalidValue);
-    return trsim_error(mem_alloc(devPtr, size, trsim_current_device(), TRSIM_MEM_MANAGED, flags, NULL));
+    return trsim_error(mem_alloc(devPtr, size, trsim_current_device(), TRSIM_MEM_MANAGED, flags, NULL, 0));
 }
 
 cudaError_t trsim_mem_get_info(size_t *free_bytes, size_t *total_bytes)
@@ -526,7 +545,7 @@ TRSIM_API cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flag
     const unsigned known = cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined;
     if (!pHost || (flags & ~known))
         return trsim_error(cudaErrorInvalidValue);
-    return trsim_error(mem_alloc(pHost, size, trsim_current_device(), TRSIM_MEM_HOST, flags, NULL));
+    return trsim_error(mem_alloc(pHost, size, trsim_current_device(), TRSIM_MEM_HOST, flags, NULL, 0));
 }
 
 TRSIM_API cudaError_t cudaMallocHost(void **ptr, size_t size)

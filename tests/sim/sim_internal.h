@@ -102,6 +102,9 @@ int trsim_stream_device(const trsim_stream *s);
 /* Queues task at the end of s, applying the legacy default stream's
  * ordering rules. The calling thread never waits. Takes ownership. */
 void trsim_stream_submit(trsim_stream *s, trsim_task *task);
+/* cudaEventRecord(event, s) for the simulator's own use (ncclCollConfig_t's
+ * launchCompletionEvent); does not set the last error. */
+cudaError_t trsim_event_record(cudaEvent_t event, trsim_stream *s);
 /* Blocks until everything queued on s so far has completed. */
 void trsim_stream_wait_idle(trsim_stream *s);
 
@@ -148,6 +151,17 @@ void trsim_mem_unreserve(int device, size_t bytes);
  * and free (add 0) of pool memory to trsim_pool_account (pool NULL: none). */
 cudaError_t trsim_mem_alloc_pool(void **ptr, size_t size, int device, cudaMemPool_t pool);
 void trsim_pool_account(cudaMemPool_t pool, size_t size, int add);
+
+/* ncclMemAlloc's memory: device memory in a mapping of its own (page-aligned,
+ * sharing no page with other data), as NCCL's cuMem allocations are, so that
+ * it can become a window (nccl_win.c). */
+cudaError_t trsim_mem_alloc_mapped(void **ptr, size_t size, int device);
+/* Whether [p, p+size) lies inside one live device or managed allocation
+ * that has a mapping of its own; fills *out (may be NULL) when it does. */
+int trsim_mem_own_mapping(const void *p, size_t size, trsim_alloc_info *out);
+/* rt_memory.c tells nccl_win.c that a mapping of its own [base, base+len)
+ * is about to be unmapped (freed), so no window stays attached to it. */
+void trsim_window_memory_freed(void *base, size_t len);
 
 /* Memory ranges the runtime did not allocate itself (cuMemMap mappings):
  * trsim_mem_lookup finds them, trsim_mem_free refuses them, and they do not

@@ -445,7 +445,7 @@ def case_next(c):
        "lookups under the shim")
     rest = {how: [l for l in r.out.splitlines() if not l.startswith("next ")] for how, r in runs.items()}
     eq(rest["off"], rest["plain"], "calls with TRSHIM=0")
-    eq(rest["plain"], ["plugin dep_only() = 7", "cudaGetDeviceCount rc 0 count 8", "ncclGetVersion rc 0 version 22809",
+    eq(rest["plain"], ["plugin dep_only() = 7", "cudaGetDeviceCount rc 0 count 8", "ncclGetVersion rc 0 version 23203",
                        "cudaSetDevice rc 0", "cudaMalloc rc 0, through the interposer 1 time(s)", "cudaFree rc 0"],
        "calls without the shim")
     eq(rest["shim"], rest["plain"], "calls under the shim")

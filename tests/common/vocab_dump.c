@@ -1,0 +1,46 @@
+/* trshim-vocab: prints the NCCL vocabulary (include/trshim/nccl_calls.h) as
+ * the C compiler sees it, as JSON (the document tests/common/vocab.py's
+ * as_json() builds by parsing the header): tests/nccl/check_vocab.py
+ * compares the two, so the Python side cannot drift from the C one. */
+#include <stdio.h>
+
+#include "trshim/nccl_calls.h"
+
+static void flag_list(unsigned f)
+{
+    static const char *const names[] = {"COLL", "ROOTED", "REDUCING", "P2P", "ONESIDED", "GROUP", "SENDS"};
+    /* printed in sorted order, as Python's sorted() does */
+    static const int order[] = {0, 5, 4, 3, 2, 1, 6};   /* COLL GROUP ONESIDED P2P REDUCING ROOTED SENDS */
+    int first = 1;
+    putchar('[');
+    for (int i = 0; i < 7; i++)
+        if (f & (1u << order[i])) printf("%s\"%s\"", first ? "" : ", ", names[order[i]]), first = 0;
+    putchar(']');
+}
+
+#define OP_NAME(suffix, name, flags, alias) name,
+static const char *const op_names[] = {TR_NCCL_OPS(OP_NAME)};
+#define OP_ROW(suffix, name, flags, alias)                                      \
+    printf("%s{\"name\": \"%s\", \"flags\": ", n++ ? ", " : "", name);        \
+    flag_list(flags);                                                           \
+    printf(", \"alias\": \"%s\"}", op_names[TR_OP_##alias]);
+#define KIND_ROW(k, desc) printf("%s\"%s\": \"%s\"", n++ ? ", " : "", #k, desc);
+#define FUNC_ROW(name, op, kind, since, action)                                                            \
+    printf("%s{\"name\": \"%s\", \"op\": ", n++ ? ", " : "", #name);                                      \
+    if (TR_OP_##op == TR_OP_NONE) printf("null"); else printf("\"%s\"", op_names[TR_OP_##op]);            \
+    printf(", \"kind\": \"%s\", \"since\": %d, \"action\": \"%s\"}", #kind, since, #action);
+
+int main(void)
+{
+    int n = 0;
+    printf("{\"ops\": [");
+    TR_NCCL_OPS(OP_ROW)
+    printf("], \"kinds\": {");
+    n = 0;
+    TR_NCCL_KINDS(KIND_ROW)
+    printf("}, \"functions\": [");
+    n = 0;
+    TR_NCCL_FUNCS(FUNC_ROW)
+    printf("]}\n");
+    return 0;
+}
