@@ -23,49 +23,10 @@ void tr_nccl_window(uint64_t *first, uint64_t *next)
 
 /* ---- "calls" of one rank ------------------------------------------------------------ */
 
-static char *put_str(char *p, const char *s)
-{
-    *p++ = '"';
-    while (*s) *p++ = *s++;
-    *p++ = '"';
-    return p;
-}
 
-static char *put_lit(char *p, const char *s)
-{
-    while (*s) *p++ = *s++;
-    return p;
-}
 
-static char *put_u64(char *p, uint64_t v)
-{
-    char tmp[24];
-    int n = 0;
-    do tmp[n++] = (char)('0' + v % 10); while ((v /= 10));
-    while (n) *p++ = tmp[--n];
-    return p;
-}
 
-static char *put_i64(char *p, int64_t v)
-{
-    if (v < 0) {
-        *p++ = '-';
-        return put_u64(p, (uint64_t)0 - (uint64_t)v);
-    }
-    return put_u64(p, (uint64_t)v);
-}
 
-static char *put_hex(char *p, uint64_t v)
-{
-    static const char digits[] = "0123456789abcdef";
-    char tmp[16];
-    int n = 0;
-    do tmp[n++] = digits[v & 15]; while ((v >>= 4));
-    p = put_lit(p, "\"0x");
-    while (n) *p++ = tmp[--n];
-    *p++ = '"';
-    return p;
-}
 
 /* One call as the array call_fields names. */
 static char *put_call(char *p, const trr_record *r, int32_t comm)
@@ -73,91 +34,91 @@ static char *put_call(char *p, const trr_record *r, int32_t comm)
     int grp = tr_op_has(r->op, TR_OPF_GROUP);
     int returned = r->state == TRR_REC_RETURNED;
     *p++ = '[';
-    p = put_str(p, r->op < TR_OP_N ? tr_op_names[r->op] : "invalid");
+    p = trj_put_str(p, r->op < TR_OP_N ? tr_op_names[r->op] : "invalid");
     *p++ = ',';
-    p = put_i64(p, comm);
+    p = trj_put_i64(p, comm);
     *p++ = ',';
-    p = put_u64(p, r->seq);
+    p = trj_put_u64(p, r->seq);
     *p++ = ',';
-    p = put_u64(p, r->count);
+    p = trj_put_u64(p, r->count);
     *p++ = ',';
-    if (grp || r->dtype == NONE) p = put_lit(p, "null");
+    if (grp || r->dtype == NONE) p = trj_put_lit(p, "null");
     else if (r->dtype >= 0 && r->dtype < (int)(sizeof dtype_names / sizeof dtype_names[0]))
-        p = put_str(p, dtype_names[r->dtype]);
+        p = trj_put_str(p, dtype_names[r->dtype]);
     else {
-        p = put_lit(p, "\"invalid(");
-        p = put_i64(p, r->dtype);
-        p = put_lit(p, ")\"");
+        p = trj_put_lit(p, "\"invalid(");
+        p = trj_put_i64(p, r->dtype);
+        p = trj_put_lit(p, ")\"");
     }
     *p++ = ',';
-    if (r->redop == NONE) p = put_lit(p, "null");
-    else if (r->redop >= 0 && r->redop < ncclNumOps) p = put_str(p, redop_names[r->redop]);
+    if (r->redop == NONE) p = trj_put_lit(p, "null");
+    else if (r->redop >= 0 && r->redop < ncclNumOps) p = trj_put_str(p, redop_names[r->redop]);
     else {
-        p = put_lit(p, r->redop > 0 ? "\"premulsum(" : "\"invalid(");
-        p = put_i64(p, r->redop);
-        p = put_lit(p, ")\"");
+        p = trj_put_lit(p, r->redop > 0 ? "\"premulsum(" : "\"invalid(");
+        p = trj_put_i64(p, r->redop);
+        p = trj_put_lit(p, ")\"");
     }
     int peer = tr_op_has(r->op, TR_OPF_P2P | TR_OPF_ONESIDED);
     *p++ = ',';
-    if (r->root == NONE || peer) p = put_lit(p, "null");
-    else p = put_i64(p, r->root);
+    if (r->root == NONE || peer) p = trj_put_lit(p, "null");
+    else p = trj_put_i64(p, r->root);
     *p++ = ',';
-    if (r->root == NONE || !peer) p = put_lit(p, "null");
-    else p = put_i64(p, r->root);
+    if (r->root == NONE || !peer) p = trj_put_lit(p, "null");
+    else p = trj_put_i64(p, r->root);
     *p++ = ',';
-    if (grp) p = put_lit(p, "null,null,null,null");
+    if (grp) p = trj_put_lit(p, "null,null,null,null");
     else {
         /* the buffers the call has: Recv and the waits none to send, one-sided and
          * Send none to receive into (PutSignal writes into the peer's window) */
         int no_send = r->op == OP_RECV || r->op == OP_SIGNAL || r->op == OP_WAITSIGNAL;
         int no_recv = r->op == OP_SEND || tr_op_has(r->op, TR_OPF_ONESIDED);
-        p = no_send ? put_lit(p, "null") : put_hex(p, r->sendbuff);
+        p = no_send ? trj_put_lit(p, "null") : trj_put_hex(p, r->sendbuff);
         *p++ = ',';
-        p = no_recv ? put_lit(p, "null") : put_hex(p, r->recvbuff);
+        p = no_recv ? trj_put_lit(p, "null") : trj_put_hex(p, r->recvbuff);
         *p++ = ',';
-        p = put_hex(p, r->stream);
+        p = trj_put_hex(p, r->stream);
         *p++ = ',';
-        p = put_lit(p, r->capturing == CAPT_YES ? "true" : r->capturing == CAPT_NO ? "false" : "null");
+        p = trj_put_lit(p, r->capturing == CAPT_YES ? "true" : r->capturing == CAPT_NO ? "false" : "null");
     }
     *p++ = ',';
-    p = put_u64(p, r->group);
+    p = trj_put_u64(p, r->group);
     *p++ = ',';
-    p = put_u64(p, r->depth);
+    p = trj_put_u64(p, r->depth);
     *p++ = ',';
-    p = put_u64(p, r->enter_ns);
+    p = trj_put_u64(p, r->enter_ns);
     *p++ = ',';
-    if (returned) p = put_u64(p, r->exit_ns);
-    else p = put_lit(p, "null");
+    if (returned) p = trj_put_u64(p, r->exit_ns);
+    else p = trj_put_lit(p, "null");
     *p++ = ',';
-    p = put_i64(p, r->tid);
+    p = trj_put_i64(p, r->tid);
     *p++ = ',';
-    if (returned) p = put_i64(p, r->rc);
-    else p = put_lit(p, "null");
+    if (returned) p = trj_put_i64(p, r->rc);
+    else p = trj_put_lit(p, "null");
     *p++ = ',';
-    p = put_i64(p, r->stack);
+    p = trj_put_i64(p, r->stack);
     *p++ = ',';
-    if (r->gpu == TRR_GPU_DONE) p = put_u64(p, r->done_ns);
-    else p = put_lit(p, "null");
+    if (r->gpu == TRR_GPU_DONE) p = trj_put_u64(p, r->done_ns);
+    else p = trj_put_lit(p, "null");
     *p++ = ',';
-    p = put_lit(p, r->gpu == TRR_GPU_PENDING ? "\"pending\""
+    p = trj_put_lit(p, r->gpu == TRR_GPU_PENDING ? "\"pending\""
                    : r->gpu == TRR_GPU_DONE  ? "\"done\""
                    : r->gpu == TRR_GPU_ERROR ? "\"error\""
                                              : "null");
     *p++ = ',';
-    p = put_i64(p, r->pystack);
+    p = trj_put_i64(p, r->pystack);
     *p++ = ',';
     if (tr_op_has(r->op, TR_OPF_COLL) && (r->extra & TRR_EXTRA_CONFIG))
-        p = put_i64(p, (int64_t)(r->extra & 0xffffffffu) - 1);
-    else p = put_lit(p, "null");
+        p = trj_put_i64(p, (int64_t)(r->extra & 0xffffffffu) - 1);
+    else p = trj_put_lit(p, "null");
     *p++ = ',';
     if (tr_op_has(r->op, TR_OPF_ONESIDED)) {
         *p++ = '[';
-        p = put_i64(p, (int32_t)(uint32_t)r->extra);
+        p = trj_put_i64(p, (int32_t)(uint32_t)r->extra);
         *p++ = ',';
-        p = put_i64(p, (int32_t)(uint32_t)(r->extra >> 32));
+        p = trj_put_i64(p, (int32_t)(uint32_t)(r->extra >> 32));
         *p++ = ']';
     } else {
-        p = put_lit(p, "null");
+        p = trj_put_lit(p, "null");
     }
     *p++ = ']';
     return p;

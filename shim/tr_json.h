@@ -28,4 +28,54 @@ void trj_bool(tr_json *j, const char *key, int value);
 void trj_null(tr_json *j, const char *key);
 void trj_hex(tr_json *j, const char *key, uint64_t value);      /* "0x..." string */
 
+
+/* Formatting into a buffer the caller sized, without checks: for the hot
+ * writers that build one array per record (tr_calls_json.c, tr_nanresults.c)
+ * and write it with one fwrite. */
+static inline char *trj_put_lit(char *p, const char *s)
+{
+    while (*s) *p++ = *s++;
+    return p;
+}
+
+/* s between quotes: JSON-safe strings only (names from tables) */
+static inline char *trj_put_str(char *p, const char *s)
+{
+    *p++ = '"';
+    p = trj_put_lit(p, s);
+    *p++ = '"';
+    return p;
+}
+
+static inline char *trj_put_u64(char *p, uint64_t v)
+{
+    char tmp[24];
+    int n = 0;
+    do tmp[n++] = (char)('0' + v % 10); while ((v /= 10));
+    while (n) *p++ = tmp[--n];
+    return p;
+}
+
+static inline char *trj_put_i64(char *p, int64_t v)
+{
+    if (v < 0) {
+        *p++ = '-';
+        return trj_put_u64(p, (uint64_t)0 - (uint64_t)v);
+    }
+    return trj_put_u64(p, (uint64_t)v);
+}
+
+/* "0x…" with its quotes */
+static inline char *trj_put_hex(char *p, uint64_t v)
+{
+    static const char digits[] = "0123456789abcdef";
+    char tmp[16];
+    int n = 0;
+    do tmp[n++] = digits[v & 15]; while ((v >>= 4));
+    p = trj_put_lit(p, "\"0x");
+    while (n) *p++ = tmp[--n];
+    *p++ = '"';
+    return p;
+}
+
 #endif

@@ -190,7 +190,7 @@ tr_nan_snap *tr_nan_snapshot(void)
         if (!e || atomic_load_explicit(&e->status, memory_order_acquire) == ST_NONE) continue;
         s->v[s->n++] = (snap_item){.rec = e->rec, .buffer = e->buffer, .idx = i, .pos = -1};
     }
-    qsort(s->v, s->n, sizeof *s->v, cmp_item);
+    if (s->n > 1) qsort(s->v, s->n, sizeof *s->v, cmp_item);     /* s->v is NULL when empty */
     return s;
 }
 
@@ -201,20 +201,7 @@ void tr_nan_place(tr_nan_snap *s, uint64_t rec, uint64_t pos)
     for (size_t k = s->cursor; k < s->n && s->v[k].rec == rec; k++) s->v[k].pos = (int64_t)pos;
 }
 
-static char *put_lit(char *p, const char *s)
-{
-    while (*s) *p++ = *s++;
-    return p;
-}
 
-static char *put_u64(char *p, uint64_t v)
-{
-    char tmp[24];
-    int n = 0;
-    do tmp[n++] = (char)('0' + v % 10); while ((v /= 10));
-    while (n) *p++ = tmp[--n];
-    return p;
-}
 
 static const char *const nc_names[] = {"ncclSuccess", "ncclUnhandledCudaError", "ncclSystemError",
                                        "ncclInternalError", "ncclInvalidArgument", "ncclInvalidUsage",
@@ -314,39 +301,39 @@ void tr_nan_write_json(tr_json *j, tr_nan_snap *s)
         if (!first) *p++ = ',';
         first = 0;
         *p++ = '[';
-        p = put_u64(p, (uint64_t)it->pos);
-        p = put_lit(p, e->buffer == BUF_INPUT ? ",\"input\",\"" : ",\"output\",\"");
-        p = put_lit(p, status_names[st]);
-        p = put_lit(p, "\",");
-        p = put_u64(p, d ? d->nan : 0);
+        p = trj_put_u64(p, (uint64_t)it->pos);
+        p = trj_put_lit(p, e->buffer == BUF_INPUT ? ",\"input\",\"" : ",\"output\",\"");
+        p = trj_put_lit(p, status_names[st]);
+        p = trj_put_lit(p, "\",");
+        p = trj_put_u64(p, d ? d->nan : 0);
         *p++ = ',';
-        p = put_u64(p, d ? d->inf : 0);
+        p = trj_put_u64(p, d ? d->inf : 0);
         *p++ = ',';
         if (d) {
-            p = put_u64(p, d->first);
-            p = put_lit(p, d->first_kind == 1 ? ",\"nan\"," : ",\"inf\",");
+            p = trj_put_u64(p, d->first);
+            p = trj_put_lit(p, d->first_kind == 1 ? ",\"nan\"," : ",\"inf\",");
         } else {
-            p = put_lit(p, "null,null,");
+            p = trj_put_lit(p, "null,null,");
         }
-        p = put_u64(p, st == ST_NOT_CHECKED ? 0 : e->checked);
+        p = trj_put_u64(p, st == ST_NOT_CHECKED ? 0 : e->checked);
         *p++ = ',';
-        p = put_u64(p, e->elems);
+        p = trj_put_u64(p, e->elems);
         *p++ = ',';
         if (e->engine == ENG_HOST || e->engine == ENG_GPU) {
             *p++ = '"';
-            p = put_lit(p, engine_names[e->engine]);
+            p = trj_put_lit(p, engine_names[e->engine]);
             *p++ = '"';
         } else {
-            p = put_lit(p, "null");
+            p = trj_put_lit(p, "null");
         }
         *p++ = ',';
         if (st == ST_NOT_CHECKED) {
             reason_text(why_txt, sizeof why_txt, e);
             *p++ = '"';
-            p = put_lit(p, why_txt);
+            p = trj_put_lit(p, why_txt);
             *p++ = '"';
         } else {
-            p = put_lit(p, "null");
+            p = trj_put_lit(p, "null");
         }
         *p++ = ']';
         fwrite(row, 1, (size_t)(p - row), j->f);
