@@ -13,7 +13,9 @@ every NCCL it must serve, 2.18 to 2.32.
   abi         trshim/nccl_abi.h declares what the real nccl.h of 2.28 (the
               toolkit's) and 2.32.3 (PyPI's) declare: sizes, offsets, values
   build232    shim_nccl232.c built against the real 2.32.3 nccl.h records
-              exactly what the build against trshim/nccl_abi.h records
+              exactly what the build against trshim/nccl_abi.h records; the
+              simulator's tests of the *Config and one-sided functions built
+              against it pass
   real-libs   the real libnccl 2.28 (toolkit), 2.30.7 (torch's wheel) and
               2.32.3 (PyPI), the shim alone in front: every call returns
               what it returns without the shim; the trace has the library's
@@ -181,6 +183,14 @@ def case_build232(c):
     eq(sorted(views[0]), [0, 1, 2, 3], "ranks")
     for r in range(4):
         eq(views[1][r], views[0][r], "rank %d: calls recorded from the build against NCCL 2.32.3's header" % r)
+    # the simulator's own tests of the 2.31/2.29 functions, built against the real header (test_comm232.c
+    # also needs the device API's C++ headers: not here)
+    for name, args in (("config", []), ("onesided", ["all"])):
+        prog = build(c, os.path.join(ROOT, "tests", "nccl", "test_%s.c" % name), "test_%s-real-h" % name,
+                     [os.path.join(nccl232(), "include"), os.path.join(CUDA, "include"),
+                      os.path.join(ROOT, "include")],
+                     ["TRTEST_REAL_NCCL_H"], [sim, "-Wl,-rpath," + os.path.dirname(sim), "-lpthread"])
+        c.run([path_of("TRSIM_LAUNCH"), "-n", "4", "--timeout", "60", "--", prog] + args, limit=120)
 
 
 def case_real_libs(c):
