@@ -115,4 +115,16 @@ static inline void trtest_init(int *rank, int *world)
     CUDACHECK(cudaSetDevice(trtest_env_int("LOCAL_RANK", *rank) % ndev));
 }
 
+/* trtest_init, then the communicator of all ranks, its id from rank 0
+ * under tag. */
+static inline ncclComm_t trtest_world_comm(int *rank, int *world, const char *tag)
+{
+    trtest_init(rank, world);
+    ncclUniqueId id;
+    trtest_exchange_id(&id, *rank == 0, tag);
+    ncclComm_t comm;
+    NCCLCHECK(ncclCommInitRank(&comm, *world, id, *rank));
+    return comm;
+}
+
 #endif

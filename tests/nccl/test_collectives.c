@@ -224,10 +224,7 @@ static void test_movement(int t, size_t count)
 int main(int argc, char **argv)
 {
     size_t count = argc > 1 ? strtoul(argv[1], NULL, 10) : 1000;
-    trtest_init(&rank, &world);
-    ncclUniqueId id;
-    trtest_exchange_id(&id, rank == 0, "world");
-    NCCLCHECK(ncclCommInitRank(&comm, world, id, rank));
+    comm = trtest_world_comm(&rank, &world, "world");
     CUDACHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     for (int ti = 0; ti < REF_NTYPES; ti++) {
         test_reductions(ref_types[ti], count);

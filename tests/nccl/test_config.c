@@ -74,32 +74,19 @@ static ncclResult_t coll(int kind, int use_config, const ncclCollConfig_t *cfg)
     const void *s = sendbuf;
     void *r = recvbuf;
     int root = root_of(kind);
+/* ncclX(args, comm, stream) or ncclXConfig(args, comm, stream, cfg) */
+#define CALL(fn, ...) (use_config ? fn##Config(__VA_ARGS__, comm, stream, cfg) : fn(__VA_ARGS__, comm, stream))
     switch (kind) {
-    case ALLREDUCE:
-        return use_config ? ncclAllReduceConfig(s, r, N, ncclInt32, ncclSum, comm, stream, cfg)
-                          : ncclAllReduce(s, r, N, ncclInt32, ncclSum, comm, stream);
-    case BROADCAST:
-        return use_config ? ncclBroadcastConfig(s, r, N, ncclInt32, root, comm, stream, cfg)
-                          : ncclBroadcast(s, r, N, ncclInt32, root, comm, stream);
-    case REDUCE:
-        return use_config ? ncclReduceConfig(s, r, N, ncclInt32, ncclSum, root, comm, stream, cfg)
-                          : ncclReduce(s, r, N, ncclInt32, ncclSum, root, comm, stream);
-    case ALLGATHER:
-        return use_config ? ncclAllGatherConfig(s, r, N, ncclInt32, comm, stream, cfg)
-                          : ncclAllGather(s, r, N, ncclInt32, comm, stream);
-    case REDUCESCATTER:
-        return use_config ? ncclReduceScatterConfig(s, r, N, ncclInt32, ncclSum, comm, stream, cfg)
-                          : ncclReduceScatter(s, r, N, ncclInt32, ncclSum, comm, stream);
-    case ALLTOALL:
-        return use_config ? ncclAlltoAllConfig(s, r, N, ncclInt32, comm, stream, cfg)
-                          : ncclAlltoAll(s, r, N, ncclInt32, comm, stream);
-    case GATHER:
-        return use_config ? ncclGatherConfig(s, r, N, ncclInt32, root, comm, stream, cfg)
-                          : ncclGather(s, r, N, ncclInt32, root, comm, stream);
-    case SCATTER:
-        return use_config ? ncclScatterConfig(s, r, N, ncclInt32, root, comm, stream, cfg)
-                          : ncclScatter(s, r, N, ncclInt32, root, comm, stream);
+    case ALLREDUCE: return CALL(ncclAllReduce, s, r, N, ncclInt32, ncclSum);
+    case BROADCAST: return CALL(ncclBroadcast, s, r, N, ncclInt32, root);
+    case REDUCE: return CALL(ncclReduce, s, r, N, ncclInt32, ncclSum, root);
+    case ALLGATHER: return CALL(ncclAllGather, s, r, N, ncclInt32);
+    case REDUCESCATTER: return CALL(ncclReduceScatter, s, r, N, ncclInt32, ncclSum);
+    case ALLTOALL: return CALL(ncclAlltoAll, s, r, N, ncclInt32);
+    case GATHER: return CALL(ncclGather, s, r, N, ncclInt32, root);
+    case SCATTER: return CALL(ncclScatter, s, r, N, ncclInt32, root);
     }
+#undef CALL
     return ncclInternalError;
 }
 
@@ -125,10 +112,7 @@ static void verify(int kind, const char *how)
 
 int main(void)
 {
-    trtest_init(&rank, &world);
-    ncclUniqueId id;
-    trtest_exchange_id(&id, rank == 0, "config");
-    NCCLCHECK(ncclCommInitRank(&comm, world, id, rank));
+    comm = trtest_world_comm(&rank, &world, "config");
     CUDACHECK(cudaStreamCreate(&stream));
     sendbuf = test_dev_ints((size_t)world * N);
     recvbuf = test_dev_ints((size_t)world * N);

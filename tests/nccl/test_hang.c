@@ -20,11 +20,7 @@ static void expect_pending(cudaStream_t s, const char *what)
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "skip";
-    trtest_init(&rank, &world);
-    ncclUniqueId id;
-    trtest_exchange_id(&id, rank == 0, "hang");
-    ncclComm_t comm;
-    NCCLCHECK(ncclCommInitRank(&comm, world, id, rank));
+    ncclComm_t comm = trtest_world_comm(&rank, &world, "hang");
     cudaStream_t s;
     CUDACHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     float *buf;

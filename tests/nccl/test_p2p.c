@@ -34,10 +34,7 @@ static void expect_ints(const int32_t *dev, size_t n, int32_t base, const char *
 
 int main(void)
 {
-    trtest_init(&rank, &world);
-    ncclUniqueId id;
-    trtest_exchange_id(&id, rank == 0, "p2p");
-    NCCLCHECK(ncclCommInitRank(&comm, world, id, rank));
+    comm = trtest_world_comm(&rank, &world, "p2p");
     CUDACHECK(cudaStreamCreate(&stream));
     int right = (rank + 1) % world, left = (rank + world - 1) % world;
     /* 3 MiB: many times the channel slot (TRSIM_P2P_CHUNK_BYTES) */

@@ -1,7 +1,7 @@
 /* Simulated NCCL communicators: unique ids, init (blocking, non-blocking,
- * all-in-one-process), split, shrink, grow, suspend and resume, finalize,
- * destroy, abort, queries (properties, memory statistics, teams), user
- * reduction ops, NCCL memory, encryption settings and error reporting. */
+ * all-in-one-process), the host-side exchange between their ranks,
+ * finalize, destroy, abort, queries, NCCL memory, encryption settings and
+ * error reporting. Communicators made from others are nccl_split.c's. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -75,7 +75,7 @@ void trsim_job_tag(char *out, size_t n)
     }
 }
 
-static ncclResult_t make_unique_id(ncclUniqueId *uniqueId)
+ncclResult_t trsim_make_unique_id(ncclUniqueId *uniqueId)
 {
     trsim_id id;
     memset(&id, 0, sizeof id);
@@ -91,18 +91,16 @@ static ncclResult_t make_unique_id(ncclUniqueId *uniqueId)
 TRSIM_API ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId)
 {
     if (!uniqueId) return ncclInvalidArgument;
-    return make_unique_id(uniqueId);
+    return trsim_make_unique_id(uniqueId);
 }
 
-/* Of a ncclConfig_t only the fields every version has are read (size,
- * magic, version, blocking), after check_config. */
-static int config_blocking(const ncclConfig_t *config)
+int trsim_config_blocking(const ncclConfig_t *config)
 {
     if (!config || config->blocking == NCCL_CONFIG_UNDEF_INT) return 1;
     return config->blocking != 0;
 }
 
-static ncclResult_t check_config(const ncclConfig_t *config)
+ncclResult_t trsim_check_config(const ncclConfig_t *config)
 {
     if (!config) return ncclSuccess;
     if (config->size < offsetof(ncclConfig_t, blocking) + sizeof config->blocking ||
@@ -113,7 +111,7 @@ static ncclResult_t check_config(const ncclConfig_t *config)
     return ncclSuccess;
 }
 
-static struct ncclComm *comm_new(int blocking)
+struct ncclComm *trsim_comm_new(int blocking)
 {
     struct ncclComm *comm = calloc(1, sizeof *comm);
     if (!comm) return NULL;
@@ -125,7 +123,7 @@ static struct ncclComm *comm_new(int blocking)
     return comm;
 }
 
-static void comm_free(struct ncclComm *comm)
+void trsim_comm_free(struct ncclComm *comm)
 {
     trsim_comm_drop_windows(comm);
     if (atomic_load(&comm->attached)) trsim_shm_detach(&comm->shm);
@@ -140,10 +138,8 @@ static void comm_free(struct ncclComm *comm)
     free(comm);
 }
 
-/* Gives a new communicator its place and attaches it to its segment,
- * without waiting for the peers. */
-static ncclResult_t comm_setup(struct ncclComm *comm, int nranks, const trsim_id *id, uint64_t key,
-                               int rank, int device)
+ncclResult_t trsim_comm_setup(struct ncclComm *comm, int nranks, const trsim_id *id, uint64_t key,
+                              int rank, int device)
 {
     if (nranks < 1 || nranks > TRSIM_MAX_RANKS || rank < 0 || rank >= nranks) {
         trsim_set_last_error("invalid rank %d of %d", rank, nranks);
@@ -168,15 +164,15 @@ static ncclResult_t comm_setup(struct ncclComm *comm, int nranks, const trsim_id
     return r;
 }
 
-static ncclResult_t comm_attach(struct ncclComm **out, int nranks, const trsim_id *id,
-                                uint64_t key, int rank, int device, int blocking)
+ncclResult_t trsim_comm_attach(struct ncclComm **out, int nranks, const trsim_id *id,
+                               uint64_t key, int rank, int device, int blocking)
 {
     *out = NULL;
-    struct ncclComm *comm = comm_new(blocking);
+    struct ncclComm *comm = trsim_comm_new(blocking);
     if (!comm) return ncclSystemError;
-    ncclResult_t r = comm_setup(comm, nranks, id, key, rank, device);
+    ncclResult_t r = trsim_comm_setup(comm, nranks, id, key, rank, device);
     if (r != ncclSuccess) {
-        comm_free(comm);
+        trsim_comm_free(comm);
         return r;
     }
     *out = comm;
@@ -233,7 +229,14 @@ ncclResult_t trsim_comm_wait_init(struct ncclComm *comm)
     return (ncclResult_t)atomic_load(&comm->init_state);
 }
 
-static ncclResult_t finish_init(struct ncclComm *comm)
+ncclResult_t trsim_comm_ready(struct ncclComm *comm)
+{
+    if (init_complete(comm)) return (ncclResult_t)atomic_load(&comm->init_state);
+    if (!comm->blocking) return (ncclResult_t)atomic_load(&comm->init_state);
+    return trsim_comm_wait_init(comm);
+}
+
+ncclResult_t trsim_comm_finish_init(struct ncclComm *comm)
 {
     if (!comm->blocking) return ncclInProgress;
     if (trsim_group_depth() > 0) {
@@ -243,12 +246,12 @@ static ncclResult_t finish_init(struct ncclComm *comm)
     return trsim_comm_wait_init(comm);
 }
 
-static ncclResult_t init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *uid, int rank,
-                              const ncclConfig_t *config)
+ncclResult_t trsim_comm_init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *uid, int rank,
+                                  const ncclConfig_t *config)
 {
     if (!out) return ncclInvalidArgument;
     *out = NULL;
-    ncclResult_t r = check_config(config);
+    ncclResult_t r = trsim_check_config(config);
     if (r != ncclSuccess) return r;
     trsim_id id;
     memcpy(&id, uid, sizeof id);
@@ -258,21 +261,21 @@ static ncclResult_t init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *u
         return ncclInvalidArgument;
     }
     struct ncclComm *comm;
-    r = comm_attach(&comm, nranks, &id, id.key, rank, trsim_current_device(), config_blocking(config));
+    r = trsim_comm_attach(&comm, nranks, &id, id.key, rank, trsim_current_device(), trsim_config_blocking(config));
     if (r != ncclSuccess) return r;
     *out = comm;
-    return finish_init(comm);
+    return trsim_comm_finish_init(comm);
 }
 
 TRSIM_API ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank)
 {
-    return init_rank(comm, nranks, &commId, rank, NULL);
+    return trsim_comm_init_rank(comm, nranks, &commId, rank, NULL);
 }
 
 TRSIM_API ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId,
                                               int rank, ncclConfig_t *config)
 {
-    return init_rank(comm, nranks, &commId, rank, config);
+    return trsim_comm_init_rank(comm, nranks, &commId, rank, config);
 }
 
 TRSIM_API ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId,
@@ -280,14 +283,14 @@ TRSIM_API ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks,
 {
     if (nId < 1 || !commIds) return ncclInvalidArgument;
     /* Every rank is handed the same list of ids; the first one names the job. */
-    return init_rank(newcomm, nranks, &commIds[0], myrank, config);
+    return trsim_comm_init_rank(newcomm, nranks, &commIds[0], myrank, config);
 }
 
 TRSIM_API ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist)
 {
     if (!comms || ndev < 1) return ncclInvalidArgument;
     ncclUniqueId uid;
-    ncclResult_t r = make_unique_id(&uid);
+    ncclResult_t r = trsim_make_unique_id(&uid);
     if (r != ncclSuccess) return r;
     trsim_id id;
     memcpy(&id, &uid, sizeof id);
@@ -295,7 +298,7 @@ TRSIM_API ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *d
     for (i = 0; i < ndev; i++) {
         int dev = devlist ? devlist[i] : i;
         if (dev < 0 || dev >= trsim_device_count()) { r = ncclInvalidArgument; goto fail; }
-        r = comm_attach(&comms[i], ndev, &id, id.key, i, dev, 1);
+        r = trsim_comm_attach(&comms[i], ndev, &id, id.key, i, dev, 1);
         if (r != ncclSuccess) goto fail;
     }
     for (i = 0; i < ndev; i++) {
@@ -355,304 +358,21 @@ ncclResult_t trsim_comm_allgather_boot(struct ncclComm *comm, const void *in, vo
     return ncclSuccess;
 }
 
-/* ---- split, grow, and the jobs that run them ------------------------------- */
-
-struct split_entry { int32_t color, key, rank; };
-
-static int split_order(const void *a, const void *b)
+ncclResult_t trsim_comm_exchange(struct ncclComm *comm, const void *entry, size_t bytes, unsigned char **all)
 {
-    const struct split_entry *x = a, *y = b;
-    if (x->key != y->key) return x->key < y->key ? -1 : 1;
-    return (x->rank > y->rank) - (x->rank < y->rank);
+    unsigned char mine[TRSIM_BOOT_BYTES] = {0};
+    if (bytes) memcpy(mine, entry, bytes);
+    *all = malloc((size_t)comm->nranks * TRSIM_BOOT_BYTES);
+    if (!*all) return ncclSystemError;
+    return trsim_comm_allgather_boot(comm, mine, *all);
 }
 
-/* The collective part of a split: every member of the parent (NOCOLOR
- * included) publishes its color and key; each computes the same grouping and
- * attaches to its group's segment. Waits for the peers when blocking. */
-static ncclResult_t split_run(struct trsim_split *job)
+ncclResult_t trsim_comm_barrier(struct ncclComm *comm)
 {
-    struct ncclComm *comm = job->parent;
-    ncclResult_t r = trsim_comm_wait_init(comm);
-    if (r != ncclSuccess) return r;
-    unsigned char mine[TRSIM_BOOT_BYTES] = {0};
-    struct split_entry me = {job->color, job->key, comm->rank};
-    memcpy(mine, &me, sizeof me);
-    unsigned char *all = malloc((size_t)comm->nranks * TRSIM_BOOT_BYTES);
-    struct split_entry *members = malloc((size_t)comm->nranks * sizeof *members);
-    if (!all || !members) { r = ncclSystemError; goto out; }
-    if ((r = trsim_comm_allgather_boot(comm, mine, all)) != ncclSuccess) goto out;
-    uint64_t split_no = comm->splits++;
-    if (job->color == NCCL_SPLIT_NOCOLOR) goto out;
-    int n = 0;
-    for (int q = 0; q < comm->nranks; q++) {
-        struct split_entry e;
-        memcpy(&e, all + (size_t)q * TRSIM_BOOT_BYTES, sizeof e);
-        if (e.color == job->color) members[n++] = e;
-    }
-    qsort(members, (size_t)n, sizeof *members, split_order);
-    int newrank = 0;
-    while (members[newrank].rank != comm->rank) newrank++;
-    uint64_t child = trsim_hash64(trsim_hash64(comm->id.key, split_no), (uint64_t)(uint32_t)job->color);
-    struct ncclComm *c = job->child;
-    r = comm_setup(c, n, &comm->id, child, newrank, comm->device);
-    if (r != ncclSuccess) {
-        atomic_store(&c->init_state, r);
-        goto out;
-    }
-    if (job->blocking) r = trsim_comm_wait_init(c);
-out:
-    free(all);
-    free(members);
-    return r;
-}
-
-/* What each existing rank publishes in a grow. */
-struct grow_entry { int32_t root, status, nranks, pad; uint64_t key; };
-
-/* The collective part of a grow on the existing ranks: the root (the rank
- * that passed the unique id) publishes the id's key; all attach to the new,
- * larger segment with their ranks unchanged, the new ranks join it through
- * the id (ncclCommGrow with comm NULL). */
-static ncclResult_t grow_run(struct trsim_split *job)
-{
-    struct ncclComm *comm = job->parent;
-    ncclResult_t r = trsim_comm_wait_init(comm);
-    if (r != ncclSuccess) return r;
-    unsigned char mine[TRSIM_BOOT_BYTES] = {0};
-    struct grow_entry me = {job->grow_root, ncclSuccess, job->grow_nranks, 0, job->grow_key};
-    if (job->grow_root && (!comm->grow_id_pending || comm->grow_key != job->grow_key)) {
-        trsim_set_last_error("ncclCommGrow: the unique id was not made by ncclCommGetUniqueId on this "
-                             "communicator, or was used already");
-        me.status = ncclInvalidArgument;
-    }
-    if (job->grow_nranks <= comm->nranks || job->grow_nranks > TRSIM_MAX_RANKS) {
-        trsim_set_last_error("ncclCommGrow: %d ranks do not grow a communicator of %d", job->grow_nranks,
-                             comm->nranks);
-        me.status = ncclInvalidArgument;
-    }
-    memcpy(mine, &me, sizeof me);
-    unsigned char *all = malloc((size_t)comm->nranks * TRSIM_BOOT_BYTES);
-    if (!all) return ncclSystemError;
-    if ((r = trsim_comm_allgather_boot(comm, mine, all)) != ncclSuccess) goto out;
-    int roots = 0;
-    uint64_t key = 0;
-    for (int q = 0; q < comm->nranks; q++) {
-        struct grow_entry e;
-        memcpy(&e, all + (size_t)q * TRSIM_BOOT_BYTES, sizeof e);
-        if (e.status != ncclSuccess && r == ncclSuccess) r = (ncclResult_t)e.status;
-        if (e.nranks != job->grow_nranks && r == ncclSuccess) {
-            trsim_set_last_error("ncclCommGrow: rank %d asked for %d ranks, rank %d for %d", q, e.nranks,
-                                 comm->rank, job->grow_nranks);
-            r = ncclInvalidArgument;
-        }
-        if (e.root) { roots++; key = e.key; }
-    }
-    if (r == ncclSuccess && roots != 1) {
-        trsim_set_last_error("ncclCommGrow: %d existing ranks passed a unique id; exactly one (the root) must",
-                             roots);
-        r = ncclInvalidUsage;
-    }
-    if (r != ncclSuccess) goto out;
-    if (job->grow_root) comm->grow_id_pending = 0;   /* the id is consumed */
-    struct ncclComm *c = job->child;
-    r = comm_setup(c, job->grow_nranks, &comm->id, key, comm->rank, comm->device);
-    if (r != ncclSuccess) {
-        atomic_store(&c->init_state, r);
-        goto out;
-    }
-    if (job->blocking) r = trsim_comm_wait_init(c);
-out:
+    unsigned char *all;
+    ncclResult_t r = trsim_comm_exchange(comm, NULL, 0, &all);
     free(all);
     return r;
-}
-
-ncclResult_t trsim_split_run(struct trsim_split *job)
-{
-    ncclResult_t r;
-    switch (job->kind) {
-    case TRSIM_JOB_SPLIT: r = split_run(job); break;
-    case TRSIM_JOB_GROW: r = grow_run(job); break;
-    case TRSIM_JOB_WINREG: r = trsim_window_register_run(job); break;
-    case TRSIM_JOB_WINDEREG: r = trsim_window_deregister_run(job); break;
-    default: r = ncclInternalError; break;
-    }
-    job->result = r;
-    return r;
-}
-
-ncclResult_t trsim_split_free(struct trsim_split *job)
-{
-    ncclResult_t r = job->result;
-    if (r != ncclSuccess && job->child) atomic_store(&job->child->init_state, r);
-    free(job);
-    return r;
-}
-
-static void *split_thread(void *arg)
-{
-    struct trsim_split *job = arg;
-    struct ncclComm *parent = job->parent;
-    trsim_split_run(job);
-    trsim_split_free(job);
-    atomic_fetch_sub(&parent->pending_splits, 1);
-    return NULL;
-}
-
-ncclResult_t trsim_job_launch(struct trsim_split *job, ncclComm_t *newcomm)
-{
-    struct ncclComm *comm = job->parent;
-    if (trsim_group_depth() > 0) {
-        if (newcomm) *newcomm = job->child;
-        /* One thread may split several communicators inside a group: the
-         * exchanges then run side by side at the outermost ncclGroupEnd. */
-        trsim_group_defer_split(job);
-        return ncclSuccess;
-    }
-    if (!job->blocking) {
-        /* The handle is valid at once; it reports ncclInProgress until the
-         * exchange and the peers' attach are done. */
-        if (newcomm) *newcomm = job->child;
-        pthread_t t;
-        atomic_fetch_add(&comm->pending_splits, 1);
-        job->track_parent = 1;
-        if (pthread_create(&t, NULL, split_thread, job) != 0) {
-            atomic_fetch_sub(&comm->pending_splits, 1);
-            if (newcomm) *newcomm = NULL;
-            if (job->child) comm_free(job->child);
-            free(job);
-            return ncclSystemError;
-        }
-        pthread_detach(t);
-        return ncclInProgress;
-    }
-    ncclResult_t r = trsim_split_run(job);
-    if (r == ncclSuccess) {
-        if (newcomm) *newcomm = job->child;
-    } else if (job->child) {
-        comm_free(job->child);
-    }
-    free(job);
-    return r;
-}
-
-TRSIM_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
-                                     ncclConfig_t *config)
-{
-    if (!trsim_comm_valid(comm) || !newcomm) return ncclInvalidArgument;
-    *newcomm = NULL;
-    ncclResult_t r = check_config(config);
-    if (r != ncclSuccess) return r;
-    if (color < 0 && color != NCCL_SPLIT_NOCOLOR) {
-        trsim_set_last_error("ncclCommSplit: color %d is negative", color);
-        return ncclInvalidArgument;
-    }
-    struct trsim_split *job = calloc(1, sizeof *job);
-    if (!job) return ncclSystemError;
-    job->kind = TRSIM_JOB_SPLIT;
-    job->parent = comm;
-    job->color = color;
-    job->key = key;
-    job->blocking = config && config->blocking != NCCL_CONFIG_UNDEF_INT ? config_blocking(config)
-                                                                         : comm->blocking;
-    if (color != NCCL_SPLIT_NOCOLOR) {
-        job->child = comm_new(job->blocking);
-        if (!job->child) { free(job); return ncclSystemError; }
-    }
-    return trsim_job_launch(job, newcomm);
-}
-
-TRSIM_API ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId *uniqueId)
-{
-    if (!trsim_comm_valid(comm) || !uniqueId) return ncclInvalidArgument;
-    if (comm->grow_id_pending) {
-        trsim_set_last_error("ncclCommGetUniqueId: the previous id of this communicator was not consumed "
-                             "by ncclCommGrow yet");
-        return ncclInvalidUsage;
-    }
-    ncclResult_t r = make_unique_id(uniqueId);
-    if (r != ncclSuccess) return r;
-    trsim_id id;
-    memcpy(&id, uniqueId, sizeof id);
-    memcpy(id.tag, comm->id.tag, sizeof id.tag);   /* the communicator's job */
-    memcpy(uniqueId, &id, sizeof id);
-    comm->grow_key = id.key;
-    comm->grow_id_pending = 1;
-    return ncclSuccess;
-}
-
-TRSIM_API ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId, int rank,
-                                    ncclComm_t *newcomm, ncclConfig_t *config)
-{
-    if (!newcomm) return ncclInvalidArgument;
-    *newcomm = NULL;
-    ncclResult_t r = check_config(config);
-    if (r != ncclSuccess) return r;
-    if (!comm) {
-        /* a new rank: joins the grown communicator through the id */
-        if (!uniqueId || rank < 0) {
-            trsim_set_last_error("ncclCommGrow: a new rank needs the unique id and its rank");
-            return ncclInvalidArgument;
-        }
-        return init_rank(newcomm, nRanks, uniqueId, rank, config);
-    }
-    if (!trsim_comm_valid(comm)) return ncclInvalidArgument;
-    if (rank != -1) {
-        trsim_set_last_error("ncclCommGrow: an existing rank passes rank -1 (it keeps rank %d)", comm->rank);
-        return ncclInvalidArgument;
-    }
-    struct trsim_split *job = calloc(1, sizeof *job);
-    if (!job) return ncclSystemError;
-    job->kind = TRSIM_JOB_GROW;
-    job->parent = comm;
-    job->grow_nranks = nRanks;
-    if (uniqueId) {
-        trsim_id id;
-        memcpy(&id, uniqueId, sizeof id);
-        job->grow_root = 1;
-        job->grow_key = id.magic == TRSIM_ID_MAGIC ? id.key : 0;
-    }
-    job->blocking = config && config->blocking != NCCL_CONFIG_UNDEF_INT ? config_blocking(config)
-                                                                         : comm->blocking;
-    job->child = comm_new(job->blocking);
-    if (!job->child) { free(job); return ncclSystemError; }
-    return trsim_job_launch(job, newcomm);
-}
-
-TRSIM_API ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
-                                      ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags)
-{
-    if (!trsim_comm_valid(comm) || !newcomm || excludeRanksCount < 0 ||
-        (excludeRanksCount > 0 && !excludeRanksList))
-        return ncclInvalidArgument;
-    *newcomm = NULL;
-    ncclResult_t r = check_config(config);
-    if (r != ncclSuccess) return r;
-    int below = 0, excluded = 0;
-    for (int i = 0; i < excludeRanksCount; i++) {
-        int x = excludeRanksList[i];
-        if (x < 0 || x >= comm->nranks) return ncclInvalidArgument;
-        if (x == comm->rank) excluded = 1;
-        if (x < comm->rank) below++;
-    }
-    if (excluded) {
-        trsim_set_last_error("ncclCommShrink: rank %d is in its own exclude list", comm->rank);
-        return ncclInvalidArgument;
-    }
-    if (shrinkFlags & NCCL_SHRINK_ABORT) {
-        atomic_store(&comm->aborted, 1);
-        trsim_shm_ring(&comm->shm);
-    }
-    /* Excluded ranks may be dead: the survivors agree on the new group from
-     * the list alone, with no exchange. */
-    uint64_t split_no = comm->splits++;
-    uint64_t child = trsim_hash64(trsim_hash64(comm->id.key, split_no), 0x73687269ULL);
-    int blocking = config ? config_blocking(config) : comm->blocking;
-    struct ncclComm *c;
-    r = comm_attach(&c, comm->nranks - excludeRanksCount, &comm->id, child, comm->rank - below,
-                    comm->device, blocking);
-    if (r != ncclSuccess) return r;
-    *newcomm = c;
-    return finish_init(c);
 }
 
 /* ---- teardown ---------------------------------------------------------------- */
@@ -682,7 +402,7 @@ TRSIM_API ncclResult_t ncclCommDestroy(ncclComm_t comm)
     /* Like NCCL, destroying a communicator with work still queued waits for
      * that work: a hung collective makes this hang too. */
     wait_ops_done(comm);
-    comm_free(comm);
+    trsim_comm_free(comm);
     return ncclSuccess;
 }
 
@@ -693,7 +413,7 @@ TRSIM_API ncclResult_t ncclCommAbort(ncclComm_t comm)
     atomic_store(&comm->aborted, 1);
     trsim_shm_ring(&comm->shm);   /* wakes this process's workers waiting on it */
     wait_ops_done(comm);
-    comm_free(comm);
+    trsim_comm_free(comm);
     return ncclSuccess;
 }
 
@@ -703,82 +423,6 @@ TRSIM_API ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags)
     atomic_store(&comm->aborted, 1);
     trsim_shm_ring(&comm->shm);
     return ncclSuccess;
-}
-
-/* ---- suspend and resume ------------------------------------------------------ */
-
-/* A communicator ready for a call that needs its init done: waits for it
- * when blocking; a non-blocking one reports where its init stands. */
-static ncclResult_t comm_ready(struct ncclComm *comm)
-{
-    if (init_complete(comm)) return (ncclResult_t)atomic_load(&comm->init_state);
-    if (!comm->blocking) return (ncclResult_t)atomic_load(&comm->init_state);
-    return trsim_comm_wait_init(comm);
-}
-
-/* Every rank of the communicator waits for the others (host side). */
-static ncclResult_t comm_barrier(struct ncclComm *comm)
-{
-    unsigned char mine[TRSIM_BOOT_BYTES] = {0};
-    unsigned char *all = malloc((size_t)comm->nranks * TRSIM_BOOT_BYTES);
-    if (!all) return ncclSystemError;
-    ncclResult_t r = trsim_comm_allgather_boot(comm, mine, all);
-    free(all);
-    return r;
-}
-
-/* Like NCCL: only NCCL_SUSPEND_MEM does something (the device's work is
- * waited for, then all ranks meet); a suspended communicator refuses
- * operations with ncclInvalidUsage until ncclCommResume, collective too. */
-TRSIM_API ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags)
-{
-    if (!trsim_comm_valid(comm)) return ncclInvalidArgument;
-    ncclResult_t r = comm_ready(comm);
-    if (r != ncclSuccess) return r;
-    if (!(flags & NCCL_SUSPEND_MEM)) return ncclSuccess;
-    if (atomic_load(&comm->suspended)) {
-        trsim_set_last_error("ncclCommSuspend: the communicator is suspended already");
-        return ncclInvalidUsage;
-    }
-    trsim_device_wait_idle(comm->device);
-    if ((r = comm_barrier(comm)) != ncclSuccess) return r;
-    atomic_store(&comm->suspended, 1);
-    return ncclSuccess;
-}
-
-TRSIM_API ncclResult_t ncclCommResume(ncclComm_t comm)
-{
-    if (!trsim_comm_valid(comm)) return ncclInvalidArgument;
-    ncclResult_t r = comm_ready(comm);
-    if (r != ncclSuccess) return r;
-    if (!atomic_load(&comm->suspended)) {
-        trsim_set_last_error("ncclCommResume: the communicator is not suspended");
-        return ncclInvalidUsage;
-    }
-    if ((r = comm_barrier(comm)) != ncclSuccess) return r;
-    atomic_store(&comm->suspended, 0);
-    return ncclSuccess;
-}
-
-/* The communicator's "GPU memory" is its segment: the part before the data
- * slots stays (persistent), the slots are what a suspend could release. */
-TRSIM_API ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t *value)
-{
-    if (!trsim_comm_valid(comm)) return ncclInvalidArgument;
-    ncclResult_t r = comm_ready(comm);
-    if (r != ncclSuccess) return r;
-    if (!value) return ncclInvalidArgument;
-    uint64_t persist = trsim_shm_fixed_bytes(&comm->shm);
-    uint64_t scratch = (uint64_t)comm->shm.size - persist;
-    switch (stat) {
-    case ncclStatGpuMemSuspend: *value = scratch; return ncclSuccess;
-    case ncclStatGpuMemSuspended: *value = atomic_load(&comm->suspended) ? 1 : 0; return ncclSuccess;
-    case ncclStatGpuMemPersist: *value = persist; return ncclSuccess;
-    case ncclStatGpuMemTotal: *value = persist + scratch; return ncclSuccess;
-    default:
-        trsim_set_last_error("ncclCommMemStats: unknown statistic %d", (int)stat);
-        return ncclInvalidArgument;
-    }
 }
 
 /* ---- queries ------------------------------------------------------------------ */
@@ -801,7 +445,7 @@ TRSIM_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyn
         }
         return ncclSuccess;
     }
-    if (atomic_load(&comm->pending_splits) > 0 ||
+    if (atomic_load(&comm->pending_jobs) > 0 ||
         (atomic_load(&comm->finalizing) && atomic_load(&comm->inflight) > 0)) {
         *asyncError = ncclInProgress;
         return ncclSuccess;
@@ -859,80 +503,6 @@ TRSIM_API const char *ncclGetLastError(ncclComm_t comm)
     return last_error;
 }
 
-/* Write one field of a versioned struct only when its size covers it. */
-#define SET_IF_COVERED(p, field, value)                                                   \
-    do {                                                                                  \
-        if ((p)->size >= offsetof(__typeof__(*(p)), field) + sizeof (p)->field) (p)->field = (value); \
-    } while (0)
-
-/* What a simulated communicator offers: host-initiated one-sided operations
- * (ncclPutSignal & co), no device API (no kernels run), no multimem, no
- * GIN, no CFT; every rank is a load/store team of its own (its memory is
- * not the peers'), so there are as many LSA teams as ranks. */
-TRSIM_API ncclResult_t ncclCommQueryProperties(ncclComm_t comm, ncclCommProperties_t *props)
-{
-    if (!trsim_comm_valid(comm) || !props) return ncclInvalidArgument;
-    if (props->magic != NCCL_API_MAGIC || props->size < offsetof(ncclCommProperties_t, rank)) {
-        trsim_set_last_error("ncclCommProperties_t not initialised with NCCL_COMM_PROPERTIES_INITIALIZER");
-        return ncclInvalidArgument;
-    }
-    ncclResult_t r = comm_ready(comm);
-    if (r != ncclSuccess) return r;
-    SET_IF_COVERED(props, rank, comm->rank);
-    SET_IF_COVERED(props, nRanks, comm->nranks);
-    SET_IF_COVERED(props, cudaDev, comm->device);
-    SET_IF_COVERED(props, nvmlDev, comm->device);
-    SET_IF_COVERED(props, deviceApiSupport, false);
-    SET_IF_COVERED(props, multimemSupport, false);
-    SET_IF_COVERED(props, ginType, NCCL_GIN_TYPE_NONE);
-    SET_IF_COVERED(props, nLsaTeams, comm->nranks);
-    SET_IF_COVERED(props, hostRmaSupport, true);
-    SET_IF_COVERED(props, railedGinType, NCCL_GIN_TYPE_NONE);
-    SET_IF_COVERED(props, commHash, comm->id.key);
-    SET_IF_COVERED(props, ginMinStride, 0);
-    SET_IF_COVERED(props, ginConnectionType, NCCL_GIN_CONNECTION_NONE);
-    if (props->size >= offsetof(ncclCommProperties_t, ginSupport) + sizeof props->ginSupport)
-        memset(props->ginSupport, 0, sizeof props->ginSupport);
-    SET_IF_COVERED(props, devCommRuntimeVersionSize, 0);
-    SET_IF_COVERED(props, cftSupport, false);
-    SET_IF_COVERED(props, cftMulticastSupport, false);
-    SET_IF_COVERED(props, cftCountedSupport, false);
-    return ncclSuccess;
-}
-
-/* Teams (host side of the device API): the world; this rank alone as its
- * load/store team; the rail (same LSA index everywhere): the world again. */
-TRSIM_API ncclTeam_t ncclTeamWorld(ncclComm_t comm)
-{
-    ncclTeam_t t = {0, 0, 0};
-    if (trsim_comm_valid(comm)) t = (ncclTeam_t){comm->nranks, comm->rank, 1};
-    return t;
-}
-
-TRSIM_API ncclTeam_t ncclTeamLsa(ncclComm_t comm)
-{
-    ncclTeam_t t = {0, 0, 0};
-    if (trsim_comm_valid(comm)) t = (ncclTeam_t){1, 0, 1};
-    return t;
-}
-
-TRSIM_API ncclTeam_t ncclTeamRail(ncclComm_t comm)
-{
-    return ncclTeamWorld(comm);
-}
-
-TRSIM_API int ncclTeamRankToWorld(ncclComm_t comm, ncclTeam_t team, int rank)
-{
-    if (!trsim_comm_valid(comm)) return -1;
-    return comm->rank + (rank - team.rank) * team.stride;
-}
-
-TRSIM_API int ncclTeamRankToLsa(ncclComm_t comm, ncclTeam_t team, int rank)
-{
-    if (!trsim_comm_valid(comm)) return -1;
-    return 0 + (rank - team.rank) * team.stride;   /* this rank is LSA rank 0 of its team */
-}
-
 /* ---- settings ---------------------------------------------------------------------- */
 
 /* NCCL encrypts its TCP sockets; the simulator has none (ranks meet in
@@ -964,92 +534,6 @@ TRSIM_API void ncclResetDebugInit(void)
 TRSIM_API void ncclResetDebugInitInternal(void);
 TRSIM_API void ncclResetDebugInitInternal(void)
 {
-}
-
-/* ---- user reduction ops -------------------------------------------------------- */
-
-double trsim_scalar_value(const void *p, int datatype)
-{
-    switch (datatype) {
-    case ncclInt8: return *(const int8_t *)p;
-    case ncclUint8: return *(const uint8_t *)p;
-    case ncclInt32: return *(const int32_t *)p;
-    case ncclUint32: return *(const uint32_t *)p;
-    case ncclInt64: return (double)*(const int64_t *)p;
-    case ncclUint64: return (double)*(const uint64_t *)p;
-    case ncclFloat16: return trsim_half_to_float(*(const uint16_t *)p);
-    case ncclFloat32: return *(const float *)p;
-    case ncclFloat64: return *(const double *)p;
-    case ncclBfloat16: return trsim_bf16_to_float(*(const uint16_t *)p);
-    case ncclFloat8e4m3: return trsim_e4m3_to_float(*(const uint8_t *)p);
-    case ncclFloat8e5m2: return trsim_e5m2_to_float(*(const uint8_t *)p);
-    default: return 0;
-    }
-}
-
-TRSIM_API ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
-                                                ncclScalarResidence_t residence, ncclComm_t comm)
-{
-    if (!trsim_comm_valid(comm) || !op || !scalar || !trsim_dtype_size(datatype) ||
-        (residence != ncclScalarDevice && residence != ncclScalarHostImmediate))
-        return ncclInvalidArgument;
-    pthread_mutex_lock(&comm->lock);
-    int slot = 0;
-    while (slot < comm->nredops && comm->redops[slot].in_use) slot++;
-    if (slot == comm->nredops) {
-        struct trsim_comm_redop *grown = realloc(comm->redops, (size_t)(slot + 1) * sizeof *grown);
-        if (!grown) { pthread_mutex_unlock(&comm->lock); return ncclSystemError; }
-        comm->redops = grown;
-        comm->nredops++;
-    }
-    struct trsim_comm_redop *r = &comm->redops[slot];
-    r->in_use = 1;
-    r->datatype = datatype;
-    r->dev_scalar = residence == ncclScalarDevice ? scalar : NULL;
-    r->scalar = residence == ncclScalarDevice ? 0 : trsim_scalar_value(scalar, datatype);
-    pthread_mutex_unlock(&comm->lock);
-    *op = (ncclRedOp_t)(ncclNumOps + slot);
-    return ncclSuccess;
-}
-
-TRSIM_API ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
-{
-    if (!trsim_comm_valid(comm)) return ncclInvalidArgument;
-    int slot = (int)op - ncclNumOps;
-    pthread_mutex_lock(&comm->lock);
-    ncclResult_t r = ncclInvalidArgument;
-    if (slot >= 0 && slot < comm->nredops && comm->redops[slot].in_use) {
-        comm->redops[slot].in_use = 0;
-        r = ncclSuccess;
-    }
-    pthread_mutex_unlock(&comm->lock);
-    return r;
-}
-
-ncclResult_t trsim_comm_redop(struct ncclComm *comm, int op, int datatype, trsim_redop *out,
-                              const void **dev_scalar)
-{
-    *dev_scalar = NULL;
-    if (op >= ncclSum && op < ncclNumOps) {
-        out->op = op;
-        out->premul = 0;
-        out->scalar = 0;
-        return ncclSuccess;
-    }
-    int slot = op - ncclNumOps;
-    ncclResult_t r = ncclInvalidArgument;
-    pthread_mutex_lock(&comm->lock);
-    if (slot >= 0 && slot < comm->nredops && comm->redops[slot].in_use &&
-        comm->redops[slot].datatype == datatype) {
-        out->op = ncclSum;
-        out->premul = 1;
-        out->scalar = comm->redops[slot].scalar;
-        *dev_scalar = comm->redops[slot].dev_scalar;
-        r = ncclSuccess;
-    }
-    pthread_mutex_unlock(&comm->lock);
-    if (r != ncclSuccess) trsim_set_last_error("invalid reduction op %d for datatype %d", op, datatype);
-    return r;
 }
 
 /* ---- registration and NCCL memory ------------------------------------------------ */

@@ -142,7 +142,7 @@ struct ncclComm {
     struct trsim_comm_redop *redops;/* ops created by ncclRedOpCreatePreMulSum */
     int nredops;
     _Atomic int finalizing;
-    _Atomic int pending_splits;     /* non-blocking splits still exchanging */
+    _Atomic int pending_jobs;       /* non-blocking jobs (splits, grows, windows) still running */
     _Atomic int attached;           /* shm is mapped and the fields above are set */
     _Atomic int suspended;          /* ncclCommSuspend(NCCL_SUSPEND_MEM) until ncclCommResume */
     uint64_t *sig_expected;         /* [nranks * TRSIM_RMA_SLOTS] signals waited for so far (lock) */
@@ -180,13 +180,6 @@ ncclResult_t trsim_comm_wait_init(struct ncclComm *comm);
 /* All ranks exchange TRSIM_BOOT_BYTES each over the segment, on the host.
  * out receives nranks * TRSIM_BOOT_BYTES. */
 ncclResult_t trsim_comm_allgather_boot(struct ncclComm *comm, const void *in, void *out);
-/* Resolves a reduction op handle (built-in or PreMulSum) for datatype.
- * A PreMulSum whose scalar lives in device memory sets *dev_scalar: the
- * scalar is read when the collective runs, as NCCL does. */
-ncclResult_t trsim_comm_redop(struct ncclComm *comm, int op, int datatype, trsim_redop *out,
-                              const void **dev_scalar);
-/* Reads one element of datatype as a double (PreMulSum scalars). */
-double trsim_scalar_value(const void *p, int datatype);
 void trsim_comm_set_error(struct ncclComm *comm, ncclResult_t err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* The job's tag (TRSIM_SHM_TAG, else u<uid>) as a file-name part. */
@@ -195,22 +188,141 @@ void trsim_job_tag(char *out, size_t n);
 void trsim_set_last_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* TRSIM_TIMEOUT_SEC, 0 = wait forever (the default, like a GPU). */
 double trsim_timeout_sec(void);
+/* A fresh ncclUniqueId: a random key and the launched job's tag (trsim_job_tag). */
+ncclResult_t trsim_make_unique_id(ncclUniqueId *uniqueId);
+/* ncclInvalidArgument (and the last error) unless config is NULL or made by
+ * NCCL_CONFIG_INITIALIZER. Of a ncclConfig_t only the fields every version
+ * has are read (size, magic, version, blocking). */
+ncclResult_t trsim_check_config(const ncclConfig_t *config);
+int trsim_config_blocking(const ncclConfig_t *config);   /* 1 for NULL or unset */
+/* A communicator without a place yet (init in progress), and its end. */
+struct ncclComm *trsim_comm_new(int blocking);
+void trsim_comm_free(struct ncclComm *comm);
+/* Gives a new communicator its place and attaches it to its segment (named
+ * by id's tag and key), without waiting for the peers. */
+ncclResult_t trsim_comm_setup(struct ncclComm *comm, int nranks, const trsim_id *id, uint64_t key,
+                              int rank, int device);
+/* trsim_comm_new and trsim_comm_setup; *out is NULL on failure. */
+ncclResult_t trsim_comm_attach(struct ncclComm **out, int nranks, const trsim_id *id,
+                               uint64_t key, int rank, int device, int blocking);
+/* ncclCommInitRankConfig: attaches and finishes the init (below). */
+ncclResult_t trsim_comm_init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *uid, int rank,
+                                  const ncclConfig_t *config);
+/* The end of an init: ncclInProgress when non-blocking, deferred to the
+ * outermost ncclGroupEnd inside a group, else waits for every rank. */
+ncclResult_t trsim_comm_finish_init(struct ncclComm *comm);
+/* A communicator ready for a call that needs its init done: waits for it
+ * when blocking; a non-blocking one reports where its init stands. */
+ncclResult_t trsim_comm_ready(struct ncclComm *comm);
+/* trsim_comm_allgather_boot of entry (bytes <= TRSIM_BOOT_BYTES of it, then
+ * zeros) into *all, nranks * TRSIM_BOOT_BYTES allocated here for the caller
+ * to free (NULL, and ncclSystemError, when out of memory: this rank then
+ * takes no part). */
+ncclResult_t trsim_comm_exchange(struct ncclComm *comm, const void *entry, size_t bytes, unsigned char **all);
+/* Every rank of the communicator waits for the others (host side). */
+ncclResult_t trsim_comm_barrier(struct ncclComm *comm);
 
-/* ---- operations (nccl_ops.c) --------------------------------------------- */
+/* ---- user reduction ops (nccl_redop.c) ------------------------------------ */
+
+/* Resolves a reduction op handle (built-in or PreMulSum) for datatype.
+ * A PreMulSum whose scalar lives in device memory sets *dev_scalar: the
+ * scalar is read when the collective runs, as NCCL does. */
+ncclResult_t trsim_comm_redop(struct ncclComm *comm, int op, int datatype, trsim_redop *out,
+                              const void **dev_scalar);
+/* Reads one element of datatype as a double (PreMulSum scalars). */
+double trsim_scalar_value(const void *p, int datatype);
+
+/* ---- operations (nccl_ops.c, nccl_onesided.c) ------------------------------ */
+
+enum trsim_op_kind {
+    OP_ALLREDUCE, OP_BROADCAST, OP_REDUCE, OP_ALLGATHER, OP_REDUCESCATTER,
+    OP_ALLTOALL, OP_GATHER, OP_SCATTER, OP_SEND, OP_RECV,
+    OP_PUTSIGNAL, OP_SIGNAL, OP_WAITSIGNAL,
+};
+/* By kind, NCCL's function names less "nccl" (messages). */
+extern const char *const trsim_op_names[];
+
+#define IS_COLL(kind) ((kind) < OP_SEND)
+#define IS_P2P(kind) ((kind) == OP_SEND || (kind) == OP_RECV)
+
+/* One descriptor of a ncclWaitSignal: count more signals from peer on slot,
+ * that is until the peer's counter reaches target. */
+struct trsim_wait_desc {
+    int peer, slot;
+    uint64_t count, target;
+};
+
+typedef struct {
+    enum trsim_op_kind kind;
+    struct ncclComm *comm;
+    trsim_stream *stream;
+    const unsigned char *sendbuff;
+    unsigned char *recvbuff;
+    size_t count;              /* the count argument as the caller gave it */
+    int datatype;
+    size_t elsize;
+    trsim_redop redop;
+    const void *dev_scalar;    /* PreMulSum scalar read when the op runs */
+    int root;                  /* root, or peer for send/recv; -1 if none */
+    uint64_t seq;              /* collective number, or message number per peer */
+    /* collectives: the contribution is nblocks blocks of block_count
+     * elements; each step carries `chunk` elements of every block */
+    int nblocks;
+    int contributes;
+    size_t block_count, chunk;
+    uint64_t step_base, nsteps, steps_done;
+    int posted;                /* this step's contribution is published */
+    int peers_ready;           /* peers 0..peers_ready-1 seen ready for this phase */
+    /* send/recv */
+    size_t bytes, bytes_done;
+    int awaiting_ack;
+    /* one-sided (root is the peer of a put or signal) */
+    int slot;                  /* ctx * TRSIM_RMA_SIGS + sigIdx */
+    unsigned char *put_dst;    /* where the put lands: the peer's window, mapped here */
+    struct ncclWindow_vidmem *win;  /* held until the op is freed */
+    int ndesc;
+    struct trsim_wait_desc *descs;
+    /* ncclCollConfig_t's launchCompletionEvent, recorded when launched */
+    cudaEvent_t launch_event;
+    /* bookkeeping */
+    int finished, warned;
+    double started, last_liveness_check;
+} trsim_op;
+
+/* The communicator can take an operation now; else the call's error
+ * (OP_FAIL). */
+ncclResult_t trsim_op_check_comm(struct ncclComm *comm, const char *name);
+/* Advances a running operation as far as it can without waiting; 1 once
+ * it is done. trsim_onesided_progress: the same for puts, signals and
+ * waits. */
+int trsim_op_progress(trsim_op *op);
+int trsim_onesided_progress(trsim_op *op);
+
+/* ---- groups (nccl_group.c) --------------------------------------------------- */
 
 /* Inside ncclGroupStart/End: inits whose wait is deferred to GroupEnd. */
 int trsim_group_depth(void);
 void trsim_group_defer_init(struct ncclComm *comm);
+/* An invalid call inside a group also fails the group's ncclGroupEnd. */
+ncclResult_t trsim_group_fail(ncclResult_t r);
+/* An operation call fails with r: the thread's last error and the group's. */
+#define OP_FAIL(r, ...) (trsim_set_last_error(__VA_ARGS__), trsim_group_fail(r))
+/* Takes a validated operation (a copy of proto): into the group, or
+ * numbered and launched at once (ncclInProgress on a non-blocking
+ * communicator). On success the operation owns proto's descs and win. */
+ncclResult_t trsim_op_submit(const trsim_op *proto);
+
+/* ---- jobs (nccl_split.c) ----------------------------------------------------- */
 
 /* A collective host-side job on a communicator: a split, a grow, a window
  * registration or deregistration. It runs at once (blocking communicator),
  * at the outermost ncclGroupEnd (inside a group), or on a thread of its own
  * (non-blocking: the parent reports ncclInProgress until it is done). */
 enum trsim_job_kind { TRSIM_JOB_SPLIT, TRSIM_JOB_GROW, TRSIM_JOB_WINREG, TRSIM_JOB_WINDEREG };
-struct trsim_split {
+struct trsim_job {
     enum trsim_job_kind kind;
     struct ncclComm *parent;
-    int color, key, blocking, track_parent;
+    int color, key, blocking;
     struct ncclComm *child;      /* split/grow: made before the exchange; NULL for NOCOLOR */
     int grow_nranks, grow_root;  /* grow: the new size; this rank passed the unique id */
     uint64_t grow_key;
@@ -221,18 +333,20 @@ struct trsim_split {
     struct ncclWindow_vidmem *win;  /* deregistration */
     ncclResult_t result;
 };
-void trsim_group_defer_split(struct trsim_split *job);
-/* Runs a job's exchange and attach (nccl_comm.c); sets job->result. */
-ncclResult_t trsim_split_run(struct trsim_split *job);
+/* A job of kind on parent (NULL when out of memory). */
+struct trsim_job *trsim_job_new(enum trsim_job_kind kind, struct ncclComm *parent, int blocking);
+void trsim_group_defer_job(struct trsim_job *job);   /* nccl_group.c */
+/* Runs a job's exchange and attach; sets job->result. */
+ncclResult_t trsim_job_run(struct trsim_job *job);
 /* Frees a job that has run and returns its result; on failure a child
  * handle stays, reporting the error as its init state. */
-ncclResult_t trsim_split_free(struct trsim_split *job);
+ncclResult_t trsim_job_free(struct trsim_job *job);
 /* Starts a job as its communicator and the group state say (above) and
  * owns it from then on. *newcomm (may be NULL) receives the child: at once
  * when the job is deferred or runs on its thread, on success otherwise.
  * Returns the job's result, ncclSuccess when deferred, ncclInProgress when
  * it runs on its thread. */
-ncclResult_t trsim_job_launch(struct trsim_split *job, ncclComm_t *newcomm);
+ncclResult_t trsim_job_launch(struct trsim_job *job, ncclComm_t *newcomm);
 
 /* ---- windows (nccl_win.c) -------------------------------------------------- */
 
@@ -241,8 +355,8 @@ ncclResult_t trsim_job_launch(struct trsim_split *job, ncclComm_t *newcomm);
  * could not be shared is moved when registered. */
 void trsim_window_share_alloc(void *ptr, size_t size);
 /* The collective parts of ncclCommWindowRegister / Deregister. */
-ncclResult_t trsim_window_register_run(struct trsim_split *job);
-ncclResult_t trsim_window_deregister_run(struct trsim_split *job);
+ncclResult_t trsim_window_register_run(struct trsim_job *job);
+ncclResult_t trsim_window_deregister_run(struct trsim_job *job);
 /* Drops every window of a communicator being destroyed (no exchange). */
 void trsim_comm_drop_windows(struct ncclComm *comm);
 /* A put holds its window (its peers' mappings stay) until it is freed. */

@@ -331,7 +331,7 @@ struct win_entry {
     uint64_t size;
 };
 
-ncclResult_t trsim_window_register_run(struct trsim_split *job)
+ncclResult_t trsim_window_register_run(struct trsim_job *job)
 {
     struct ncclComm *comm = job->parent;
     ncclResult_t r = trsim_comm_wait_init(comm);
@@ -448,7 +448,7 @@ fail:
 /* The window leaves the communicator (no put can name it any more), the
  * ranks meet, and the registration lets go of it: its mappings go once the
  * puts still queued with it have been done. */
-ncclResult_t trsim_window_deregister_run(struct trsim_split *job)
+ncclResult_t trsim_window_deregister_run(struct trsim_job *job)
 {
     struct ncclComm *comm = job->parent;
     struct ncclWindow_vidmem *w = job->win;
@@ -462,10 +462,7 @@ ncclResult_t trsim_window_deregister_run(struct trsim_split *job)
         trsim_set_last_error("ncclCommWindowDeregister: not a window of this communicator");
         return ncclInvalidArgument;
     }
-    unsigned char mine[TRSIM_BOOT_BYTES] = {0};
-    unsigned char *all = malloc((size_t)comm->nranks * TRSIM_BOOT_BYTES);
-    ncclResult_t r = all ? trsim_comm_allgather_boot(comm, mine, all) : ncclSystemError;
-    free(all);
+    ncclResult_t r = trsim_comm_barrier(comm);
     trsim_window_release(w);
     return r;
 }
@@ -480,11 +477,8 @@ TRSIM_API ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_
         return ncclInvalidArgument;
     }
     *win = NULL;
-    struct trsim_split *job = calloc(1, sizeof *job);
+    struct trsim_job *job = trsim_job_new(TRSIM_JOB_WINREG, comm, comm->blocking);
     if (!job) return ncclSystemError;
-    job->kind = TRSIM_JOB_WINREG;
-    job->parent = comm;
-    job->blocking = comm->blocking;
     job->buff = buff;
     job->size = size;
     job->win_flags = winFlags;
@@ -498,11 +492,8 @@ TRSIM_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t wi
         trsim_set_last_error("ncclCommWindowDeregister: not a window of this communicator");
         return ncclInvalidArgument;
     }
-    struct trsim_split *job = calloc(1, sizeof *job);
+    struct trsim_job *job = trsim_job_new(TRSIM_JOB_WINDEREG, comm, comm->blocking);
     if (!job) return ncclSystemError;
-    job->kind = TRSIM_JOB_WINDEREG;
-    job->parent = comm;
-    job->blocking = comm->blocking;
     job->win = win;
     return trsim_job_launch(job, NULL);
 }
