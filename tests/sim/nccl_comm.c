@@ -538,8 +538,10 @@ TRSIM_API void ncclResetDebugInitInternal(void)
 
 /* ---- registration and NCCL memory ------------------------------------------------ */
 
-/* In a mapping of its own, as NCCL's cuMem memory is, and shared memory
- * from the start: it can become a window without being moved (nccl_win.c). */
+/* In a mapping of its own, as NCCL's cuMem memory is, so that it can
+ * become a window: registration moves its pages into shared memory then
+ * (nccl_win.c), not here — most NCCL memory never becomes a window, and a
+ * shared-memory file per allocation made allocation-heavy jobs ~50x slower. */
 TRSIM_API ncclResult_t ncclMemAlloc(void **ptr, size_t size)
 {
     if (!ptr) return ncclInvalidArgument;
@@ -548,7 +550,6 @@ TRSIM_API ncclResult_t ncclMemAlloc(void **ptr, size_t size)
         trsim_set_last_error("ncclMemAlloc(%zu): %s", size, cudaGetErrorName(e));
         return ncclUnhandledCudaError;
     }
-    if (*ptr) trsim_window_share_alloc(*ptr, size);
     return ncclSuccess;
 }
 

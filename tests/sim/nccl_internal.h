@@ -353,7 +353,6 @@ ncclResult_t trsim_job_launch(struct trsim_job *job, ncclComm_t *newcomm);
 /* ncclMemAlloc's memory becomes shared memory at once (nothing can write
  * it yet), so that a window on it needs no moving. Best effort: memory that
  * could not be shared is moved when registered. */
-void trsim_window_share_alloc(void *ptr, size_t size);
 /* The collective parts of ncclCommWindowRegister / Deregister. */
 ncclResult_t trsim_window_register_run(struct trsim_job *job);
 ncclResult_t trsim_window_deregister_run(struct trsim_job *job);

@@ -43,7 +43,6 @@ struct trsim_region {
     int named;                /* fallback: the file has a name (key) until released */
     uint64_t key;
     int refs;                 /* windows using it, and its ncclMemAlloc allocation */
-    int alloc_ref;            /* the allocation holds a reference */
     struct trsim_region *next;
 };
 
@@ -225,33 +224,14 @@ static void region_release(struct trsim_region *r)
     free(r);
 }
 
-/* Shared pages with nothing yet to lose: no copy, no waiting. */
-void trsim_window_share_alloc(void *ptr, size_t size)
-{
-    struct trsim_region *r;
-    pthread_mutex_lock(&regions_lock);
-    if (region_acquire(ptr, size, &r) == ncclSuccess) r->alloc_ref = 1;
-    pthread_mutex_unlock(&regions_lock);
-}
-
 void trsim_window_memory_freed(void *base, size_t len)
 {
     /* The pages go (with any window still registered on them, which NCCL
      * forbids); later memory at the same addresses is not theirs. */
     uintptr_t lo = (uintptr_t)base, hi = lo + len;
     pthread_mutex_lock(&regions_lock);
-    struct trsim_region *r = regions;
-    while (r) {
-        struct trsim_region *next = r->next;
-        if (r->len && r->start < hi && lo < r->start + r->len) {
-            r->start = r->len = 0;
-            if (r->alloc_ref) {
-                r->alloc_ref = 0;
-                region_release(r);
-            }
-        }
-        r = next;
-    }
+    for (struct trsim_region *r = regions; r; r = r->next)
+        if (r->len && r->start < hi && lo < r->start + r->len) r->start = r->len = 0;
     pthread_mutex_unlock(&regions_lock);
 }
 
