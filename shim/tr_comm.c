@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "tr_hash.h"
+#include "tr_nancheck.h"
 #include "tr_nccl_int.h"
 
 static _Atomic(tr_comm *) g_comms[TR_MAX_COMMS];
@@ -552,7 +553,8 @@ static tr_comm *end_begin(ncclComm_t comm, int kind)
     atomic_store(&c->end_exit, 0);
     atomic_store(&c->end_rc, 0);
     atomic_store(&c->end_enter, t);
-    atomic_store_explicit(&c->end_kind, kind, memory_order_release);
+    atomic_store(&c->end_kind, kind);     /* sequentially consistent: tr_nan_comm_ending */
+    tr_nan_comm_ending(comm);
     if (c->ring) {
         RING_SET(c->ring->end_exit, 0);
         RING_SET(c->ring->end_rc, 0);

@@ -6,6 +6,7 @@
  * (writer thread, signal handlers, exit handler). */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -326,15 +327,26 @@ int tr_thread_start(void *(*fn)(void *), const char *name)
 
 int tr_lookup_begin(tr_lookup_gate *g)
 {
-    int st = atomic_load_explicit(&g->state, memory_order_acquire);
-    if (st > 0) return 1;
-    if (st < 0) {
-        if ((atomic_fetch_add(&g->retry, 1) & 255) != 0) return 0;
-        uint64_t now = tr_now_ns();
-        if (now < atomic_load(&g->next_ns)) return 0;
-        atomic_store(&g->next_ns, now + 1000000000ull);
+    /* one thread looks (state 2) and stores what it finds; the others wait
+     * for its answer (a lookup takes microseconds) rather than storing the
+     * same functions at the same time */
+    for (long spins = 0;; spins++) {
+        int st = atomic_load_explicit(&g->state, memory_order_acquire);
+        if (st == 1) return 1;
+        if (st == 2) {
+            if (spins > 1000000) return 0;     /* never: the looking thread is stuck */
+            sched_yield();
+            continue;
+        }
+        if (st < 0) {
+            if ((atomic_fetch_add(&g->retry, 1) & 255) != 0) return 0;
+            uint64_t now = tr_now_ns();
+            if (now < atomic_load(&g->next_ns)) return 0;
+            atomic_store(&g->next_ns, now + 1000000000ull);
+        }
+        if (atomic_compare_exchange_strong_explicit(&g->state, &st, 2, memory_order_acquire, memory_order_relaxed))
+            return -1;
     }
-    return -1;
 }
 
 int tr_lookup_end(tr_lookup_gate *g, int found)

@@ -110,7 +110,7 @@ int tr_thread_start(void *(*fn)(void *), const char *name);
  * tr_lookup_begin: 1 found before, 0 missing and not due, -1 look now (then
  * tr_lookup_end with whether everything was found). */
 typedef struct {
-    atomic_int state;         /* 0 not looked up, 1 found, -1 missing */
+    atomic_int state;         /* 0 not looked up, 1 found, -1 missing, 2 being looked up */
     atomic_uint retry;
     _Atomic uint64_t next_ns;
 } tr_lookup_gate;

@@ -41,6 +41,7 @@
  * tr_nan_write_json). */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -221,6 +222,18 @@ static void gpu_done(uint64_t tag, const tr_nanscan_result *r, void *arg)
 
 static void check_entry(const tr_nan_call *c, uint64_t e, const void *buf, uint64_t elems);
 
+/* The communicator the NaN thread is asking NCCL about (ncclCommGetAsyncError),
+ * NULL between questions: tr_nan_comm_ending waits for it. */
+static _Atomic(ncclComm_t) g_asking;
+
+void tr_nan_comm_ending(ncclComm_t comm)
+{
+    /* the caller has set the communicator's end_kind (sequentially
+     * consistent): a question not yet begun sees it and is not asked; one
+     * already begun ends before the communicator may be freed */
+    while (comm && atomic_load(&g_asking) == comm) sched_yield();
+}
+
 /* A deferred output: 1 when finished with (enqueued or given up). */
 static int defer_step(defer *d, int stopping)
 {
@@ -232,6 +245,10 @@ static int defer_step(defer *d, int stopping)
     }
     tr_comm *comm = tr_comm_at(d->c.comm_index);
     int reason = R_NONE, err = 0;
+    /* announced before end_kind is read (both sequentially consistent), the
+     * application's destroy or abort, which sets end_kind first, waits until
+     * the question is over (tr_nan_comm_ending) */
+    if (!stopping) atomic_store(&g_asking, d->c.comm);
     if (stopping) reason = R_EXIT;
     else if (comm && (atomic_load(&comm->dead) || atomic_load(&comm->end_kind) != TR_END_NONE))
         reason = R_COMM_ENDED;     /* never ask NCCL about a communicator going away */
@@ -239,6 +256,7 @@ static int defer_step(defer *d, int stopping)
     else {
         ncclResult_t st = ncclInProgress;
         ncclResult_t r = fn(d->c.comm, &st);
+        atomic_store(&g_asking, NULL);
         if (r != ncclSuccess) {
             reason = R_COMM_ERROR;
             err = (int)r;
@@ -250,6 +268,7 @@ static int defer_step(defer *d, int stopping)
             err = (int)st;
         }
     }
+    atomic_store(&g_asking, NULL);
     if (reason != R_NONE) {
         tr_nan_entry_not_checked(d->entry, reason, err);
         return 1;

@@ -49,6 +49,10 @@ void tr_nan_after(const tr_nan_call *c, int in_group, ncclResult_t rc);
  * group's calls), then after it returned rc (output checks). */
 void tr_nan_group_end_before(void);
 void tr_nan_group_end_after(ncclResult_t rc);
+/* The wrappers of the calls that end a communicator, after setting its
+ * end_kind and before the real call: waits while the NaN thread is asking
+ * NCCL about comm (its handle may be freed by the real call). */
+void tr_nan_comm_ending(ncclComm_t comm);
 
 /* ---- the writer's side ------------------------------------------------------
  * A snapshot of the checks, sorted by call; tr_nccl_write_json places each

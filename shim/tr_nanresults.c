@@ -34,16 +34,37 @@ static const unsigned char reason_err[R_COUNT] = {
     [R_SET_DEVICE] = ERR_RT, [R_GPU_UNAVAILABLE] = ERR_DRV, [R_GPU_LAUNCH] = ERR_DRV,
     [R_CALL_FAILED] = ERR_NC, [R_GROUP_FAILED] = ERR_NC, [R_COMM_ERROR] = ERR_NC};
 
+/* The other fields change after the entry is published (pending, then a
+ * result or not checked) while the writer thread may be reading them: each
+ * is stored whole after `changes` became odd (SET: release) and loaded
+ * whole (GET: acquire), and the writer keeps a copy only when `changes` was
+ * the same, and even, before and after (entry_copy). One thread at a time
+ * changes an entry. */
 typedef struct {
     _Atomic uint64_t stamp;       /* entry index + 1 once the slot is this entry's */
     uint64_t rec;                 /* ring record index of the call */
     _Atomic uint32_t status;      /* ST_*, stored last (release) */
     uint8_t buffer, engine, reason, first_kind;   /* first_kind: 1 NaN, 2 infinity */
     int32_t err;
-    uint32_t pad;
+    _Atomic uint32_t changes;
     uint64_t checked, elems;      /* elements checked (or to be), in the buffer */
     uint64_t nan, inf, first;     /* ST_NONFINITE */
 } entry;
+#define SET(field, v) __atomic_store_n(&(field), (v), __ATOMIC_RELEASE)
+#define GET(field) __atomic_load_n(&(field), __ATOMIC_ACQUIRE)
+
+static void change_begin(entry *e)
+{
+    atomic_store_explicit(&e->changes, atomic_load_explicit(&e->changes, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
+static void change_end(entry *e, uint32_t status)
+{
+    atomic_store_explicit(&e->status, status, memory_order_release);
+    atomic_store_explicit(&e->changes, atomic_load_explicit(&e->changes, memory_order_relaxed) + 1,
+                          memory_order_release);
+}
 
 /* Slots in chunks allocated when first used, lock-free to read. */
 #define CHUNK_BITS 12
@@ -94,16 +115,19 @@ uint64_t tr_nan_entry_new(uint64_t rec, int buffer, uint64_t elems)
         return NO_ENTRY;
     }
     atomic_store_explicit(&e->stamp, 0, memory_order_relaxed);
-    atomic_store_explicit(&e->status, ST_NONE, memory_order_release);
-    e->rec = rec;
-    e->buffer = (uint8_t)buffer;
-    e->engine = ENG_NONE;
-    e->reason = R_NONE;
-    e->first_kind = 0;
-    e->err = 0;
-    e->checked = 0;
-    e->elems = elems;
-    e->nan = e->inf = e->first = 0;
+    change_begin(e);
+    SET(e->rec, rec);
+    SET(e->buffer, (uint8_t)buffer);
+    SET(e->engine, (uint8_t)ENG_NONE);
+    SET(e->reason, (uint8_t)R_NONE);
+    SET(e->first_kind, (uint8_t)0);
+    SET(e->err, 0);
+    SET(e->checked, (uint64_t)0);
+    SET(e->elems, elems);
+    SET(e->nan, (uint64_t)0);
+    SET(e->inf, (uint64_t)0);
+    SET(e->first, (uint64_t)0);
+    change_end(e, ST_NONE);
     atomic_store_explicit(&e->stamp, i + 1, memory_order_release);
     return i;
 }
@@ -112,35 +136,38 @@ void tr_nan_entry_not_checked(uint64_t i, int reason, int err)
 {
     entry *e = entry_at(i);
     if (!e) return;
-    e->engine = ENG_NONE;
-    e->reason = (uint8_t)reason;
-    e->err = err;
-    e->checked = 0;
-    atomic_store_explicit(&e->status, ST_NOT_CHECKED, memory_order_release);
+    change_begin(e);
+    SET(e->engine, (uint8_t)ENG_NONE);
+    SET(e->reason, (uint8_t)reason);
+    SET(e->err, err);
+    SET(e->checked, (uint64_t)0);
+    change_end(e, ST_NOT_CHECKED);
 }
 
 void tr_nan_entry_pending(uint64_t i, int engine, uint64_t checked)
 {
     entry *e = entry_at(i);
     if (!e) return;
-    e->engine = (uint8_t)engine;
-    e->reason = R_NONE;
-    e->checked = checked;
-    atomic_store_explicit(&e->status, ST_PENDING, memory_order_release);
+    change_begin(e);
+    SET(e->engine, (uint8_t)engine);
+    SET(e->reason, (uint8_t)R_NONE);
+    SET(e->checked, checked);
+    change_end(e, ST_PENDING);
 }
 
 void tr_nan_entry_result(uint64_t i, const tr_nanscan_result *r)
 {
     entry *e = entry_at(i);
     if (!e) return;
+    change_begin(e);
     if (r->nan || r->inf) {
-        e->nan = r->nan;
-        e->inf = r->inf;
-        e->first = r->first_nan < r->first_inf ? r->first_nan : r->first_inf;
-        e->first_kind = r->first_nan < r->first_inf ? 1 : 2;
-        atomic_store_explicit(&e->status, ST_NONFINITE, memory_order_release);
+        SET(e->nan, r->nan);
+        SET(e->inf, r->inf);
+        SET(e->first, r->first_nan < r->first_inf ? r->first_nan : r->first_inf);
+        SET(e->first_kind, (uint8_t)(r->first_nan < r->first_inf ? 1 : 2));
+        change_end(e, ST_NONFINITE);
     } else {
-        atomic_store_explicit(&e->status, ST_CLEAN, memory_order_release);
+        change_end(e, ST_CLEAN);
     }
 }
 
@@ -188,7 +215,7 @@ tr_nan_snap *tr_nan_snapshot(void)
     for (uint64_t i = begin; i < end; i++) {
         entry *e = entry_at(i);
         if (!e || atomic_load_explicit(&e->status, memory_order_acquire) == ST_NONE) continue;
-        s->v[s->n++] = (snap_item){.rec = e->rec, .buffer = e->buffer, .idx = i, .pos = -1};
+        s->v[s->n++] = (snap_item){.rec = GET(e->rec), .buffer = GET(e->buffer), .idx = i, .pos = -1};
     }
     if (s->n > 1) qsort(s->v, s->n, sizeof *s->v, cmp_item);     /* s->v is NULL when empty */
     return s;
@@ -209,8 +236,44 @@ static const char *const nc_names[] = {"ncclSuccess", "ncclUnhandledCudaError", 
 
 typedef const char *(*f_errname)(cudaError_t);
 
+/* What the writer prints of an entry: a consistent copy. */
+typedef struct {
+    uint32_t status;
+    uint8_t buffer, engine, reason, first_kind;
+    int32_t err;
+    uint64_t checked, elems, nan, inf, first;
+} entry_view;
+
+/* Entry i as it was at one moment (see `changes`); 0 when its slot holds
+ * another entry now, or it kept changing. */
+static int entry_copy(uint64_t i, entry_view *v)
+{
+    entry *e = slot_at(i, 0);
+    if (!e) return 0;
+    for (int tries = 0; tries < 1000; tries++) {
+        uint32_t c = atomic_load_explicit(&e->changes, memory_order_acquire);
+        if (atomic_load_explicit(&e->stamp, memory_order_acquire) != i + 1) return 0;
+        if (c & 1) continue;
+        v->status = atomic_load_explicit(&e->status, memory_order_relaxed);
+        v->buffer = GET(e->buffer);
+        v->engine = GET(e->engine);
+        v->reason = GET(e->reason);
+        v->first_kind = GET(e->first_kind);
+        v->err = GET(e->err);
+        v->checked = GET(e->checked);
+        v->elems = GET(e->elems);
+        v->nan = GET(e->nan);
+        v->inf = GET(e->inf);
+        v->first = GET(e->first);
+        if (atomic_load_explicit(&e->changes, memory_order_relaxed) == c &&
+            atomic_load_explicit(&e->stamp, memory_order_relaxed) == i + 1)
+            return 1;
+    }
+    return 0;
+}
+
 /* "reason" or "reason: error name" into out (no quotes, JSON-safe) */
-static void reason_text(char *out, size_t cap, const entry *e)
+static void reason_text(char *out, size_t cap, const entry_view *e)
 {
     const char *base = e->reason < R_COUNT ? reason_names[e->reason] : "unknown";
     const char *name = NULL;
@@ -292,11 +355,11 @@ void tr_nan_write_json(tr_json *j, tr_nan_snap *s)
     char row[512], why_txt[200];
     for (size_t k = 0; k < s->n; k++) {
         const snap_item *it = &s->v[k];
-        entry *e = entry_at(it->idx);
-        if (it->pos < 0 || !e) continue;
-        uint32_t st = atomic_load_explicit(&e->status, memory_order_acquire);
+        entry_view ev, *e = &ev;
+        if (it->pos < 0 || !entry_copy(it->idx, e)) continue;
+        uint32_t st = e->status;
         if (st == ST_NONE || st > ST_NOT_CHECKED) continue;
-        const entry *d = st == ST_NONFINITE ? e : NULL;
+        const entry_view *d = st == ST_NONFINITE ? e : NULL;
         char *p = row;
         if (!first) *p++ = ',';
         first = 0;

@@ -111,8 +111,12 @@ static void scan_exact(int dtype, const unsigned char *p, size_t n, uint64_t bas
 /* OR over n words (n a multiple of 8) of (w & abs) + step, two 32-byte
  * accumulators. x86-64 gets an AVX2 clone besides the SSE2 baseline (picked
  * once at load time); elsewhere the compiler lowers the vectors to what the
- * target has. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+ * target has. A shim built with a sanitizer (tests/sanitize) has no clones:
+ * their resolver runs while the dynamic linker relocates the shim, before
+ * the sanitizer's runtime is initialised, and instrumented code there
+ * crashes (TSan's function-entry hook: SIGSEGV before main). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__) && \
+    !defined(__SANITIZE_ADDRESS__)
 #define TR_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define TR_CLONES

@@ -40,8 +40,9 @@ static void rec_return(trr_record *r, uint64_t ri, uint64_t seq, ncclResult_t rc
 {
     if (__atomic_load_n(&r->stamp, __ATOMIC_ACQUIRE) != ri + 1) return;
     __atomic_store_n(&r->seq, seq, __ATOMIC_RELAXED);
-    r->rc = (int32_t)rc;
-    r->exit_ns = tr_now_ns();
+    /* atomic: the writer thread may be reading the record (tr_ring_read) */
+    __atomic_store_n(&r->rc, (int32_t)rc, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->exit_ns, tr_now_ns(), __ATOMIC_RELAXED);
     __atomic_store_n(&r->state, TRR_REC_RETURNED, __ATOMIC_RELEASE);
 }
 

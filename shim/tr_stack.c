@@ -71,6 +71,15 @@
 #define CHUNK_BITS 10
 #define CHUNK_SIZE (1u << CHUNK_BITS)
 
+/* One word of the live stack, in any of the application's frames: in a
+ * program built with AddressSanitizer that may be a redzone between its
+ * locals, which the check reads on purpose (as the unwinder does); never
+ * instrumented, so a sanitized shim does not report it. */
+__attribute__((no_sanitize_address)) static inline uintptr_t stack_word(uintptr_t addr)
+{
+    return *(const volatile uintptr_t *)addr;
+}
+
 /* ---- distinct stacks (process-wide) ----------------------------------------- */
 
 static tr_stack_rec **g_chunks[TR_STACK_MAX_STACKS / CHUNK_SIZE];
@@ -288,12 +297,12 @@ static uint32_t make_checks(tstate *ts, int n, const uintptr_t *wfp)
     for (int i = 0; i < n; i++) {
         if (i > 0) {
             uintptr_t slot = ts->sp[i] - 8;
-            if (slot < lo || slot + 8 > hi || *(const uintptr_t *)slot != ts->ip[i]) return 0;
+            if (slot < lo || slot + 8 > hi || stack_word(slot) != ts->ip[i]) return 0;
             ts->chk[nchk++] = (check_t){slot, ts->ip[i]};
             uintptr_t pushed = ts->sp[i] - 16;   /* the callee's "push rbp" */
             if (ts->bp[i] == ts->bp[i - 1] && rloc) {
                 /* rbp went through frame i-1 untouched: same place */
-            } else if (pushed >= lo && *(const uintptr_t *)pushed == ts->bp[i]) {
+            } else if (pushed >= lo && stack_word(pushed) == ts->bp[i]) {
                 rloc = pushed;
             } else {
                 rloc = 0;
@@ -310,7 +319,7 @@ static uint32_t make_checks(tstate *ts, int n, const uintptr_t *wfp)
                 if (!rloc) return 0;
                 if (!(nchk && ts->chk[nchk - 1].addr == rloc && ts->chk[nchk - 1].val == bp))
                     ts->chk[nchk++] = (check_t){rloc, bp};
-            } else if (bp >= ts->sp[i] + 8 && *(const uintptr_t *)(bp - 8) == ts->sp[i + 1]) {
+            } else if (bp >= ts->sp[i] + 8 && stack_word(bp - 8) == ts->sp[i + 1]) {
                 return 0;   /* gcc's realigned frame: CFA = *(rbp - 8) */
             }
             /* else rbp is not the frame's base: the frame has a fixed size */
@@ -397,7 +406,7 @@ static inline int32_t capture_at(const uintptr_t *wfp, const void *here)
             if (e->ra != ra || e->sp != sp || !e->rec || e->rec->depth != depth) continue;
             const cache_rec *r = e->rec;
             uint32_t i = 0;
-            while (i < r->nchk && *(const volatile uintptr_t *)r->chk[i].addr == r->chk[i].val) i++;
+            while (i < r->nchk && stack_word(r->chk[i].addr) == r->chk[i].val) i++;
             if (i == r->nchk) {
                 ts->st.hits++;
                 return r->idx;

@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""Writes the fuzzing corpus kept in the repository (tests/analyzer/corpus):
+
+    make_corpus.py [CORPUS_DIR]     (default: tests/analyzer/corpus)
+
+json/: jobs of gen_traces.py (every rank's JSON trace in one seed,
+       each file after a "\\n@@ NAME\\n" line: fuzz_tranalyze.c's input
+       format), among them damaged files, Python stacks, NaN checks,
+       completion fields, a communicator listed twice; and single traces.
+ring/: small ring files made with tests/analyzer/gen_ring.py (a killed rank
+       among JSON traces, a wrapped ring, Python stacks in blobs, a JSON
+       snapshot merged with its ring, a process that died of a signal, a
+       torn record, a ring alone), each ring cut to what it holds
+       (a few records, communicator slots and blob bytes).
+
+Run it again when the trace or ring format changes (the seeds are then of
+the new format); the files are small (a few hundred KB in all). Stdlib only."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
+sys.path.insert(0, os.path.join(HERE, ".."))
+import gen_ring as gr  # noqa: E402
+g = gr.g                # gen_traces.py, wherever gen_ring.py finds it
+
+SEP = "\n@@ %s\n"
+JSON_JOBS = ["extra_collective", "pipeline_missing_send", "py_extra_collective", "oom", "nan_input_fp32",
+             "fp8_overflow", "damaged", "init_hang", "p2p_size", "two_jobs", "missing_trace", "dup_comm",
+             "completed_observed"]
+
+
+def seed(files):
+    """[(name, bytes)] as one input"""
+    return b"".join(SEP.encode() % n.encode() + data for n, data in files)
+
+
+def gen_json_job(sc):
+    with tempfile.TemporaryDirectory() as d:
+        subprocess.run([sys.executable, g.__file__, sc, d], check=True, stdout=subprocess.DEVNULL)
+        out = []
+        for n in sorted(os.listdir(d)):
+            if n != "expected.json":
+                with open(os.path.join(d, n), "rb") as f:
+                    out.append((n, f.read()))
+        return out
+
+
+def small_ring(r, capacity=16, **kw):
+    """gen_ring's ring of Rank r holding its last `capacity` calls, with as
+    few communicator slots and blob bytes as it needs"""
+    rg = gr.rank_ring(r, capacity=capacity, lost=max(0, len(r.calls) - capacity), **kw)
+    rg.h["max_comms"] = max(1, len(rg.comms))
+    rg.blob_bytes = 512
+    while True:
+        try:
+            return rg, rg.to_bytes()
+        except AssertionError:
+            rg.blob_bytes *= 2
+
+
+def jdump(d):
+    return json.dumps(d, separators=(",", ":")).encode()
+
+
+def ring_seeds():
+    g.random.seed(1234)      # the ticks' jitter, as gen_traces.py's command line seeds it
+    out = {}
+    # rank 2 killed (its ring only), the others stopped by SIGTERM: JSON + rings
+    ranks, _ = g.world_job("fzkilled", 3)
+    for step in range(5):
+        for r in ranks:
+            if not (r.rank == 2 and step == 4):
+                r.coll(0, count=4096, site="train_step", caller="train_step")
+    files = []
+    for r in ranks:
+        if r.rank == 2:
+            files.append((gr.ring_name(r), small_ring(r)[1]))
+            continue
+        r.finish("signal", 15)
+        files.append((gr.ring_name(r), small_ring(r, state=gr.SIGNALED, signo=15)[1]))
+        files.append((r.filename(), jdump(gr.new_json(r, ring_file="traces/" + gr.ring_name(r), capacity=16))))
+    out["killed_rank"] = files
+    # a wrapped ring: 40 calls, the last 16 kept; rank 1's different call in it
+    ranks, _ = g.world_job("fzwrapped", 2)
+    for step in range(40):
+        for r in ranks:
+            if r.rank == 1 and step == 33:
+                r.coll(0, op="AllGather", count=16, site="log_metrics", caller="train_step")
+            else:
+                r.coll(0, count=4096, site="train_step", caller="train_step")
+    out["wrapped"] = [(gr.ring_name(r), small_ring(r)[1]) for r in ranks]
+    # Python stacks in PYCODE/PYSTACK blobs, every rank killed
+    ranks, _ = g.py_extra_job("fzpy", natives=("train_step", "train_step"), steps=4)
+    out["py_hang"] = [(gr.ring_name(r), small_ring(r)[1]) for r in ranks[:2]]
+    # JSON snapshots at step 2, the rings hold every call after (merged)
+    ranks, _ = g.world_job("fznewer", 2)
+    snap = {}
+    for step in range(6):
+        if step == 2:
+            for r in ranks:
+                d = gr.new_json(r, reason="snapshot", signal=10, capacity=16)
+                d["ring"]["file"] = "traces/" + gr.ring_name(r)
+                snap[r.rank] = d
+        for r in ranks:
+            if step == 4 and r.rank == 1:
+                r.coll(0, op="Broadcast", count=8, root=1, site="log_metrics", caller="train_step")
+            r.coll(0, count=4096, site="train_step", caller="train_step")
+    out["newer"] = [f for r in ranks for f in ((r.filename(), jdump(snap[r.rank])),
+                                               (gr.ring_name(r), small_ring(r)[1]))]
+    # died of SIGABRT, no rank or job variables; rank 1's last record torn
+    ranks, _ = g.world_job("fzabrt", 2)
+    for step in range(3):
+        for r in ranks:
+            r.coll(0, count=16, site="train_step", caller="train_step")
+    files = []
+    for r in ranks:
+        rg, data = small_ring(r, state=gr.SIGNALED, signo=6, env_rank=False, job=False)
+        if r.rank == 1:
+            rg.torn = {rg.first + len(rg.records) - 1}
+            data = rg.to_bytes()
+        files.append((gr.ring_name(r), data))
+    out["signaled_torn"] = files
+    # one ring alone
+    out["alone"] = out["wrapped"][:1]
+    return out
+
+
+def main():
+    corpus = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "tests", "analyzer", "corpus")
+    for sub in ("json", "ring"):
+        shutil.rmtree(os.path.join(corpus, sub), ignore_errors=True)
+        os.makedirs(os.path.join(corpus, sub))
+    total = 0
+    for sc in JSON_JOBS:
+        data = seed(gen_json_job(sc))
+        with open(os.path.join(corpus, "json", sc), "wb") as f:
+            f.write(data)
+        total += len(data)
+    # single traces: the first file of a job (named after its content by the harness)
+    for sc in ("fp8_overflow", "py_extra_collective"):
+        name, data = gen_json_job(sc)[0]
+        with open(os.path.join(corpus, "json", sc + "-one"), "wb") as f:
+            f.write(data)
+        total += len(data)
+    for name, files in ring_seeds().items():
+        data = seed(files)
+        with open(os.path.join(corpus, "ring", name), "wb") as f:
+            f.write(data)
+        total += len(data)
+    print("%s: %d seeds, %d bytes" % (corpus, len(os.listdir(os.path.join(corpus, "json"))) +
+                                      len(os.listdir(os.path.join(corpus, "ring"))), total))
+
+
+if __name__ == "__main__":
+    main()
