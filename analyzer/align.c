@@ -12,7 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ta.h"
+#include "ta_align.h"
+#include "ta_seq.h"
 
 /* ---- communicator table ---- */
 typedef struct { uint64_t *keys; int *vals; size_t cap; } idmap;
@@ -208,37 +209,6 @@ static int sparse_sort(ta_comm *k)
     int dup = (int)(k->nsparse - w);
     k->nsparse = w;
     return dup;
-}
-
-int64_t ta_comm_call_sparse(const ta_comm *k, uint32_t s)
-{
-    uint32_t lo = 0, hi = k->nsparse;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (k->sparse[mid].seq < s) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo < k->nsparse && k->sparse[lo].seq == s ? k->sparse[lo].call : -1;
-}
-
-uint32_t ta_gseq_lower(const ta_gcomm *n, uint64_t s)
-{
-    if (s <= n->minseq) return 0;
-    if (s > n->maxseq) return n->nseqs;
-    if (!n->seqv) return (uint32_t)(s - n->minseq);
-    uint32_t lo = 0, hi = n->nseqs;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (n->seqv[mid] < s) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
-
-int64_t ta_gseq_sparse(const ta_gcomm *n, uint32_t s)
-{
-    uint32_t i = ta_gseq_lower(n, s);
-    return i < n->nseqs && n->seqv[i] == s ? (int64_t)i : -1;
 }
 
 static int cmp_u32(const void *x, const void *y)

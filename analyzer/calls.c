@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ta.h"
 #include "ta_calls.h"
 
 enum { JV_NULL, JV_BOOL, JV_INT, JV_DBL, JV_STR, JV_OTHER, JV_PAIR };

@@ -10,7 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ta.h"
+#include "ta_align.h"
+#include "ta_finding.h"
+#include "ta_seq.h"
+#include "ta_site.h"
 
 static int ihas(const int *v, int n, int x)
 {

@@ -15,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ta.h"
+#include "ta_align.h"
+#include "ta_finding.h"
+#include "ta_seq.h"
 
 /* hash of comm k at seq s: a checkpoint, or the last seq fingerprinted */
 static int value_at(const ta_comm *k, uint64_t s, uint64_t *h)

@@ -16,9 +16,10 @@
 #include <cjson/cJSON.h>
 
 #include "load_int.h"
-#include "ta.h"
 #include "ta_calls.h"
+#include "ta_load.h"
 #include "ta_ring.h"
+#include "ta_site.h"
 #include "trshim/ring_format.h"
 #include "trshim/trace_format.h"
 

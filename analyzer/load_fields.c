@@ -10,8 +10,8 @@
 #include <cjson/cJSON.h>
 
 #include "load_int.h"
-#include "ta.h"
 #include "ta_calls.h"
+#include "ta_site.h"
 
 /* ---- field access with type checks ---- */
 int BAD(pctx *x, const char *fmt, ...)

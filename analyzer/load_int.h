@@ -10,7 +10,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "ta.h"
+#include "ta_model.h"
 
 /* one file being converted */
 typedef struct {

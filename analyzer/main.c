@@ -2,11 +2,16 @@
  * names the root cause of a hang, an out-of-memory failure or a NaN/Inf.
  * Exit status: 0 nothing found, 1 findings, 2 could not analyse. */
 #include <getopt.h>
+#include <stdio.h>
 #include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ta.h"
+#include "ta_align.h"
+#include "ta_finding.h"
+#include "ta_load.h"
+#include "ta_out.h"
+#include "ta_site.h"
 
 static double t_start;
 static int timing;
@@ -62,26 +67,6 @@ static int number_arg(const char *opt, const char *wants, double max, double *ou
     }
     *out = v;
     return 1;
-}
-
-static int group_of(const ta_an *a, const ta_finding *f)
-{
-    if (f->kind == K_OOM) {
-        for (int t = 0; t < a->ntr; t++)
-            if (a->root[t] && a->tr[t]->rank == f->culprit.ranks[0]) return 0;
-    }
-    if (f->root) return 1;
-    switch (f->kind) {
-    case K_NAN: return 2;        /* first when nothing hung */
-    case K_OOM: return 3;
-    case K_DIVERGENCE: return 4;
-    case K_P2P: return 5;
-    case K_SIGNAL: return 5;
-    case K_INIT: return 6;
-    case K_IMBALANCE: return 7;
-    case K_STRAGGLER: return 9;  /* never a root cause: last */
-    default: return 8;
-    }
 }
 
 int main(int argc, char **argv)
@@ -156,47 +141,8 @@ int main(int argc, char **argv)
     phase("align");
     ta_rootcause(&a);
     phase("rootcause");
-    ta_findings_memory(&a);
-    int *covered = xcalloc((size_t)a.ngc + 1, sizeof(int));
-    for (int i = 0; i < a.nf; i++) {
-        if (a.f[i].g >= 0) covered[a.f[i].g] = 1;
-        if (a.f[i].stop_g >= 0) covered[a.f[i].stop_g] = 1;
-        for (int k = 0; k < a.f[i].ncons; k++) covered[a.f[i].cons[k].g] = 1;
-    }
-    ta_findings_divergence_scan(&a, covered);
-    ta_findings_p2p_scan(&a);
-    ta_findings_config(&a);
-    ta_findings_mispair(&a);
-    ta_findings_fingerprint(&a);     /* after the per-call scans: only what they cannot see */
-    free(covered);
-    ta_findings_nan(&a);
-    phase("nan");
-    ta_findings_straggler(&a);
-    phase("straggler");
-
-    /* root cause first */
-    ta_finding *sorted = xmalloc(sizeof *sorted * (size_t)(a.nf + 1));
-    int n = 0;
-    for (int grp = 0; grp <= 9; grp++)
-        for (int i = 0; i < a.nf; i++)
-            if (group_of(&a, &a.f[i]) == grp) sorted[n++] = a.f[i];
-    free(a.f);
-    a.f = sorted;
-    int anyroot = 0;
-    for (int i = 0; i < a.nf; i++) {
-        if (a.f[i].kind == K_OOM && group_of(&a, &a.f[i]) == 0) a.f[i].root = 1;
-        anyroot |= a.f[i].root;
-    }
-    /* nothing hung: the first finding is the root cause, unless it is a
-     * straggler (slow, not broken: the job has no root cause then) */
-    if (!anyroot && a.nf && a.f[0].kind != K_STRAGGLER) {
-        a.f[0].root = 1;
-        /* a NaN born on some ranks' inputs: those ranks in the table */
-        if (a.f[0].kind == K_NAN && a.f[0].nan->ev.cause == NC_INPUT)
-            for (int k = 0; k < a.f[0].culprit.nranks; k++)
-                for (int t = 0; t < a.ntr; t++)
-                    if (a.tr[t]->rank == a.f[0].culprit.ranks[k]) a.root[t] = 1;
-    }
+    ta_kinds_detect(&a, phase);      /* each kind's detector, in the table's order (ta_kinds.h) */
+    ta_kinds_rank(&a);               /* root cause first */
 
     ta_module_notes(&a);
     ta_warnings_nccl(&a);

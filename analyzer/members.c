@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ta.h"
+#include "ta_align.h"
+#include "ta_finding.h"
+#include "ta_seq.h"
 
 const char *const ta_mstate_names[MS_N] = {"blocked_inside", "never_issued", "completed", "unknown", "suspended"};
 

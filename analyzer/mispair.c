@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ta.h"
+#include "ta_finding.h"
 
 #define MISPAIR_CANDIDATES_MAX 64
 #define MISPAIR_PEERS_MAX 16

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "ta.h"
+#include "ta_model.h"
 
 #define TA_OP_NAME_(suffix, name, flags, alias) name,
 const char *const ta_op_names[OP_N] = {TR_NCCL_OPS(TA_OP_NAME_)};
@@ -17,11 +17,8 @@ const char *const ta_dtype_names[DT_N] = {
     "float64", "bfloat16", "float8e4m3", "float8e5m2", "invalid"};
 static const int dtype_sizes[DT_N] = {0, 1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1, 0};
 const char *const ta_redop_names[RO_N] = {"none", "sum", "prod", "max", "min", "avg", "premulsum"};
-const char *const ta_kind_names[K_N] = {
-    "divergence", "missing", "p2p", "init", "oom", "memory_imbalance", "no_trace", "nan", "straggler", "signal"};
 const char *const ta_ck_status_names[4] = {"clean", "nonfinite", "not_checked", "pending"};
 const char *const ta_nm_names[5] = {NULL, "off", "output", "all", "other"};
-const char *const ta_nan_cause_names[3] = {"input", "overflow", "unknown"};
 const char *const ta_end_names[] = {"exited", "signal", "comm_end", "snapshot", "no_trace", "unknown", "killed", "hang"};
 
 void *xmalloc(size_t n)
@@ -202,13 +199,6 @@ int ta_comm_local(const ta_trace *t, int g)
     for (int i = 0; i < t->ncomms; i++)
         if (t->comms[i].g == g) return i;
     return -1;
-}
-
-int64_t ta_call_at(const ta_an *a, int t, int g, uint32_t seq)
-{
-    int lc = ta_comm_local(a->tr[t], g);
-    if (lc < 0) return -1;
-    return ta_comm_call(&a->tr[t]->comms[lc], seq);
 }
 
 const char *ta_comm_name(const ta_an *a, int g)

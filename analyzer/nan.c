@@ -29,9 +29,52 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ta.h"
+#include "ta_align.h"
+#include "ta_finding.h"
+#include "ta_jw.h"
+#include "ta_seq.h"
+#include "ta_site.h"
+#include "ta_tx.h"
 
-int64_t ta_check_find(const ta_trace *t, int64_t call, int buffer)
+/* nan: one member of the communicator at the non-finite (comm, seq) */
+typedef struct {
+    int place;               /* place in the communicator */
+    int rank;                /* global rank; -1: no trace */
+    int trace;               /* -1: no trace */
+    int64_t call;            /* -1: the rank never issued it, or (lost) its record is gone */
+    int64_t in, out;         /* index into the trace's checks, -1 none */
+    int source;              /* its input was non-finite */
+    int lost;                /* it issued it before its ring window (ring_lost > 0): call, checks unknown */
+} ta_nanmember;
+
+/* nan: a group of later non-finite collectives of one communicator */
+typedef struct { int g; uint32_t from_seq; int64_t count; } ta_nanlater;
+
+/* nan: a non-finite (comm, seq) analysed (the first one, or an independent one) */
+enum { NC_INPUT, NC_OVERFLOW, NC_UNKNOWN };
+static const char *const ta_nan_cause_names[3] = {"input", "overflow", "unknown"};
+typedef struct ta_nanev {
+    int g; uint32_t seq;
+    int op, dtype, redop;
+    int cause;               /* NC_* */
+    char *reason;            /* NC_UNKNOWN: why; NULL */
+    int *ranks; int nranks;  /* sources (input), all members (overflow), unchecked (unknown) */
+    int *unchecked; int nunchecked;   /* traced members whose input is not known */
+    char *unknown_text;      /* why those inputs are not known; NULL */
+    ta_nanmember *mem; int nmem;
+    int ref;                 /* index into mem: the member whose output is quoted (-1) */
+    double t;
+} ta_nanev;
+
+typedef struct {
+    ta_nanev ev;
+    ta_nanlater *later; int nlater;
+    int64_t later_count;     /* non-finite collectives causally after it */
+    ta_nanev *indep; int nindep;   /* first non-finite points not after it */
+    int64_t unchecked_before;      /* reductions before it on its members without a usable check */
+} ta_nanfinding;
+
+static int64_t ta_check_find(const ta_trace *t, int64_t call, int buffer)
 {
     int64_t lo = 0, hi = t->nchecks - 1;
     while (lo <= hi) {
@@ -44,7 +87,7 @@ int64_t ta_check_find(const ta_trace *t, int64_t call, int buffer)
     return -1;
 }
 
-ta_check ta_check_at(const ta_trace *t, int64_t k)
+static ta_check ta_check_at(const ta_trace *t, int64_t k)
 {
     const ta_ckc *c = &t->checks[k];
     ta_check r;
@@ -74,7 +117,7 @@ static int dt_float(int dt)
            dt == DT_FP8E5M2;
 }
 
-double ta_nan_limit(int dt)
+static double ta_nan_limit(int dt)
 {
     switch (dt) {
     case DT_FLOAT16: return 65504.0;
@@ -87,7 +130,7 @@ double ta_nan_limit(int dt)
     }
 }
 
-const char *ta_nan_limit_text(int dt)
+static const char *ta_nan_limit_text(int dt)
 {
     switch (dt) {
     case DT_FLOAT16: return "65504";
@@ -561,8 +604,9 @@ static int cmp_cand(const void *x, const void *y)
 
 #define MAX_CAND 16
 
-void ta_findings_nan(ta_an *a)
+void ta_detect_nan(ta_an *a, int look)
 {
+    if (look != TA_LOOK_FINDINGS) return;   /* after the divergences: they do not defer to it */
     /* which ranks have checks */
     int nwith = 0, nusable = 0;
     int *off = xmalloc(sizeof(int) * (size_t)(a->ntr + 1)), noff = 0;
@@ -685,9 +729,10 @@ void ta_findings_nan(ta_an *a)
 
     ta_finding *f = ta_finding_new(a, K_NAN);
     ta_nanfinding *nf = xcalloc(1, sizeof *nf);
-    f->nan = nf;
+    f->data = nf;
     analyse_event(a, cand[first].g, cand[first].seq, &nf->ev);
     ta_nanev *ev = &nf->ev;
+    f->root_ranks = ev->cause == NC_INPUT;   /* the root cause: the ranks it was born on */
     f->g = ev->g;
     f->seq = ev->seq;
     f->t = ev->t;
@@ -799,4 +844,135 @@ void ta_findings_nan(ta_an *a)
     free(cand); free(minimal);
 out:
     free(off); free(absent); free(ringonly);
+}
+
+/* --json: one check of a buffer (null: none) */
+static void check_json(ta_jw *w, const char *k, const ta_trace *t, int64_t ci)
+{
+    jw_key(w, k);
+    if (!t || ci < 0) { fputs("null", w->o); return; }
+    const ta_check cv = ta_check_at(t, ci), *c = &cv;
+    jw_open(w, '{');
+    jw_str(w, "status", ta_ck_status_names[c->status]);
+    jw_int(w, "nan", c->nan);
+    jw_int(w, "inf", c->inf);
+    jw_intn(w, "first", c->first, c->first == TA_NULL64);
+    jw_str(w, "first_kind", c->first_kind == 1 ? "nan" : c->first_kind == 2 ? "inf" : NULL);
+    jw_int(w, "elems_checked", c->checked);
+    jw_int(w, "elems", c->elems);
+    jw_str(w, "reason", c->reason);
+    jw_close(w, '}');
+}
+
+static int has_rank(const int *v, int n, int r)
+{
+    for (int i = 0; i < n; i++) if (v[i] == r) return 1;
+    return 0;
+}
+
+static void nanev_json(ta_jw *w, ta_an *a, const ta_nanev *ev, int full)
+{
+    jw_str(w, "cause", ta_nan_cause_names[ev->cause]);
+    jw_str(w, "reason", ev->reason);
+    jw_str(w, "op", ta_op_names[ev->op]);
+    jw_str(w, "dtype", ev->dtype == DT_NONE ? NULL : ta_dtype_names[ev->dtype]);
+    jw_str(w, "redop", ev->redop == RO_NONE ? NULL : ta_redop_names[ev->redop]);
+    jw_dbl(w, "limit", ta_nan_limit(ev->dtype));
+    jw_ints(w, "unchecked_inputs", ev->unchecked, ev->nunchecked);
+    if (!full) return;
+    jw_key(w, "members");
+    jw_open(w, '[');
+    for (int p = 0; p < ev->nmem; p++) {
+        const ta_nanmember *m = &ev->mem[p];
+        const ta_trace *t = m->trace >= 0 ? a->tr[m->trace] : NULL;
+        jw_sep(w);
+        jw_open(w, '{');
+        jw_int(w, "place", m->place);
+        jw_intn(w, "rank", m->rank, m->rank < 0);
+        jw_bool(w, "source", m->source);
+        jw_bool(w, "lost", m->lost);
+        if (t && m->call >= 0 && has_rank(ev->ranks, ev->nranks, m->rank)) {
+            jw_site(w, a, t, t->calls[m->call].stack, t->calls[m->call].pystack);
+        } else {
+            jw_str(w, "site", NULL);
+            jw_str(w, "function", NULL);
+            jw_str(w, "python_stack", NULL);
+            jw_str(w, "native_site", NULL);
+        }
+        check_json(w, "input", t, m->in);
+        check_json(w, "output", t, m->out);
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+}
+
+/* --json: the first non-finite collective (cause, members' checks), the later ones, the independent ones */
+void ta_json_nan(ta_jw *w, ta_an *a, const ta_finding *f)
+{
+    const ta_nanfinding *nf = f->data;
+    if (!nf) return;
+    nanev_json(w, a, &nf->ev, 1);
+    jw_int(w, "later_count", nf->later_count);
+    jw_key(w, "later");
+    jw_open(w, '[');
+    for (int k = 0; k < nf->nlater; k++) {
+        jw_sep(w);
+        jw_open(w, '{');
+        jw_str(w, "comm", ta_comm_name(a, nf->later[k].g));
+        jw_int(w, "from_seq", nf->later[k].from_seq);
+        jw_int(w, "collectives", nf->later[k].count);
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+    jw_key(w, "independent");
+    jw_open(w, '[');
+    for (int k = 0; k < nf->nindep; k++) {
+        const ta_nanev *e = &nf->indep[k];
+        jw_sep(w);
+        jw_open(w, '{');
+        jw_str(w, "comm", ta_comm_name(a, e->g));
+        jw_int(w, "seq", e->seq);
+        jw_ints(w, "ranks", e->ranks, e->nranks);
+        nanev_json(w, a, e, 0);
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+    jw_int(w, "unchecked_before", nf->unchecked_before);
+}
+
+/* text: the sources' inputs (or the quoted output), and the inputs not known */
+void ta_text_nan(ta_tx *x, const ta_finding *f)
+{
+    ta_an *a = x->a;
+    FILE *o = x->o;
+    const char *ind = x->ind;
+    int md = x->md;
+    ta_tx_head(x, f, NULL);
+    const ta_nanfinding *nf = f->data;
+    if (!nf) return;
+    const ta_nanev *ev = &nf->ev;
+    int shown = 0;
+    for (int p = 0; p < ev->nmem; p++) {
+        const ta_nanmember *m = &ev->mem[p];
+        if (m->trace < 0 || m->call < 0) continue;
+        const ta_trace *t = a->tr[m->trace];
+        int show = ev->cause == NC_INPUT ? m->source : p == ev->ref;
+        if (!show) continue;
+        if (shown++ >= 8) { fprintf(o, "%s%s...\n", ind, md ? "- " : ""); break; }
+        const ta_check kv = ta_check_at(t, ev->cause == NC_INPUT ? m->in : m->out), *k = &kv;
+        char *sig = ta_call_sig(t, m->call), *site = ta_call_site_text(a, t, m->call);
+        char at[64] = "";
+        if (k->first != TA_NULL64)
+            snprintf(at, sizeof at, "first %s at element %lld, ", k->first_kind == 2 ? "Inf" : "NaN", (long long)k->first);
+        fprintf(o, md ? "%s- rank %d: `%s` at `%s`; %s: %s%lld NaN, %lld Inf in %lld elements checked\n"
+                      : "%srank %d: %s at %s; %s: %s%lld NaN, %lld Inf in %lld elements checked\n",
+                ind, m->rank, sig, site, ev->cause == NC_INPUT ? "input" : "output", at, (long long)k->nan,
+                (long long)k->inf, (long long)k->checked);
+        free(sig); free(site);
+    }
+    if (ev->cause != NC_INPUT && ev->nunchecked) {
+        char *r = ta_ranks_text(ev->unchecked, ev->nunchecked);
+        fprintf(o, "%s%sinputs not known: rank%s %s\n", ind, md ? "- " : "", ev->nunchecked > 1 ? "s" : "", r);
+        free(r);
+    }
 }

@@ -4,65 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ta.h"
-
-static char *human(int64_t b)
-{
-    if (b < 0) return xstrdup("-");
-    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    double v = (double)b;
-    int k = 0;
-    while (v >= 1024 && k < 4) { v /= 1024; k++; }
-    return k ? xasprintf("%.1f %s", v, u[k]) : xasprintf("%lld B", (long long)b);
-}
-
-static char *where(ta_an *a, const ta_finding *f)
-{
-    if (f->g < 0) return xstrdup("");
-    int n = 0, *r = xmalloc(sizeof(int) * (size_t)(a->gc[f->g].npos + 1));
-    for (int p = 0; p < a->gc[f->g].npos; p++)
-        if (a->gc[f->g].member[p] >= 0) r[n++] = a->tr[a->gc[f->g].member[p]]->rank;
-    ta_ints_sort(r, n);
-    char *rt = ta_ranks_text(r, n);
-    free(r);
-    int empty = 0;
-    for (int p = 0; p < a->gc[f->g].npos; p++) empty += a->gc[f->g].member[p] < 0;
-    /* "ranks 0-2", "rank 0; 3 places without a trace": the count of empty
-     * places never reads as one more rank */
-    char *m = xasprintf("%s%s%s", n ? (n > 1 ? "ranks " : "rank ") : "", rt, n && empty ? "; " : "");
-    free(rt);
-    if (empty) {
-        char *m2 = xasprintf("%s%d place%s without a trace", m, empty, empty > 1 ? "s" : "");
-        free(m);
-        m = m2;
-    }
-    char *s;
-    if (f->kind == K_INIT) s = xasprintf(" on comm %s (%s), initialisation", ta_comm_name(a, f->g), m);
-    else if (f->kind == K_STRAGGLER) s = xasprintf(" on comm %s (%s)", ta_comm_name(a, f->g), m);
-    else if (f->kind == K_P2P) s = xasprintf(" on comm %s (%s), send/recv #%lld", ta_comm_name(a, f->g), m, (long long)f->seq);
-    else if (f->kind == K_SIGNAL) s = xasprintf(" on comm %s (%s), signal #%lld", ta_comm_name(a, f->g), m, (long long)f->seq);
-    else if (f->seq < 0 && f->win_upto > 0)
-        s = xasprintf(" on comm %s (%s), collectives #%lld-#%lld", ta_comm_name(a, f->g), m,
-                      (long long)f->win_after + 1, (long long)f->win_upto);
-    else s = xasprintf(" on comm %s (%s), collective #%lld", ta_comm_name(a, f->g), m, (long long)f->seq);
-    free(m);
-    return s;
-}
-
-static void side_line(ta_an *a, FILE *o, const char *indent, const ta_side *s, int md, const char *label)
-{
-    if (!s->nranks || s->trace < 0) return;
-    const ta_trace *t = a->tr[s->trace];
-    int stack = s->stack, py = s->pystack;
-    if (s->call >= 0) stack = t->calls[s->call].stack, py = t->calls[s->call].pystack;
-    if (stack < 0 && !ta_py_valid(t, py) && s->call < 0) return;
-    char *r = ta_ranks_text(s->ranks, s->nranks);
-    char *site = ta_site_text(a, t, stack, py);
-    char *sig = s->call >= 0 ? ta_call_sig(t, s->call) : xstrdup("");
-    if (md) fprintf(o, "%s- rank%s %s%s: `%s` at `%s`\n", indent, s->nranks > 1 ? "s" : "", r, label, sig, site);
-    else fprintf(o, "%srank%s %s%s: %s at %s\n", indent, s->nranks > 1 ? "s" : "", r, label, sig, site);
-    free(r); free(site); free(sig);
-}
+#include "ta_out.h"
+#include "ta_seq.h"
+#include "ta_tx.h"
 
 /* who issued the stuck collective and is blocked inside it, who never issued it */
 static void members_lines(ta_an *a, FILE *o, const char *indent, const ta_finding *f, int md)
@@ -116,62 +60,10 @@ static void members_lines(ta_an *a, FILE *o, const char *indent, const ta_findin
 
 static void finding(ta_an *a, FILE *o, const ta_finding *f, int md, int top)
 {
-    static int nroot;
-    char *w = where(a, f);
     const char *ind = md ? "" : "  ";
-    if (md) fprintf(o, "%s **%s%s%s**%s\n\n", top ? "####" : "-", ta_kind_names[f->kind], f->subkind[0] ? " / " : "",
-                    f->subkind, w);
-    else if (top) {
-        if (nroot++) fprintf(o, "ROOT CAUSE (%d): ", nroot);
-        else fprintf(o, "ROOT CAUSE: ");
-        fprintf(o, "%s%s%s%s\n", ta_kind_names[f->kind], f->subkind[0] ? " / " : "", f->subkind, w);
-    } else fprintf(o, "- %s%s%s%s\n", ta_kind_names[f->kind], f->subkind[0] ? " / " : "", f->subkind, w);
-    fprintf(o, "%s%s\n", ind, f->message ? f->message : "");
-    if (md) fputc('\n', o);
-    if (f->kind == K_DIVERGENCE || f->kind == K_MISSING || f->kind == K_P2P) {
-        int miss = f->kind == K_MISSING || (f->kind == K_P2P && strcmp(f->subkind, "size_mismatch"));
-        side_line(a, o, ind, &f->culprit, md, miss ? " (last call)" : "");
-        side_line(a, o, ind, &f->other, md, miss ? " (waiting in)" : "");
-    }
-    if (f->kind == K_SIGNAL) {
-        int queued = !strcmp(f->subkind, "not_run");
-        side_line(a, o, ind, &f->culprit, md, queued ? " (the signal, queued)" : f->sig_sent > 0 ?
-                  " (its last signal to the waiter)" : " (last call)");
-        side_line(a, o, ind, &f->other, md, " (waiting in)");
-    }
-    if (f->kind == K_NAN && f->nan) {
-        const ta_nanev *ev = &f->nan->ev;
-        int shown = 0;
-        for (int p = 0; p < ev->nmem; p++) {
-            const ta_nanmember *m = &ev->mem[p];
-            if (m->trace < 0 || m->call < 0) continue;
-            const ta_trace *t = a->tr[m->trace];
-            int show = ev->cause == NC_INPUT ? m->source : p == ev->ref;
-            if (!show) continue;
-            if (shown++ >= 8) { fprintf(o, "%s%s...\n", ind, md ? "- " : ""); break; }
-            const ta_check kv = ta_check_at(t, ev->cause == NC_INPUT ? m->in : m->out), *k = &kv;
-            char *sig = ta_call_sig(t, m->call), *site = ta_call_site_text(a, t, m->call);
-            char at[64] = "";
-            if (k->first != TA_NULL64)
-                snprintf(at, sizeof at, "first %s at element %lld, ", k->first_kind == 2 ? "Inf" : "NaN", (long long)k->first);
-            fprintf(o, md ? "%s- rank %d: `%s` at `%s`; %s: %s%lld NaN, %lld Inf in %lld elements checked\n"
-                          : "%srank %d: %s at %s; %s: %s%lld NaN, %lld Inf in %lld elements checked\n",
-                    ind, m->rank, sig, site, ev->cause == NC_INPUT ? "input" : "output", at, (long long)k->nan,
-                    (long long)k->inf, (long long)k->checked);
-            free(sig); free(site);
-        }
-        if (ev->cause != NC_INPUT && ev->nunchecked) {
-            char *r = ta_ranks_text(ev->unchecked, ev->nunchecked);
-            fprintf(o, "%s%sinputs not known: rank%s %s\n", ind, md ? "- " : "", ev->nunchecked > 1 ? "s" : "", r);
-            free(r);
-        }
-    }
-    if (f->kind == K_OOM || f->kind == K_IMBALANCE) {
-        char *p = human(f->peak);
-        char *site = f->culprit.trace >= 0 ? ta_site_text(a, a->tr[f->culprit.trace], f->stack2, f->pystack2) : xstrdup("?");
-        fprintf(o, "%speak %s at %s\n", ind, p, site);
-        free(p); free(site);
-    }
+    ta_tx x = {a, o, md, top, ind};
+    if (ta_kinds[f->kind].text) ta_kinds[f->kind].text(&x, f);   /* the heading and the kind's own lines */
+    else ta_tx_head(&x, f, NULL);
     if (f->stop_g >= 0)
         fprintf(o, "%sthe job stopped later, at collective #%lld of comm %s\n", ind, (long long)f->stop_seq,
                 ta_comm_name(a, f->stop_g));
@@ -191,7 +83,6 @@ static void finding(ta_an *a, FILE *o, const ta_finding *f, int md, int top)
         if (shown < f->ncons) fprintf(o, "%s  - ... and %d more\n", md ? "" : ind, f->ncons - shown);
     }
     fputc('\n', o);
-    free(w);
 }
 
 static void rank_table(ta_an *a, FILE *o, int md)
@@ -215,7 +106,7 @@ static void rank_table(ta_an *a, FILE *o, int md)
         ta_trace *t = a->tr[i];
         int64_t pk = -1;
         for (int k = 0; k < t->nmdev; k++) if (t->mdev[k].peak > pk) pk = t->mdev[k].peak;
-        char *p = human(pk), *e = ta_end_text(a, t);
+        char *p = ta_human(pk), *e = ta_end_text(a, t);
         char seqs[128] = "";
         for (int k = 0; k < t->ncomms && k < nfam; k++)
             snprintf(seqs + strlen(seqs), sizeof seqs - strlen(seqs), "%s%u", k ? " " : "", t->comms[k].nseq);

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ta.h"
+#include "ta_site.h"
 
 /* dir is a whole path component of f, followed by a further component */
 static int has_dir(const char *f, const char *dir)

@@ -15,7 +15,7 @@
  * are read a chunk at a time and whole runs of them in a hole of the file
  * (never written) are counted without being read; the blob area is read
  * through a window and ends at the first zero kind (a hole reads as one).
- * ring_trace.c makes the traces of what is read here. */
+ * ring_trace.c makes the traces of what is read here (ta_ring_read). */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "ring_int.h"
+#include "ta_site.h"
 #include "trshim/trace_format.h"
 
 typedef struct { uint64_t lo, hi, base; int gid; } rmod;
@@ -746,69 +747,59 @@ void ta_ring_info_free(ta_ring_info *info)
     memset(info, 0, sizeof *info);
 }
 
-int ta_ring_read(ta_an *a, const char *path, int fd, const struct stat *st, pthread_mutex_t *modlk, ta_trace ***out,
-                 ta_ring_info *info)
+int ring_read(rd *r, ta_an *a, const char *path, int fd, const struct stat *st, pthread_mutex_t *modlk,
+              ta_ring_info *info)
 {
     memset(info, 0, sizeof *info);
-    *out = NULL;
+    *r = (rd){.a = a, .path = path, .fd = fd, .n = (uint64_t)st->st_size, .info = info, .last_ns = TA_NULL64};
     if ((uint64_t)st->st_size < sizeof(trr_header)) {
         ta_note_add(a, path, 1, "truncated: %lld bytes, shorter than a ring header (%zu bytes)", (long long)st->st_size,
                     sizeof(trr_header));
         return -1;
     }
-    rd r = {.a = a, .path = path, .fd = fd, .n = (uint64_t)st->st_size, .info = info, .last_ns = TA_NULL64};
-    if (rd_at(&r, 0, &r.h, sizeof r.h) < 0) {
+    if (rd_at(r, 0, &r->h, sizeof r->h) < 0) {
         ta_note_add(a, path, 1, "cannot read the ring header: %s",
-                    r.ioerr > 0 ? strerror(r.ioerr) : "the file became shorter while it was read");
+                    r->ioerr > 0 ? strerror(r->ioerr) : "the file became shorter while it was read");
         return -1;
     }
-    int n = -1;
-    const char *bad = check_header(&r);
+    const char *bad = check_header(r);
     if (bad) {
         ta_note_add(a, path, 1, "%s", bad);
-        goto done;
+        return -1;
     }
-    if (r.n < r.h.file_bytes)
-        ring_note(&r, "truncated: the file has %llu bytes, its header says %llu: what lay past the end is lost",
-              (unsigned long long)r.n, (unsigned long long)r.h.file_bytes);
-    else if (r.n > r.h.file_bytes) {
+    if (r->n < r->h.file_bytes)
+        ring_note(r, "truncated: the file has %llu bytes, its header says %llu: what lay past the end is lost",
+              (unsigned long long)r->n, (unsigned long long)r->h.file_bytes);
+    else if (r->n > r->h.file_bytes) {
         /* what one ring costs is bounded by its declared layout */
-        ring_note(&r, "the file has %llu bytes, more than the %llu its header declares: the bytes past those are not read",
-                  (unsigned long long)r.n, (unsigned long long)r.h.file_bytes);
-        r.n = r.h.file_bytes;
+        ring_note(r, "the file has %llu bytes, more than the %llu its header declares: the bytes past those are not read",
+                  (unsigned long long)r->n, (unsigned long long)r->h.file_bytes);
+        r->n = r->h.file_bytes;
     }
-    info->alive = still_alive(&r);
-    read_comms(&r);
-    read_blobs(&r, modlk);
-    read_records(&r);
-    if (r.ioerr)
-        ring_note(&r, "the file could not be read completely (%s): what could not be read counts as lost or torn",
-                  r.ioerr > 0 ? strerror(r.ioerr) : "it became shorter while it was read");
-    if (r.h.heartbeat_ns && r.h.heartbeat_ns <= (uint64_t)INT64_MAX) r.last_ns = max64(r.last_ns, (int64_t)r.h.heartbeat_ns);
-    if (r.h.end_ns && r.h.end_ns <= (uint64_t)INT64_MAX) r.last_ns = max64(r.last_ns, (int64_t)r.h.end_ns);
-    if (r.h.state != TRR_RUNNING && r.h.state != TRR_EXITED && r.h.state != TRR_SIGNALED)
-        ring_note(&r, "the process state %d in the header is unknown: how it ended is unknown", r.h.state);
-    n = ring_views(&r, out);
-    if (n >= 0) {
-        info->host = ring_str(r.h.host, sizeof r.h.host);
-        info->pid = r.h.pid;
-        info->start_time = r.h.start_realtime;
-        info->head = r.h.head;
-        info->state = r.h.state;
-        info->signo = r.h.signo;
-        info->last_ns = r.last_ns;
-    }
-done:
-    for (int i = 0; i < r.nstacks; i++) free(r.stacks[i].frames);
-    free(r.stacks);
-    for (int i = 0; i < r.npystacks; i++) free(r.pystacks[i].frames);
-    free(r.pystacks);
-    free(r.pycodes);
-    free(r.cfgs);
-    free(r.nccl_lib);
-    free(r.nccl_unknown);
-    free(r.slots);
-    free(r.calls);
-    if (n < 0) ta_ring_info_free(info);
-    return n;
+    info->alive = still_alive(r);
+    read_comms(r);
+    read_blobs(r, modlk);
+    read_records(r);
+    if (r->ioerr)
+        ring_note(r, "the file could not be read completely (%s): what could not be read counts as lost or torn",
+                  r->ioerr > 0 ? strerror(r->ioerr) : "it became shorter while it was read");
+    if (r->h.heartbeat_ns && r->h.heartbeat_ns <= (uint64_t)INT64_MAX) r->last_ns = max64(r->last_ns, (int64_t)r->h.heartbeat_ns);
+    if (r->h.end_ns && r->h.end_ns <= (uint64_t)INT64_MAX) r->last_ns = max64(r->last_ns, (int64_t)r->h.end_ns);
+    if (r->h.state != TRR_RUNNING && r->h.state != TRR_EXITED && r->h.state != TRR_SIGNALED)
+        ring_note(r, "the process state %d in the header is unknown: how it ended is unknown", r->h.state);
+    return 0;
+}
+
+void ring_rd_free(rd *r)
+{
+    for (int i = 0; i < r->nstacks; i++) free(r->stacks[i].frames);
+    free(r->stacks);
+    for (int i = 0; i < r->npystacks; i++) free(r->pystacks[i].frames);
+    free(r->pystacks);
+    free(r->pycodes);
+    free(r->cfgs);
+    free(r->nccl_lib);
+    free(r->nccl_unknown);
+    free(r->slots);
+    free(r->calls);
 }

@@ -1,11 +1,12 @@
 /* Internals shared by ring.c (reading and checking a ring file) and
- * ring_trace.c (the traces a ring gives, and rings next to JSON traces). */
+ * ring_trace.c (the traces a ring gives, and rings next to JSON traces),
+ * which calls into ring.c, never the other way. */
 #ifndef RING_INT_H
 #define RING_INT_H
 
 #include <stdint.h>
 
-#include "ta.h"
+#include "ta_model.h"
 #include "ta_ring.h"
 #include "trshim/ring_format.h"
 
@@ -64,7 +65,11 @@ static inline int64_t max64(int64_t x, int64_t y) { return x > y ? x : y; }
 void ring_note(rd *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* a fixed-size char array of the file as a string, safe for any output */
 char *ring_str(const char *s, size_t cap);
-/* the traces of the ring (ring_trace.c): the number, -1 with a note */
-int ring_views(rd *r, ta_trace ***out);
+/* Reads and checks the ring file at path (open at fd; st its fstat) into r
+ * (ring.c): 0, or -1 with a note when it is not usable. ring_rd_free frees
+ * what r holds (ring_trace.c makes the traces first: ta_ring_read). */
+int ring_read(rd *r, ta_an *a, const char *path, int fd, const struct stat *st, pthread_mutex_t *modlk,
+              ta_ring_info *info);
+void ring_rd_free(rd *r);
 
 #endif

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ring_int.h"
+#include "ta_site.h"
 
 static const char *const kind_names[] = {"InitRank", "InitRankConfig", "InitRankScalable", "InitAll", "Split",
                                          "Shrink", "Grow"};
@@ -275,7 +276,7 @@ static int cmp_id_dev(const void *x, const void *y)
 /* the ranks of the process, as the shim's tr_nccl_ranks: one trace, unless
  * one communicator id shows on several devices (then one per device, in
  * device order, each ranked by its first communicator) */
-int ring_views(rd *r, ta_trace ***out)
+static int ring_views(rd *r, ta_trace ***out)
 {
     const trr_header *h = &r->h;
     id_dev *pairs = xmalloc(sizeof *pairs * ((size_t)r->nslots + 1));
@@ -338,6 +339,27 @@ int ring_views(rd *r, ta_trace ***out)
     free(dev);
     free(rk);
     return nv;
+}
+
+int ta_ring_read(ta_an *a, const char *path, int fd, const struct stat *st, pthread_mutex_t *modlk, ta_trace ***out,
+                 ta_ring_info *info)
+{
+    *out = NULL;
+    rd r;
+    int n = ring_read(&r, a, path, fd, st, modlk, info);
+    if (n == 0) n = ring_views(&r, out);
+    if (n >= 0) {
+        info->host = ring_str(r.h.host, sizeof r.h.host);
+        info->pid = r.h.pid;
+        info->start_time = r.h.start_realtime;
+        info->head = r.h.head;
+        info->state = r.h.state;
+        info->signo = r.h.signo;
+        info->last_ns = r.last_ns;
+    }
+    ring_rd_free(&r);
+    if (n < 0) ta_ring_info_free(info);
+    return n;
 }
 
 /* ---- rings next to JSON traces ---- */

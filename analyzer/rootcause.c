@@ -19,7 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ta.h"
+#include "ta_align.h"
+#include "ta_finding.h"
+#include "ta_seq.h"
+#include "ta_site.h"
 
 enum { SP_COLL, SP_P2P, SP_INIT, SP_SIG };   /* SP_SIG: a WaitSignal (snd: the sender's place, rcv: the waiter's) */
 enum { SP_OPEN = -1, SP_LEFT_OUT = -2 };   /* spoint.finding, else an index into a->f */

@@ -27,7 +27,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ta.h"
+#include "ta_finding.h"
+#include "ta_jw.h"
+#include "ta_seq.h"
+#include "ta_site.h"
+#include "ta_tx.h"
 
 #define MIN_COLLECTIVES 8
 #define LAST_FRACTION_NUM 3          /* last in at least 3/4 of the collectives examined */
@@ -35,6 +39,21 @@
 #define NOISE_FACTOR 3
 
 const char *const ta_strag_clock_names[3] = {"monotonic", "init", "wall"};
+
+/* straggler: ranks that enter the collectives of a communicator consistently late */
+typedef struct {
+    int clock;               /* SC_* */
+    int64_t examined;        /* collectives every member issued (outside groups, not failed) */
+    int64_t last;            /* of those, the ones where these ranks were the last to enter */
+    int64_t median_ns;       /* median over them of: first entry of these ranks - median entry of the others */
+    int64_t max_ns;          /* the latest of these ranks behind the others' median, at its worst (seq) */
+    int64_t jitter_ns;       /* median of: last entry of the others - their median */
+    int64_t threshold_ns;    /* what median_ns had to reach: max(--straggler-ms, --straggler-fraction x
+                                interval_ns, 3 x jitter_ns) */
+    int64_t interval_ns;     /* mean time between the communicator's collectives examined */
+    int64_t spread_ns;       /* median of: last entry - first entry */
+    int *also; int nalso;    /* smaller communicators where the same ranks are late (global indices) */
+} ta_straggler;
 
 static int cmp64(const void *x, const void *y)
 {
@@ -376,7 +395,7 @@ static int find_late_set(const table *tb, int64_t min_ns, result *res)
 
 static void describe(ta_an *a, ta_finding *f)
 {
-    ta_straggler *st = f->strag;
+    ta_straggler *st = f->data;
     char *who = ta_ranks_text(f->culprit.ranks, f->culprit.nranks);
     int many = f->culprit.nranks > 1;
     char *med = dur_text(st->median_ns), *mx = dur_text(st->max_ns);
@@ -425,8 +444,9 @@ static void describe(ta_an *a, ta_finding *f)
     free(who); free(med); free(mx); free(call); free(site); free(last); free(which); free(also); free(iv); free(share);
 }
 
-void ta_findings_straggler(ta_an *a)
+void ta_detect_straggler(ta_an *a, int look)
 {
+    if (look != TA_LOOK_FINDINGS) return;   /* last: nothing defers to it */
     /* larger communicators first: the same ranks late on a sub-communicator
      * are the same finding */
     int *order = xmalloc(sizeof(int) * (size_t)(a->ngc + 1));
@@ -464,7 +484,7 @@ void ta_findings_straggler(ta_an *a)
             if (all) cover = &a->f[j];
         }
         if (cover) {
-            ta_straggler *st = cover->strag;
+            ta_straggler *st = cover->data;
             st->also = xrealloc(st->also, sizeof(int) * (size_t)(st->nalso + 1));
             st->also[st->nalso++] = g;
         } else {
@@ -488,7 +508,8 @@ void ta_findings_straggler(ta_an *a)
             f->other.pystack = a->tr[mt]->calls[f->other.call].pystack;
             free(others);
             f->t = ta_wall(a->tr[lt], a->tr[lt]->calls[f->culprit.call].enter_ns);
-            ta_straggler *st = f->strag = xcalloc(1, sizeof *st);
+            ta_straggler *st = xcalloc(1, sizeof *st);
+            f->data = st;
             st->clock = tb.clock;
             st->examined = res.examined;
             st->last = res.last;
@@ -506,3 +527,28 @@ void ta_findings_straggler(ta_an *a)
     for (int j = first; j < a->nf; j++) describe(a, &a->f[j]);
     free(order);
 }
+
+/* --json: how late, against what threshold, on which clock; the smaller communicators where they are late too */
+void ta_json_straggler(ta_jw *w, ta_an *a, const ta_finding *f)
+{
+    const ta_straggler *st = f->data;
+    if (!st) return;
+    jw_int(w, "examined", st->examined);
+    jw_int(w, "last", st->last);
+    jw_key(w, "last_fraction");
+    fprintf(w->o, "%.4f", st->examined ? (double)st->last / (double)st->examined : 0.0);
+    jw_int(w, "lateness_median_ns", st->median_ns);
+    jw_int(w, "lateness_max_ns", st->max_ns);
+    jw_int(w, "jitter_ns", st->jitter_ns);
+    jw_int(w, "threshold_ns", st->threshold_ns);
+    jw_int(w, "interval_ns", st->interval_ns);
+    jw_int(w, "spread_median_ns", st->spread_ns);
+    jw_str(w, "clock", ta_strag_clock_names[st->clock]);
+    jw_key(w, "also_comms");
+    jw_open(w, '[');
+    for (int k = 0; k < st->nalso; k++) { jw_sep(w); jw_string(w->o, ta_comm_name(a, st->also[k])); }
+    jw_close(w, ']');
+}
+
+/* text: the heading names no collective (all of them are late) */
+void ta_text_straggler(ta_tx *x, const ta_finding *f) { ta_tx_head(x, f, ""); }

@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ta.h"
+#include "ta_site.h"
 
 enum { MS_UNTRIED, MS_OK, MS_UNVERIFIED, MS_MISSING, MS_DIFFERENT, MS_BAD };
 

@@ -3,7 +3,7 @@
 #define TA_CALLS_H
 #include <stddef.h>
 #include <stdint.h>
-#include "ta.h"
+#include "ta_model.h"
 
 /* positions of a call, named by call_fields: F_NREQ required ones, then
  * optional ones (absent in older traces) */

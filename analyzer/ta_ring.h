@@ -1,4 +1,5 @@
-/* Ring files (ring.c), read by load.c next to the JSON traces. */
+/* Ring files, read by load.c next to the JSON traces: ring.c reads and
+ * checks one, ring_trace.c makes its traces and pairs them with JSON ones. */
 #ifndef TA_RING_H
 #define TA_RING_H
 
@@ -6,7 +7,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-#include "ta.h"
+#include "ta_model.h"
 
 /* What load.c needs to pair a ring with the JSON traces of its process, and
  * the ring's notes that only matter when its traces are used (torn records,
@@ -31,21 +32,20 @@ typedef struct {
     int64_t ring_next;        /* a JSON trace: its ring.next, -1 none */
 } ta_file_traces;
 
-/* trshim.*.ring */
+/* ring.c: trshim.*.ring; the file open at fd starts with the ring magic */
 int ta_ring_name(const char *name);
-/* the file open at fd starts with the ring magic */
 int ta_ring_sniff(int fd);
-/* Reads the ring file at path (open at fd, a regular file: st its fstat)
+void ta_ring_info_free(ta_ring_info *info);
+/* ring_trace.c: Reads the ring file at path (open at fd, a regular file: st its fstat)
  * into one trace per rank of its process (a process driving several
  * devices: one per device, as the shim writes its JSON traces). Returns the
  * number of traces, or -1 with a note naming the file when it is not
  * usable. modlk guards a->mods. */
 int ta_ring_read(ta_an *a, const char *path, int fd, const struct stat *st, pthread_mutex_t *modlk, ta_trace ***out,
                  ta_ring_info *info);
-void ta_ring_info_free(ta_ring_info *info);
 /* Each ring of res against the JSON traces of its process (same host, pid,
  * start time): the JSON is used when the ring holds nothing newer, else
- * the ring's calls (ring_trace.c). Traces not used are freed (tr[k] NULL,
+ * the ring's calls. Traces not used are freed (tr[k] NULL,
  * or ntr 0); the notes of the rings whose traces are used are added. */
 void ta_ring_pair(ta_an *a, char **files, ta_file_traces *res, int nfiles);
 /* Everything a trace owns, and the trace. */

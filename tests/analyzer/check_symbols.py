@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Call sites from a real module: traces (analyzer/gen_traces.py) whose
+"""Call sites from a real module: traces (tests/analyzer/gen_traces.py) whose
 frames point into a real executable with debug info (a job program) at the
 offsets of two of its static functions, as the shim records them (return
 addresses, relative to the load base). tranalyze must print

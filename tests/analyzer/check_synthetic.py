@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Runs tranalyze on one synthetic scenario (analyzer/gen_traces.py) and
+"""Runs tranalyze on one synthetic scenario (tests/analyzer/gen_traces.py) and
 checks its answer against the scenario's expected.json: exit status, and for
 each expected finding, in order from the top, the exact kind, communicator,
 sequence number and culprit ranks (and others, function, subkind, bytes when

@@ -2,7 +2,7 @@
 """Synthetic traces of jobs on a tensor x pipeline x data-parallel mesh
 (issue 20: a rank that skips a collective on one communicator and only
 hangs much later, in a wait cycle across communicators), built with
-analyzer/gen_traces.py's Rank model. Same command line as gen_traces.py:
+gen_traces.py's Rank model. Same command line as gen_traces.py:
 
     gen_mesh.py SCENARIO OUTDIR          one scenario (writes OUTDIR/expected.json too)
     gen_mesh.py --list                   the scenarios
@@ -14,12 +14,10 @@ tensor-parallel AllReduce (backward), and the data-parallel gradient
 AllReduce, whose size is the same every step. After the last step, one
 AllReduce on the world communicator (a loss or a checkpoint barrier).
 """
-import os
 import random
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "analyzer"))
-import gen_traces as gt  # noqa: E402
+import gen_traces as gt  # next to this file
 
 GRAD = 1 << 16          # elements of the data-parallel gradient AllReduce
 

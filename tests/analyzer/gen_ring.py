@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Synthetic trshim ring files (include/trshim/ring_format.h) for tranalyze's
-tests, Python 3 standard library only: the jobs of analyzer/gen_traces.py
+tests, Python 3 standard library only: the jobs of gen_traces.py
 (its Rank objects) written as ring files (what a killed process leaves),
 as JSON traces of the newer format (with "ring", "done_ns"/"gpu",
 "fingerprint"), or both.
@@ -24,8 +24,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "analyzer"))
-import gen_traces as g  # noqa: E402
+import gen_traces as g  # noqa: E402  (next to this file)
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
 import vocab  # noqa: E402
 

@@ -6,9 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ta.h"
+#include "ta_model.h"
+#include "ta_site.h"
 
-/* what pystack.c and model.c use from the rest of tranalyze */
+/* what pystack.c uses from the rest of tranalyze (symbolize.c) */
 char *ta_native_site_text(ta_an *a, const ta_trace *t, int stack)
 {
     (void)a;
@@ -19,11 +20,6 @@ const char *ta_native_site_function(ta_an *a, const ta_trace *t, int stack)
 {
     (void)a;
     return stack >= 0 && stack < t->nstacks ? "native" : NULL;
-}
-int64_t ta_comm_call_sparse(const ta_comm *k, uint32_t s)
-{
-    (void)k; (void)s;
-    return -1;
 }
 
 static int failed;

@@ -16,7 +16,7 @@ import os
 import random
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "common"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 import vocab  # noqa: E402  (the operations of include/trshim/nccl_calls.h)
 
 CALL_FIELDS = ["op", "comm", "seq", "count", "dtype", "redop", "root", "peer",

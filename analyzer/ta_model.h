@@ -1,25 +1,34 @@
-/* tranalyze: internal model and interfaces shared by its parts.
- *   load.c       files, parsing (cJSON, 2 threads), validation, job grouping
- *   calls.c      the "calls" array, read by a dedicated scanner (speed)
- *   ring.c       ring files (what a killed process leaves), read and checked;
- *   ring_trace.c their traces, and rings next to JSON traces (ta_ring.h)
- *   model.c      strings, vectors, module identity, rank end states
- *   pystack.c    Python call sites: folded frames, site text, same-site test
- *   align.c      communicator table, per-comm per-seq tables, p2p matching,
- *                completion simulation (what could never finish)
- *   findings.c   divergence, missing, p2p, init, oom, memory_imbalance
- *   nan.c        the first non-finite (communicator, seq) and its cause
- *   straggler.c  ranks that enter a communicator's collectives consistently late
- *   rootcause.c  wait-for graph across communicators, ordering root cause first
- *   diverge.c    a culprit's earliest divergence from its peers' order of calls
- *   mispair.c    silent mis-pairing: shifted calls on a job that did not hang
- *   symbolize.c  module + build id + offset -> function (file:line) (libdw)
- *   out_text.c   text and --markdown;  out_json.c  --json
- *   main.c       options
+/* tranalyze's model: what the traces say, once read (the types of a call,
+ * a communicator, a trace, the job's communicators, the analysis), and the
+ * helpers of model.c. Headers by concern; each names its owner file:
+ *   ta_model.h    this: the model; model.c (strings, names, texts, interning)
+ *   ta_seq.h      seq.c: per-seq tables, looked up (a comm's call at seq s)
+ *   ta_load.h     load.c: files, parsing (cJSON, 2 threads), validation, job grouping;
+ *                 ta_calls.h (calls.c: the "calls" array, a dedicated scanner),
+ *                 load_int.h (load.c <-> load_fields.c), ta_ring.h (ring.c: ring
+ *                 files read and checked; ring_trace.c: their traces, rings next
+ *                 to JSON traces), ring_int.h (ring.c <-> ring_trace.c)
+ *   ta_align.h    align.c: communicator table, per-seq tables built, p2p matching,
+ *                 completion simulation (what could never finish), ring windows
+ *   ta_site.h     pystack.c (Python call sites), symbolize.c (libdw)
+ *   ta_finding.h  the findings: ta_finding, findings.c (constructors, messages),
+ *                 members.c, diverge.c, rootcause.c (the hang analysis)
+ *   ta_kinds.h    the table of finding kinds (kinds.c) and each kind's detector
+ *                 and writers: kind_memory.c, kind_divergence.c (with mispair.c,
+ *                 fingerprint.c), kind_p2p.c, kind_hang.c, nan.c, straggler.c
+ *   ta_jw.h       jw.c: JSON writing (values, calls, sites, stacks)
+ *   ta_tx.h       tx.c: text and Markdown writing (a finding's heading, sides)
+ *   ta_out.h      out_json.c (--json), out_text.c (text, --markdown)
+ *   main.c        options, the order of the phases
+ * Layers, lowest first (each file calls only into its own layer's lower
+ * files or lower layers; tests/common/callgraph.py checks there is no
+ * circle): model, seq; site; load, ring; align; findings, the hang
+ * analysis, the kinds' detectors and writers (over jw, tx); kinds.c;
+ * out_*; main.c.
  * Traces are parsed one file at a time with cJSON and converted into the
  * compact structs below; the cJSON tree is freed at once. */
-#ifndef TA_H
-#define TA_H
+#ifndef TA_MODEL_H
+#define TA_MODEL_H
 
 #include <stdint.h>
 #include <stddef.h>
@@ -314,136 +323,10 @@ typedef struct {
     int64_t pid, bytes;   /* -1: not given */
 } ta_wfail;
 
-/* ---- findings ----------------------------------------------------------------- */
-enum { K_DIVERGENCE, K_MISSING, K_P2P, K_INIT, K_OOM, K_IMBALANCE, K_NO_TRACE, K_NAN, K_STRAGGLER, K_SIGNAL, K_N };
-extern const char *const ta_kind_names[K_N];
-
-typedef struct {             /* one side of a finding: ranks and their call */
-    int *ranks; int nranks;
-    int trace;               /* representative trace index, -1 */
-    int64_t call;            /* call index in that trace, -1 */
-    int stack;               /* stack index in that trace, -1 */
-    int pystack;             /* Python stack index in that trace, -1 */
-    char *what;              /* describes the call, e.g. "AllReduce(1 x float32, sum)" */
-} ta_side;
-
-typedef struct {
-    int g; uint32_t seq; int op; char *what;
-    int *waiting; int nwaiting;
-    int *waitfor; int nwaitfor;
-} ta_conseq;
-
-/* nan: one member of the communicator at the non-finite (comm, seq) */
-typedef struct {
-    int place;               /* place in the communicator */
-    int rank;                /* global rank; -1: no trace */
-    int trace;               /* -1: no trace */
-    int64_t call;            /* -1: the rank never issued it, or (lost) its record is gone */
-    int64_t in, out;         /* index into the trace's checks, -1 none */
-    int source;              /* its input was non-finite */
-    int lost;                /* it issued it before its ring window (ring_lost > 0): call, checks unknown */
-} ta_nanmember;
-
-/* nan: a group of later non-finite collectives of one communicator */
-typedef struct { int g; uint32_t from_seq; int64_t count; } ta_nanlater;
-
-/* nan: a non-finite (comm, seq) analysed (the first one, or an independent one) */
-enum { NC_INPUT, NC_OVERFLOW, NC_UNKNOWN };
-extern const char *const ta_nan_cause_names[3];
-typedef struct ta_nanev {
-    int g; uint32_t seq;
-    int op, dtype, redop;
-    int cause;               /* NC_* */
-    char *reason;            /* NC_UNKNOWN: why; NULL */
-    int *ranks; int nranks;  /* sources (input), all members (overflow), unchecked (unknown) */
-    int *unchecked; int nunchecked;   /* traced members whose input is not known */
-    char *unknown_text;      /* why those inputs are not known; NULL */
-    ta_nanmember *mem; int nmem;
-    int ref;                 /* index into mem: the member whose output is quoted (-1) */
-    double t;
-} ta_nanev;
-
-typedef struct {
-    ta_nanev ev;
-    ta_nanlater *later; int nlater;
-    int64_t later_count;     /* non-finite collectives causally after it */
-    ta_nanev *indep; int nindep;   /* first non-finite points not after it */
-    int64_t unchecked_before;      /* reductions before it on its members without a usable check */
-} ta_nanfinding;
-
-/* straggler: ranks that enter the collectives of a communicator consistently late */
-enum { SC_MONOTONIC, SC_INIT, SC_WALL };    /* how the members' entry times were put on one clock */
-extern const char *const ta_strag_clock_names[3];
-typedef struct {
-    int clock;               /* SC_* */
-    int64_t examined;        /* collectives every member issued (outside groups, not failed) */
-    int64_t last;            /* of those, the ones where these ranks were the last to enter */
-    int64_t median_ns;       /* median over them of: first entry of these ranks - median entry of the others */
-    int64_t max_ns;          /* the latest of these ranks behind the others' median, at its worst (seq) */
-    int64_t jitter_ns;       /* median of: last entry of the others - their median */
-    int64_t threshold_ns;    /* what median_ns had to reach: max(--straggler-ms, --straggler-fraction x
-                                interval_ns, 3 x jitter_ns) */
-    int64_t interval_ns;     /* mean time between the communicator's collectives examined */
-    int64_t spread_ns;       /* median of: last entry - first entry */
-    int *also; int nalso;    /* smaller communicators where the same ranks are late (global indices) */
-} ta_straggler;
-
-/* a hang's stuck collective: what one member did there (members.c) */
-/* suspended: no record of it, and the communicator is suspended on that rank (ncclCommSuspend, not resumed) */
-enum { MS_BLOCKED_INSIDE, MS_NEVER_ISSUED, MS_COMPLETED, MS_UNKNOWN, MS_SUSPENDED, MS_N };
-extern const char *const ta_mstate_names[MS_N];
-typedef struct {
-    int place;               /* place in the communicator */
-    int rank, trace;         /* -1: no trace */
-    int64_t call;            /* its call at (comm, seq), -1 */
-    int state;               /* MS_* */
-    double pending_s;        /* blocked_inside and gpu pending: seconds from enqueue to the trace's
-                                last write (or last sign of life); < 0: not known */
-    int lost;                /* unknown because the seq is older than the rank's ring window */
-} ta_member;
-
-/* divergence / before_window: the members' fingerprints at the first checkpoint that differs */
-typedef struct { uint64_t hash; int *ranks; int nranks; } ta_fpgroup;
-
-typedef struct {
-    int kind;
-    int root;                /* 1: a root cause (top of the list) */
-    int g;                   /* global comm, -1 */
-    int64_t seq;             /* -1: none */
-    char subkind[24];        /* e.g. "extra_call", "skipped_call", "different_call", "order" */
-    ta_side culprit, other;
-    char *message, *hint;
-    ta_conseq *cons; int ncons;
-    /* memory */
-    int64_t bytes, live, peak, median;
-    int64_t peak_ns;
-    int stack2;              /* peak stack (oom, imbalance) in culprit trace */
-    int pystack2;            /* its Python stack, -1 */
-    /* where the job stopped, when the finding moved earlier */
-    int stop_g; int64_t stop_seq;
-    double t;                /* wall time of the event, for ordering */
-    ta_nanfinding *nan;      /* kind nan */
-    ta_straggler *strag;     /* kind straggler */
-    /* a hang's stuck collective (at_g, at_seq) and its members (nmem 0: none) */
-    int at_g; int64_t at_seq;
-    ta_member *mem; int nmem;
-    /* divergence / before_window: diverged within seqs (win_after, win_upto] */
-    int64_t win_after, win_upto;
-    ta_fpgroup *fpg; int nfpg;   /* ranks by fingerprint hash at win_upto, minority first */
-    int fp_tie;                  /* the smallest groups are of equal size */
-    /* divergence / skipped_call: the culprit's call before the gap (culprit.call
-     * is the one after it; -1 none); mis_call: the culprit's own (g, seq),
-     * issued later with the peers' arguments, so NCCL reduced it with the
-     * peers' call of another step (-1: none); mis_prev, mis_peer_prev: the
-     * calls on another communicator that precede it in the culprit's trace
-     * and the peers' (g, seq) in other.trace (-1 none) */
-    int64_t gap_before, mis_call, mis_prev, mis_peer_prev;
-    /* signal: the waiter waits for signal #seq from the culprit, who sent sig_sent of them to it
-     * (-1: not known) */
-    int64_t sig_sent;
-} ta_finding;
-
 /* ---- global communicator table ------------------------------------------------ */
+/* how the members' entry times were put on one clock (straggler.c; entry_spread) */
+enum { SC_MONOTONIC, SC_INIT, SC_WALL };
+extern const char *const ta_strag_clock_names[3];
 typedef struct {
     uint64_t id, parent;
     int has_parent;
@@ -473,7 +356,8 @@ typedef struct {
 } ta_module;
 
 /* ---- the analysis -------------------------------------------------------------- */
-typedef struct {
+struct ta_finding;           /* ta_finding.h */
+typedef struct ta_an {
     /* options */
     int json, markdown, full_stacks;
     double imbalance;            /* fraction above the median */
@@ -502,7 +386,7 @@ typedef struct {
     ta_gcomm *gc; int ngc;
     ta_module *mods; int nmods;
     /* results */
-    ta_finding *f; int nf;
+    struct ta_finding *f; int nf;
     int *stuck;                  /* per trace: 1 when it waits on something */
     int *root;                   /* per trace: 1 when a root of the hang */
 } ta_an;
@@ -535,138 +419,9 @@ void ta_ints_sort(int *v, int n);
 int ta_last_call(const ta_trace *t, int64_t *out);                   /* last NCCL call (not group) */
 double ta_wall(const ta_trace *t, int64_t ns);
 int ta_comm_local(const ta_trace *t, int g);                         /* local comm index of g, -1 */
-int64_t ta_call_at(const ta_an *a, int t, int g, uint32_t seq);      /* trace t's collective seq of g, -1 */
 const char *ta_comm_name(const ta_an *a, int g);                     /* "0x..." */
-
-/* load.c */
-int ta_load(ta_an *a, char **paths, int npaths);   /* 0 ok, -1 nothing usable */
-
-/* align.c */
-void ta_align(ta_an *a);
-/* completion simulation: per trace, per call: 1 when the call never completed */
-void ta_simulate(ta_an *a, uint8_t ***stuck_calls);
-int64_t ta_p2p_find(const ta_an *a, int t, int lc, int peer, int dir_send, uint32_t seq);
-/* signals (PutSignal/Signal) trace t sent to place peer on its comm lc: the first
- * with seq >= seq (its seq in *got), the last one (its seq in *seq); -1 none */
-int64_t ta_sig_find_from(const ta_an *a, int t, int lc, int peer, uint32_t seq, uint32_t *got);
-int64_t ta_sig_last(const ta_an *a, int t, int lc, int peer, uint32_t *seq);
-/* trace st's signal #seq to place `to` of its comm lc was sent: st holds it or a later
- * one, or it is older than st's ring window (wall: when the wait was entered) */
-int ta_sig_sent(const ta_an *a, int st, int lc, int to, uint32_t seq, double wall);
-int ta_sig_equal(const ta_call *x, const ta_call *y);
-/* per-seq tables: comm k's call at seq s (-1 none); the index of seq s in
- * g's tables (-1: no member kept it); the seq at index i; the first index
- * whose seq is >= s (nseqs: none); the members' calls at s disagree */
-int64_t ta_comm_call_sparse(const ta_comm *k, uint32_t s);
-int64_t ta_gseq_sparse(const ta_gcomm *n, uint32_t s);
-uint32_t ta_gseq_lower(const ta_gcomm *n, uint64_t s);
-static inline int64_t ta_comm_call(const ta_comm *k, uint32_t s)
-{
-    if (!s || s < k->seq0 || s > k->nseq) return -1;
-    return k->byseq ? k->byseq[s - k->seq0] : ta_comm_call_sparse(k, s);
-}
-static inline int64_t ta_gseq(const ta_gcomm *n, uint32_t s)
-{
-    if (!n->nseqs || s < n->minseq || s > n->maxseq) return -1;
-    return n->seqv ? ta_gseq_sparse(n, s) : (int64_t)(s - n->minseq);
-}
-static inline uint32_t ta_gseq_at(const ta_gcomm *n, uint32_t i) { return n->seqv ? n->seqv[i] : n->minseq + i; }
-static inline int ta_sigbad(const ta_gcomm *n, int64_t s)
-{
-    int64_t i = s > 0 && s <= UINT32_MAX ? ta_gseq(n, (uint32_t)s) : -1;
-    return i >= 0 && n->sigbad[i];
-}
-/* ring windows: what a trace that lost its oldest records still covers */
-uint32_t ta_window_start(const ta_trace *t, int lc);                  /* lowest seq of comm lc covered: 1 all */
-int ta_coll_lost(const ta_an *a, int t, int g, uint32_t seq);          /* 1: seq of g is older than t's window */
-int ta_p2p_lost(const ta_an *a, int t, int lc, int peer, int dir_send, uint32_t seq, double wall);
-
-/* members.c: what each member did at a hang's stuck collective */
-void ta_members_at(ta_an *a, ta_finding *f, int g, uint32_t seq, uint8_t **stuck_calls);
-/* observed inside: gpu pending, or the host call had not returned (not on a communicator the
- * trace says is suspended: NCCL suspends idle communicators, a pending there is not a wait) */
-int ta_call_waiting(const ta_trace *t, const ta_call *c);
-double ta_pending_s(const ta_trace *t, const ta_call *c);   /* gpu pending since enqueue, to the trace's last sign */
-
-/* fingerprint.c: divergences older than the ring windows */
-void ta_findings_fingerprint(ta_an *a);
-
-/* findings.c */
-ta_finding *ta_finding_new(ta_an *a, int kind);                    /* added to a's findings */
-void ta_finding_init(ta_finding *f, int kind);                       /* a finding of one's own, empty */
-ta_finding *ta_finding_add(ta_an *a, const ta_finding *f);          /* a copy of f added (f's strings move) */
-void ta_side_set(ta_side *s, const int *ranks, int n, int trace, int64_t call);
-void ta_findings_memory(ta_an *a);
-void ta_findings_divergence_scan(ta_an *a, const int *covered_g);
-void ta_findings_p2p_scan(ta_an *a);
-void ta_findings_no_trace(ta_an *a);
-void ta_findings_config(ta_an *a);          /* members of a collective issued with different *Config configs */
-void ta_warnings_nccl(ta_an *a);            /* NCCL host functions the shim does not record */
-void ta_finding_describe(ta_an *a, ta_finding *f);
-
-/* nan.c */
-void ta_findings_nan(ta_an *a);
-int64_t ta_check_find(const ta_trace *t, int64_t call, int buffer);   /* index into checks, -1 */
-ta_check ta_check_at(const ta_trace *t, int64_t k);                   /* the whole check */
-const char *ta_nan_limit_text(int dtype);                            /* "65504", "~3.39e38" */
-double ta_nan_limit(int dtype);
-
-/* mispair.c: ranks whose calls are shifted against their peers' although nothing hung */
-void ta_findings_mispair(ta_an *a);
-
-/* straggler.c */
-void ta_findings_straggler(ta_an *a);
-
-/* rootcause.c */
-void ta_rootcause(ta_an *a);
 
 /* a communicator family as a bit of a mask (families past 62 share the top bit) */
 static inline uint64_t ta_fam_bit(int family) { return family < 63 ? 1ull << family : 1ull << 63; }
-/* diverge.c: the earliest divergence of culprit trace r from its peers */
-int ta_diverges(ta_an *a, int r, const int *peers, int npeers);          /* 1: r's order differs somewhere */
-/* how strongly r's order differs: the peers compared that agree on where r
- * first differs (0: r does not differ), *compared of them, counting only
- * peers in step with r over its first calls (not another pipeline stage's
- * program); *t: when r's call there was entered (wall time). peers: the
- * nearest first (they are examined in that order, 64 at most) */
-int ta_divergence_evidence(ta_an *a, int r, const int *peers, int npeers, int *compared, double *t);
-/* moves f to r's earliest divergence (kind divergence), keeping where the job stopped (stop_g/stop_seq);
- * 0: r does not diverge, f unchanged */
-int ta_move_earlier(ta_an *a, ta_finding *f, int r, const int *peers, int npeers, int g_stop);
-/* f's other side: the members of g that are not among the culprit traces */
-void ta_others_of(ta_an *a, ta_finding *f, int g, const int *cul_t, int ncul, int rep_t, int64_t rep_c);
-void ta_diverge_done(ta_an *a);   /* frees what the comparisons cached */
-
-/* symbolize.c */
-char *ta_symbolize_frame(ta_an *a, const ta_frame *fr, int innermost);  /* "fn (file:line)" */
-char *ta_native_site_text(ta_an *a, const ta_trace *t, int stack);      /* innermost frame */
-const char *ta_native_site_function(ta_an *a, const ta_trace *t, int stack);
-
-/* pystack.c: Python call sites */
-/* call sites: a native stack and a Python stack (-1: none) of a trace; the
- * Python stacks decide when both calls have one, else the native ones */
-int ta_site_equal(const ta_an *a, const ta_trace *t1, int s1, int p1, const ta_trace *t2, int s2, int p2);
-int ta_py_folded(const char *file);          /* a library's or the standard library's file */
-void ta_py_prepare(ta_trace *t);             /* folded flags, each stack's site and key */
-int ta_py_valid(const ta_trace *t, int pystack);   /* a Python stack with frames */
-/* a string of a trace (s[0..n), up to a NUL) made safe for any output, interned */
-const char *ta_py_intern(const char *s, size_t n);
-void ta_py_code_set(ta_pycode *c, const char *file, size_t flen, const char *name, size_t nlen, int firstline);
-void ta_py_free(ta_trace *t);                /* pycodes and pystacks */
-#define TA_PY_FRAMES_MAX 4096                /* frames of a Python stack (the shim keeps at most 256) */
-#define TA_PY_TABLE_MAX (1 << 22)            /* Python codes or stacks of a trace */
-/* "train.py:212 in train_step" (--full-stacks: every Python frame, innermost
- * first, then the native site); without a Python stack, the native site */
-char *ta_site_text(ta_an *a, const ta_trace *t, int stack, int pystack);
-/* the function alone: the Python qualified name, else the native function */
-const char *ta_site_function(ta_an *a, const ta_trace *t, int stack, int pystack);
-char *ta_call_site_text(ta_an *a, const ta_trace *t, int64_t ci);   /* ta_site_text of a call */
-void ta_symbolize_done(void);
-void ta_module_notes(ta_an *a);     /* notes about missing/different modules */
-
-/* outputs */
-void ta_out_text(ta_an *a, FILE *o);
-void ta_out_json(ta_an *a, FILE *o);
-void ta_out_markdown(ta_an *a, FILE *o);
 
 #endif

@@ -1,0 +1,33 @@
+/* JSON writing (jw.c), for out_json.c and the kinds' writers: a key and
+ * its value at a time, commas and nesting kept by the writer. */
+#ifndef TA_JW_H
+#define TA_JW_H
+
+#include <stdio.h>
+
+#include "ta_finding.h"
+
+typedef struct ta_jw { FILE *o; int first[64]; int depth; } ta_jw;   /* first: {1}, depth 0 */
+
+void jw_string(FILE *o, const char *s);     /* a string value (NULL: null), escaped, UTF-8 made valid */
+void jw_sep(ta_jw *w);                      /* the comma before a member or element */
+void jw_key(ta_jw *w, const char *k);
+void jw_open(ta_jw *w, char c);             /* '{' or '[' */
+void jw_close(ta_jw *w, char c);
+/* members: key and value */
+void jw_str(ta_jw *w, const char *k, const char *v);
+void jw_int(ta_jw *w, const char *k, long long v);
+void jw_intn(ta_jw *w, const char *k, long long v, int isnull);
+void jw_bool(ta_jw *w, const char *k, int v);
+void jw_ints(ta_jw *w, const char *k, const int *v, int n);
+void jw_dbl(ta_jw *w, const char *k, double v);   /* null when not positive */
+/* a native stack (8 frames, --full-stacks all), a Python stack (null: none) */
+void jw_stack(ta_jw *w, ta_an *a, const ta_trace *t, int stack, const char *k);
+void jw_pystack(ta_jw *w, const ta_trace *t, int p, const char *k);
+/* "site", "function" (the Python site when there is a Python stack), "python_stack", "native_site" */
+void jw_site(ta_jw *w, ta_an *a, const ta_trace *t, int stack, int pystack);
+/* a side's call (op, comm, seq, arguments, entry point, config, signal, site, stack), null: none */
+void jw_call(ta_jw *w, ta_an *a, const char *k, const ta_side *s);
+void jw_call_at(ta_jw *w, ta_an *a, const char *k, int t, int64_t ci);   /* call ci of trace t (-1: null) */
+
+#endif

@@ -1,0 +1,35 @@
+/* Call sites: Python stacks (pystack.c) and native frames named with
+ * libdw (symbolize.c). */
+#ifndef TA_SITE_H
+#define TA_SITE_H
+
+#include "ta_model.h"
+
+/* symbolize.c */
+char *ta_symbolize_frame(ta_an *a, const ta_frame *fr, int innermost);  /* "fn (file:line)" */
+char *ta_native_site_text(ta_an *a, const ta_trace *t, int stack);      /* innermost frame */
+const char *ta_native_site_function(ta_an *a, const ta_trace *t, int stack);
+void ta_symbolize_done(void);
+void ta_module_notes(ta_an *a);     /* notes about missing/different modules */
+
+/* pystack.c: Python call sites */
+/* call sites: a native stack and a Python stack (-1: none) of a trace; the
+ * Python stacks decide when both calls have one, else the native ones */
+int ta_site_equal(const ta_an *a, const ta_trace *t1, int s1, int p1, const ta_trace *t2, int s2, int p2);
+int ta_py_folded(const char *file);          /* a library's or the standard library's file */
+void ta_py_prepare(ta_trace *t);             /* folded flags, each stack's site and key */
+int ta_py_valid(const ta_trace *t, int pystack);   /* a Python stack with frames */
+/* a string of a trace (s[0..n), up to a NUL) made safe for any output, interned */
+const char *ta_py_intern(const char *s, size_t n);
+void ta_py_code_set(ta_pycode *c, const char *file, size_t flen, const char *name, size_t nlen, int firstline);
+void ta_py_free(ta_trace *t);                /* pycodes and pystacks */
+#define TA_PY_FRAMES_MAX 4096                /* frames of a Python stack (the shim keeps at most 256) */
+#define TA_PY_TABLE_MAX (1 << 22)            /* Python codes or stacks of a trace */
+/* "train.py:212 in train_step" (--full-stacks: every Python frame, innermost
+ * first, then the native site); without a Python stack, the native site */
+char *ta_site_text(ta_an *a, const ta_trace *t, int stack, int pystack);
+/* the function alone: the Python qualified name, else the native function */
+const char *ta_site_function(ta_an *a, const ta_trace *t, int stack, int pystack);
+char *ta_call_site_text(ta_an *a, const ta_trace *t, int64_t ci);   /* ta_site_text of a call */
+
+#endif

@@ -1,0 +1,83 @@
+/* Text and Markdown writing (ta_tx.h): what out_text.c and the kinds'
+ * text writers share. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ta_site.h"
+#include "ta_tx.h"
+
+char *ta_human(int64_t b)
+{
+    if (b < 0) return xstrdup("-");
+    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)b;
+    int k = 0;
+    while (v >= 1024 && k < 4) { v /= 1024; k++; }
+    return k ? xasprintf("%.1f %s", v, u[k]) : xasprintf("%lld B", (long long)b);
+}
+
+static char *where(ta_an *a, const ta_finding *f, const char *at)
+{
+    if (f->g < 0) return xstrdup("");
+    int n = 0, *r = xmalloc(sizeof(int) * (size_t)(a->gc[f->g].npos + 1));
+    for (int p = 0; p < a->gc[f->g].npos; p++)
+        if (a->gc[f->g].member[p] >= 0) r[n++] = a->tr[a->gc[f->g].member[p]]->rank;
+    ta_ints_sort(r, n);
+    char *rt = ta_ranks_text(r, n);
+    free(r);
+    int empty = 0;
+    for (int p = 0; p < a->gc[f->g].npos; p++) empty += a->gc[f->g].member[p] < 0;
+    /* "ranks 0-2", "rank 0; 3 places without a trace": the count of empty
+     * places never reads as one more rank */
+    char *m = xasprintf("%s%s%s", n ? (n > 1 ? "ranks " : "rank ") : "", rt, n && empty ? "; " : "");
+    free(rt);
+    if (empty) {
+        char *m2 = xasprintf("%s%d place%s without a trace", m, empty, empty > 1 ? "s" : "");
+        free(m);
+        m = m2;
+    }
+    char *s;
+    if (!at) s = xasprintf(" on comm %s (%s), collective #%lld", ta_comm_name(a, f->g), m, (long long)f->seq);
+    else s = xasprintf(" on comm %s (%s)%s%s", ta_comm_name(a, f->g), m, *at ? ", " : "", at);
+    free(m);
+    return s;
+}
+
+void ta_tx_head(ta_tx *x, const ta_finding *f, const char *at)
+{
+    static int nroot;
+    FILE *o = x->o;
+    int md = x->md, top = x->top;
+    const char *name = ta_kind_names[f->kind];
+    char *w = where(x->a, f, at);
+    if (md) fprintf(o, "%s **%s%s%s**%s\n\n", top ? "####" : "-", name, f->subkind[0] ? " / " : "",
+                    f->subkind, w);
+    else if (top) {
+        if (nroot++) fprintf(o, "ROOT CAUSE (%d): ", nroot);
+        else fprintf(o, "ROOT CAUSE: ");
+        fprintf(o, "%s%s%s%s\n", name, f->subkind[0] ? " / " : "", f->subkind, w);
+    } else fprintf(o, "- %s%s%s%s\n", name, f->subkind[0] ? " / " : "", f->subkind, w);
+    fprintf(o, "%s%s\n", x->ind, f->message ? f->message : "");
+    if (md) fputc('\n', o);
+    free(w);
+}
+
+void ta_tx_side(ta_tx *x, const ta_side *s, const char *label)
+{
+    ta_an *a = x->a;
+    FILE *o = x->o;
+    const char *indent = x->ind;
+    int md = x->md;
+    if (!s->nranks || s->trace < 0) return;
+    const ta_trace *t = a->tr[s->trace];
+    int stack = s->stack, py = s->pystack;
+    if (s->call >= 0) stack = t->calls[s->call].stack, py = t->calls[s->call].pystack;
+    if (stack < 0 && !ta_py_valid(t, py) && s->call < 0) return;
+    char *r = ta_ranks_text(s->ranks, s->nranks);
+    char *site = ta_site_text(a, t, stack, py);
+    char *sig = s->call >= 0 ? ta_call_sig(t, s->call) : xstrdup("");
+    if (md) fprintf(o, "%s- rank%s %s%s: `%s` at `%s`\n", indent, s->nranks > 1 ? "s" : "", r, label, sig, site);
+    else fprintf(o, "%srank%s %s%s: %s at %s\n", indent, s->nranks > 1 ? "s" : "", r, label, sig, site);
+    free(r); free(site); free(sig);
+}
+
