@@ -52,6 +52,7 @@ static void usage(FILE *o)
           "                             communicator's collectives (default 0.1)\n"
           "  --max-trace-mb MB          skip a JSON trace larger than MB MiB (default 4096): what one\n"
           "                             damaged or foreign file may cost is bounded\n"
+          "  --version                  print the version and exit\n"
           "  -h, --help                 this help\n\n"
           "Exit status: 0 nothing found, 1 findings, 2 could not analyse.\n", o);
 }
@@ -83,7 +84,7 @@ int main(int argc, char **argv)
         {"modules", required_argument, 0, 'M'}, {"full-stacks", no_argument, 0, 'F'},
         {"imbalance-threshold", required_argument, 0, 'i'}, {"straggler-ms", required_argument, 0, 'S'},
         {"straggler-fraction", required_argument, 0, 'f'}, {"max-trace-mb", required_argument, 0, 'X'},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"help", no_argument, 0, 'h'}, {"version", no_argument, 0, 'V'}, {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
@@ -115,6 +116,7 @@ int main(int argc, char **argv)
             break;
         }
         case 'h': usage(stdout); return 0;
+        case 'V': puts("tranalyze " TA_VERSION); return 0;
         default: usage(stderr); return 2;
         }
     }

@@ -10,7 +10,7 @@
  *                 to JSON traces), ring_int.h (ring.c <-> ring_trace.c)
  *   ta_align.h    align.c: communicator table, per-seq tables built, p2p matching,
  *                 completion simulation (what could never finish), ring windows
- *   ta_site.h     pystack.c (Python call sites), symbolize.c (libdw)
+ *   ta_site.h     pystack.c (Python call sites), symbolize.c (libdw) or symbolize_plain.c (without)
  *   ta_finding.h  the findings: ta_finding, findings.c (constructors, messages),
  *                 members.c, diverge.c, rootcause.c (the hang analysis)
  *   ta_kinds.h    the table of finding kinds (kinds.c) and each kind's detector

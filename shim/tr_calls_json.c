@@ -23,11 +23,6 @@ void tr_nccl_window(uint64_t *first, uint64_t *next)
 
 /* ---- "calls" of one rank ------------------------------------------------------------ */
 
-
-
-
-
-
 /* One call as the array call_fields names. */
 static char *put_call(char *p, const trr_record *r, int32_t comm)
 {
@@ -185,7 +180,6 @@ int tr_nccl_write_json(tr_json *j, const tr_rank_view *view, tr_nan_snap *checks
     trj_array_end(j);
 
     trj_array_begin(j, "calls");
-    int first_call = 1;
     char buf[640];
     uint64_t pos = 0;
     for (uint64_t i = first; i < next && map; i++) {
@@ -193,15 +187,11 @@ int tr_nccl_write_json(tr_json *j, const tr_rank_view *view, tr_nan_snap *checks
         const trr_record *r = &rec;
         if (!rec_in_view(r, view, map, ncomm, gm, ng)) continue;
         int32_t comm = r->comm >= 0 && r->comm < ncomm ? map[r->comm] : -1;
-        char *p = buf;
-        if (!first_call) *p++ = ',';
-        first_call = 0;
-        p = put_call(p, r, comm);
-        fwrite(buf, 1, (size_t)(p - buf), j->f);
+        char *p = put_call(buf, r, comm);
+        trj_raw_row(j, buf, (size_t)(p - buf));
         tr_nan_place(checks, i, pos++);
         if (r->state != TRR_REC_RETURNED) busy = 1;
     }
-    if (!first_call) j->has_items[j->depth] = 1;
     trj_array_end(j);
     tr_config_write_json(j);
     free(map);

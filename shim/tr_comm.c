@@ -1,7 +1,9 @@
-/* Communicators: the table of every communicator this process created (ids
+/* The NCCL state the wrappers keep (tr_nccl.c, tr_lifecycle.c) and the
+ * writer reads: the table of every communicator this process created (ids
  * identical on every member rank, parents, sizes, ranks, devices, init and
- * teardown times), the handle map, the lifecycle wrappers, the ranks of the
- * process and the "comms" part of a trace.
+ * teardown times), the handle map, the groups of each thread, the last
+ * collective of each device, and the ranks of the process. The "comms" part
+ * of a trace is tr_comm_json.c's.
  *
  * Records are appended and never removed: a destroyed communicator stays in
  * the trace, and a handle NCCL reuses later maps to the new record. The
@@ -14,16 +16,12 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "tr_hash.h"
-#include "tr_nancheck.h"
 #include "tr_nccl_int.h"
 
 static _Atomic(tr_comm *) g_comms[TR_MAX_COMMS];
 static atomic_int g_ncomms;             /* slots reserved (a slot may still be NULL) */
 static _Atomic uint64_t g_first_uid_comm;
-static atomic_uint g_initall_no;
 
 #define MAP_SIZE (1u << 17)
 static struct {
@@ -39,6 +37,13 @@ static pthread_mutex_t g_map_mu = PTHREAD_MUTEX_INITIALIZER;
 static __thread int32_t t_pending[MAX_GROUP_PENDING] __attribute__((tls_model("initial-exec")));
 static __thread int t_npending __attribute__((tls_model("initial-exec")));
 
+/* groups: this thread's nesting and its current outermost group (tr_nccl_int.h) */
+__thread int tr_t_gdepth __attribute__((tls_model("initial-exec")));
+__thread uint32_t tr_t_gnum __attribute__((tls_model("initial-exec")));
+static atomic_uint g_groups;          /* outermost groups numbered */
+
+/* the last collective of each device: (comm index + 1) << 40 | seq; [0]: any device */
+_Atomic uint64_t tr_g_last[TR_LAST_DEVICES + 1];
 
 /* ---- table and handle map ------------------------------------------------------ */
 
@@ -95,19 +100,6 @@ static void map_bind(uintptr_t h, int32_t idx)
     pthread_mutex_unlock(&g_map_mu);
 }
 
-typedef struct {
-    int kind;
-    uint64_t id;
-    int32_t parent;
-    int size, rank, device, blocking;
-    int has_color, color, key;
-    uint64_t enter;
-    int32_t stack;
-    int from_uid;
-    uint64_t grow_uid;
-    int grow_ranks;
-} comm_init;
-
 /* stores into a ring comm slot: each field is meaningful on its own */
 #define RING_SET(field, v) __atomic_store_n(&(field), (v), __ATOMIC_RELEASE)
 
@@ -144,8 +136,15 @@ static trr_comm *ring_slot(int32_t idx, const tr_comm *c, const tr_comm *parent,
     return k;
 }
 
-static int32_t comm_add(const comm_init *in)
+static void note_uid_comm(uint64_t id)
 {
+    uint64_t zero = 0;
+    atomic_compare_exchange_strong(&g_first_uid_comm, &zero, id);
+}
+
+int32_t tr_comm_add(const tr_comm_init *in)
+{
+    if (in->from_uid) note_uid_comm(in->id);
     tr_nccl_library_info(1);          /* the library's exports, once */
     tr_comm *c = calloc(1, sizeof *c);
     if (!c) return -1;
@@ -180,8 +179,7 @@ static int32_t comm_add(const comm_init *in)
     return idx;
 }
 
-/* After the init call returned r with *out the new handle. */
-static void comm_init_done(int32_t idx, ncclResult_t r, ncclComm_t *out)
+void tr_comm_init_done(int32_t idx, ncclResult_t r, ncclComm_t *out)
 {
     tr_comm *c = tr_comm_at(idx);
     if (!c) return;
@@ -226,7 +224,18 @@ void tr_comm_resolve(tr_comm *c, ncclComm_t h)
     }
 }
 
-void tr_comm_group_ended(ncclResult_t r)
+/* ---- groups ---------------------------------------------------------------------- */
+
+uint32_t tr_group_count(void) { return atomic_load(&g_groups); }
+
+void tr_group_start(void)
+{
+    if (tr_t_gdepth == 0) tr_t_gnum = atomic_fetch_add(&g_groups, 1) + 1;
+    tr_t_gdepth++;
+}
+
+/* comms created in the group can now be asked for their size */
+static void comm_group_ended(ncclResult_t r)
 {
     for (int i = 0; i < t_npending; i++) {
         tr_comm *c = tr_comm_at(t_pending[i]);
@@ -235,6 +244,16 @@ void tr_comm_group_ended(ncclResult_t r)
     }
     t_npending = 0;
 }
+
+void tr_group_ended(ncclResult_t r)
+{
+    if (tr_t_gdepth > 0 && --tr_t_gdepth == 0) {
+        comm_group_ended(r);
+        tr_t_gnum = 0;
+    }
+}
+
+/* ---- per-peer numbers ---------------------------------------------------------------- */
 
 uint64_t tr_comm_p2p(tr_comm *c, ncclComm_t h, int peer, int dir, uint64_t n, int take)
 {
@@ -259,255 +278,22 @@ uint64_t tr_comm_p2p(tr_comm *c, ncclComm_t h, int peer, int dir, uint64_t n, in
 
 uint64_t tr_nccl_first_comm_id(void) { return atomic_load(&g_first_uid_comm); }
 
-static void note_uid_comm(uint64_t id)
+/* ---- the last collective of each device --------------------------------------------- */
+
+int tr_nccl_last_collective(int device, uint64_t *comm_id, uint64_t *seq)
 {
-    uint64_t zero = 0;
-    atomic_compare_exchange_strong(&g_first_uid_comm, &zero, id);
+    int slot = device >= 0 && device < TR_LAST_DEVICES ? device + 1 : 0;
+    uint64_t v = atomic_load_explicit(&tr_g_last[slot], memory_order_acquire);
+    tr_comm *c = v ? tr_comm_at((int32_t)(v >> 40) - 1) : NULL;
+    if (!c) return 0;
+    *comm_id = c->id;
+    *seq = v & TR_LAST_SEQ_MASK;
+    return 1;
 }
 
-/* blocking from a config, else from the parent (splits) or the default */
-static int config_blocking(const ncclConfig_t *config, int inherited)
-{
-    if (config && config->magic == 0xcafebeef &&
-        config->size >= offsetof(ncclConfig_t, blocking) + sizeof config->blocking &&
-        config->blocking != NCCL_CONFIG_UNDEF_INT)
-        return config->blocking != 0;
-    if (inherited >= 0) return inherited;
-    const char *e = getenv("NCCL_COMM_BLOCKING");
-    return !(e && !strcmp(e, "0"));
-}
+/* ---- suspend, resume, teardown ------------------------------------------------------ */
 
-/* ---- lifecycle wrappers ------------------------------------------------------- */
-
-static int32_t add_uid_comm(int kind, uint64_t id, int nranks, int rank, int blocking, uint64_t enter,
-                            int32_t stack)
-{
-    comm_init in = {.kind = kind, .id = id, .parent = -1, .size = nranks, .rank = rank,
-                    .device = tr_cuda_device(), .blocking = blocking, .enter = enter, .stack = stack,
-                    .from_uid = 1};
-    note_uid_comm(id);
-    return comm_add(&in);
-}
-
-TR_API ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank)
-{
-    typedef ncclResult_t (*fn_t)(ncclComm_t *, int, ncclUniqueId, int);
-    TR_REAL(real, fn_t, "ncclCommInitRank", TR_LIB_NCCL);
-    if (!real) NO_REAL("ncclCommInitRank");
-    int rec = tr_enter();
-    int32_t ci = -1;
-    if (rec) {
-        uint64_t t = tr_now_ns();
-        int32_t st = tr_stack_capture();
-        ci = add_uid_comm(TR_KIND_INITRANK, tr_hash_bytes(1, &commId, sizeof commId), nranks, rank,
-                          config_blocking(NULL, -1), t, st);
-    }
-    ncclResult_t r = real(comm, nranks, commId, rank);
-    if (rec) comm_init_done(ci, r, comm);
-    tr_leave();
-    return r;
-}
-
-TR_API ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
-                                           ncclConfig_t *config)
-{
-    typedef ncclResult_t (*fn_t)(ncclComm_t *, int, ncclUniqueId, int, ncclConfig_t *);
-    TR_REAL(real, fn_t, "ncclCommInitRankConfig", TR_LIB_NCCL);
-    if (!real) NO_REAL("ncclCommInitRankConfig");
-    int rec = tr_enter();
-    int32_t ci = -1;
-    if (rec) {
-        uint64_t t = tr_now_ns();
-        int32_t st = tr_stack_capture();
-        ci = add_uid_comm(TR_KIND_INITRANKCONFIG, tr_hash_bytes(1, &commId, sizeof commId), nranks, rank,
-                          config_blocking(config, -1), t, st);
-    }
-    ncclResult_t r = real(comm, nranks, commId, rank, config);
-    if (rec) comm_init_done(ci, r, comm);
-    tr_leave();
-    return r;
-}
-
-TR_API ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId,
-                                             ncclUniqueId *commIds, ncclConfig_t *config)
-{
-    typedef ncclResult_t (*fn_t)(ncclComm_t *, int, int, int, ncclUniqueId *, ncclConfig_t *);
-    TR_REAL(real, fn_t, "ncclCommInitRankScalable", TR_LIB_NCCL);
-    if (!real) NO_REAL("ncclCommInitRankScalable");
-    int rec = tr_enter();
-    int32_t ci = -1;
-    if (rec) {
-        uint64_t t = tr_now_ns();
-        int32_t st = tr_stack_capture();
-        uint64_t id = 3;
-        if (commIds && nId > 0)
-            for (int i = 0; i < nId; i++) id = tr_hash_bytes(id, &commIds[i], sizeof commIds[i]);
-        ci = add_uid_comm(TR_KIND_INITRANKSCALABLE, id, nranks, myrank, config_blocking(config, -1), t, st);
-    }
-    ncclResult_t r = real(newcomm, nranks, myrank, nId, commIds, config);
-    if (rec) comm_init_done(ci, r, newcomm);
-    tr_leave();
-    return r;
-}
-
-TR_API ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist)
-{
-    typedef ncclResult_t (*fn_t)(ncclComm_t *, int, const int *);
-    TR_REAL(real, fn_t, "ncclCommInitAll", TR_LIB_NCCL);
-    if (!real) NO_REAL("ncclCommInitAll");
-    int rec = tr_enter();
-    int32_t *idx = NULL;
-    int n = 0;
-    if (rec && ndev > 0 && ndev <= 4096 && (idx = malloc((size_t)ndev * sizeof *idx))) {
-        uint64_t t = tr_now_ns();
-        int32_t st = tr_stack_capture();
-        char host[256] = "";
-        gethostname(host, sizeof host - 1);
-        uint64_t id = tr_hash_bytes(4, host, strlen(host));
-        id = tr_mix64(tr_mix64(id, (uint64_t)getpid()), atomic_fetch_add(&g_initall_no, 1) + 1);
-        for (n = 0; n < ndev; n++) {
-            comm_init in = {.kind = TR_KIND_INITALL, .id = id, .parent = -1, .size = ndev, .rank = n,
-                            .device = devlist ? devlist[n] : n, .blocking = 1, .enter = t, .stack = st};
-            idx[n] = comm_add(&in);
-        }
-    }
-    ncclResult_t r = real(comms, ndev, devlist);
-    for (int i = 0; i < n; i++) comm_init_done(idx[i], r, comms ? &comms[i] : NULL);
-    free(idx);
-    tr_leave();
-    return r;
-}
-
-TR_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
-                                  ncclConfig_t *config)
-{
-    typedef ncclResult_t (*fn_t)(ncclComm_t, int, int, ncclComm_t *, ncclConfig_t *);
-    TR_REAL(real, fn_t, "ncclCommSplit", TR_LIB_NCCL);
-    if (!real) NO_REAL("ncclCommSplit");
-    int rec = tr_enter();
-    int32_t ci = -1;
-    if (rec) {
-        uint64_t t = tr_now_ns();
-        int32_t st = tr_stack_capture();
-        int32_t pi = tr_comm_lookup(comm);
-        tr_comm *p = tr_comm_at(pi);
-        /* every member counts the split, NOCOLOR ones too, so all agree */
-        uint64_t split_no = p ? atomic_fetch_add(&p->splits, 1) + 1 : 0;
-        if (color != NCCL_SPLIT_NOCOLOR) {
-            uint64_t id = tr_mix64(tr_mix64(tr_mix64(5, p ? p->id : 0), split_no), (uint64_t)(uint32_t)color);
-            int dev = p ? atomic_load(&p->device) : -1;
-            comm_init in = {.kind = TR_KIND_SPLIT, .id = id, .parent = pi, .size = -1, .rank = -1,
-                            .device = dev >= 0 ? dev : tr_cuda_device(),
-                            .blocking = config_blocking(config, p ? p->blocking : -1),
-                            .has_color = 1, .color = color, .key = key, .enter = t, .stack = st};
-            ci = comm_add(&in);
-        }
-    }
-    ncclResult_t r = real(comm, color, key, newcomm, config);
-    if (rec) comm_init_done(ci, r, newcomm);
-    tr_leave();
-    return r;
-}
-
-static int cmp_int(const void *a, const void *b)
-{
-    int x = *(const int *)a, y = *(const int *)b;
-    return (x > y) - (x < y);
-}
-
-TR_API ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
-                                   ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags)
-{
-    typedef ncclResult_t (*fn_t)(ncclComm_t, int *, int, ncclComm_t *, ncclConfig_t *, int);
-    TR_REAL(real, fn_t, "ncclCommShrink", TR_LIB_NCCL);
-    if (!real) NO_REAL("ncclCommShrink");
-    int rec = tr_enter();
-    int32_t ci = -1;
-    if (rec) {
-        uint64_t t = tr_now_ns();
-        int32_t st = tr_stack_capture();
-        int32_t pi = tr_comm_lookup(comm);
-        tr_comm *p = tr_comm_at(pi);
-        uint64_t split_no = p ? atomic_fetch_add(&p->splits, 1) + 1 : 0;
-        uint64_t id = tr_mix64(tr_mix64(6, p ? p->id : 0), split_no);
-        int n = excludeRanksList && excludeRanksCount > 0 ? excludeRanksCount : 0;
-        int *sorted = n ? malloc((size_t)n * sizeof *sorted) : NULL;
-        int size = -1, rank = -1, distinct = 0, below = 0, excluded = 0, listed = !n || sorted;
-        if (sorted) {
-            memcpy(sorted, excludeRanksList, (size_t)n * sizeof *sorted);
-            qsort(sorted, (size_t)n, sizeof *sorted, cmp_int);
-        }
-        int prank = p ? atomic_load(&p->rank) : -1, psize = p ? atomic_load(&p->size) : -1;
-        for (int i = 0; i < n && sorted; i++) {
-            if (i > 0 && sorted[i] == sorted[i - 1]) continue;
-            id = tr_mix64(id, (uint64_t)(uint32_t)sorted[i]);
-            distinct++;
-            if (sorted[i] < prank) below++;
-            if (sorted[i] == prank) excluded = 1;
-        }
-        id = tr_mix64(id, (uint64_t)distinct);
-        free(sorted);
-        if (psize > 0 && prank >= 0 && !excluded && listed) {
-            size = psize - distinct;
-            rank = prank - below;
-        }
-        int dev = p ? atomic_load(&p->device) : -1;
-        comm_init in = {.kind = TR_KIND_SHRINK, .id = id, .parent = pi, .size = size, .rank = rank,
-                        .device = dev >= 0 ? dev : tr_cuda_device(),
-                        .blocking = config_blocking(config, p ? p->blocking : -1), .enter = t, .stack = st};
-        ci = comm_add(&in);
-    }
-    ncclResult_t r = real(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
-    if (rec) comm_init_done(ci, r, newcomm);
-    tr_leave();
-    return r;
-}
-
-/* Grow (NCCL 2.29): existing members pass the communicator (the root also
- * the ncclUniqueId from ncclCommGetUniqueId), new members only the
- * ncclUniqueId and their rank. Existing members derive the new id from the
- * parent, as splits do; new members know only the ncclUniqueId, so their id
- * is its hash, which the root records too (grow_uid): tranalyze joins them. */
-TR_API ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId, int rank,
-                                 ncclComm_t *newcomm, ncclConfig_t *config)
-{
-    typedef ncclResult_t (*fn_t)(ncclComm_t, int, const ncclUniqueId *, int, ncclComm_t *, ncclConfig_t *);
-    TR_REAL(real, fn_t, "ncclCommGrow", TR_LIB_NCCL);
-    if (!real) NO_REAL("ncclCommGrow");
-    int rec = tr_enter();
-    int32_t ci = -1;
-    if (rec) {
-        uint64_t t = tr_now_ns();
-        int32_t st = tr_stack_capture();
-        uint64_t uid = uniqueId ? tr_hash_bytes(1, uniqueId, sizeof *uniqueId) : 0;
-        comm_init in = {.kind = TR_KIND_GROW, .parent = -1, .size = nRanks, .rank = rank, .enter = t, .stack = st,
-                        .grow_uid = uid, .grow_ranks = nRanks};
-        if (comm) {
-            int32_t pi = tr_comm_lookup(comm);
-            tr_comm *p = tr_comm_at(pi);
-            uint64_t grow_no = p ? atomic_fetch_add(&p->splits, 1) + 1 : 0;
-            int dev = p ? atomic_load(&p->device) : -1;
-            in.id = tr_mix64(tr_mix64(7, p ? p->id : 0), grow_no);
-            in.parent = pi;
-            in.rank = p ? atomic_load(&p->rank) : -1;   /* existing members keep their rank */
-            in.device = dev >= 0 ? dev : tr_cuda_device();
-            in.blocking = config_blocking(config, p ? p->blocking : -1);
-        } else {
-            in.id = uid;
-            in.device = tr_cuda_device();
-            in.blocking = config_blocking(config, -1);
-        }
-        ci = comm_add(&in);
-    }
-    ncclResult_t r = real(comm, nRanks, uniqueId, rank, newcomm, config);
-    if (rec) comm_init_done(ci, r, newcomm);
-    tr_leave();
-    return r;
-}
-
-/* Suspend / resume (NCCL 2.29): a suspended communicator cannot be used,
- * so its members waiting on nothing there is no hang. */
-static void set_suspended(ncclComm_t comm, int suspended, ncclResult_t r)
+void tr_comm_suspended(ncclComm_t comm, int suspended, ncclResult_t r)
 {
     tr_comm *c = tr_comm_at(tr_comm_lookup(comm));
     if (!c || (r != ncclSuccess && r != ncclInProgress)) return;
@@ -519,32 +305,8 @@ static void set_suspended(ncclComm_t comm, int suspended, ncclResult_t r)
     }
 }
 
-TR_API ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags)
-{
-    typedef ncclResult_t (*fn_t)(ncclComm_t, int);
-    TR_REAL(real, fn_t, "ncclCommSuspend", TR_LIB_NCCL);
-    if (!real) NO_REAL("ncclCommSuspend");
-    int rec = tr_enter();
-    ncclResult_t r = real(comm, flags);
-    if (rec) set_suspended(comm, 1, r);
-    tr_leave();
-    return r;
-}
-
-TR_API ncclResult_t ncclCommResume(ncclComm_t comm)
-{
-    typedef ncclResult_t (*fn_t)(ncclComm_t);
-    TR_REAL(real, fn_t, "ncclCommResume", TR_LIB_NCCL);
-    if (!real) NO_REAL("ncclCommResume");
-    int rec = tr_enter();
-    ncclResult_t r = real(comm);
-    if (rec) set_suspended(comm, 0, r);
-    tr_leave();
-    return r;
-}
-
 /* Teardown: the communicator's "end" holds the last lifecycle call. */
-static tr_comm *end_begin(ncclComm_t comm, int kind)
+tr_comm *tr_comm_end_begin(ncclComm_t comm, int kind)
 {
     tr_comm *c = tr_comm_at(tr_comm_lookup(comm));
     if (!c) return NULL;
@@ -554,7 +316,6 @@ static tr_comm *end_begin(ncclComm_t comm, int kind)
     atomic_store(&c->end_rc, 0);
     atomic_store(&c->end_enter, t);
     atomic_store(&c->end_kind, kind);     /* sequentially consistent: tr_nan_comm_ending */
-    tr_nan_comm_ending(comm);
     if (c->ring) {
         RING_SET(c->ring->end_exit, 0);
         RING_SET(c->ring->end_rc, 0);
@@ -564,7 +325,7 @@ static tr_comm *end_begin(ncclComm_t comm, int kind)
     return c;
 }
 
-static void end_finish(tr_comm *c, int kind, ncclResult_t r)
+void tr_comm_end_finish(tr_comm *c, int kind, ncclResult_t r)
 {
     if (!c) return;
     uint64_t t = tr_now_ns();
@@ -576,36 +337,7 @@ static void end_finish(tr_comm *c, int kind, ncclResult_t r)
     }
     if ((kind == TR_END_DESTROY || kind == TR_END_ABORT) && (r == ncclSuccess || r == ncclInProgress))
         atomic_store(&c->dead, 1);
-    if (kind == TR_END_DESTROY || kind == TR_END_ABORT) tr_writer_request(TR_WRITE_COMM_END);
-}
-
-#define END_WRAPPER(name, kind)                                                      \
-    TR_API ncclResult_t name(ncclComm_t comm)                                        \
-    {                                                                                \
-        typedef ncclResult_t (*fn_t)(ncclComm_t);                                    \
-        TR_REAL(real, fn_t, #name, TR_LIB_NCCL);                                     \
-        if (!real) NO_REAL(#name);                                                   \
-        tr_comm *c = tr_enter() ? end_begin(comm, kind) : NULL;                      \
-        ncclResult_t r = real(comm);                                                 \
-        end_finish(c, kind, r);                                                      \
-        tr_leave();                                                                  \
-        return r;                                                                    \
-    }
-
-END_WRAPPER(ncclCommFinalize, TR_END_FINALIZE)
-END_WRAPPER(ncclCommDestroy, TR_END_DESTROY)
-END_WRAPPER(ncclCommAbort, TR_END_ABORT)
-
-TR_API ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags)
-{
-    typedef ncclResult_t (*fn_t)(ncclComm_t, int);
-    TR_REAL(real, fn_t, "ncclCommRevoke", TR_LIB_NCCL);
-    if (!real) NO_REAL("ncclCommRevoke");
-    tr_comm *c = tr_enter() ? end_begin(comm, TR_END_REVOKE) : NULL;
-    ncclResult_t r = real(comm, revokeFlags);
-    end_finish(c, TR_END_REVOKE, r);
-    tr_leave();
-    return r;
+    if (kind == TR_END_DESTROY || kind == TR_END_ABORT) tr_write_request(TR_WRITE_COMM_END);
 }
 
 /* ---- ranks of the process --------------------------------------------------------- */

@@ -47,6 +47,7 @@
 
 #include "tr_complete.h"
 #include "tr_core.h"
+#include "tr_cuda.h"
 #include "tr_ring.h"
 
 #define TR_TLS __thread __attribute__((tls_model("initial-exec")))
@@ -59,43 +60,6 @@
 #define POLL_NS 1000000ull        /* poll period while something is pending */
 #define BEAT_NS 1000000000ull     /* heartbeat and watchdog period */
 #define IDLE_NS 100000000ull      /* polling goes on this long after the last pending operation */
-
-/* ---- the CUDA runtime, found at run time ---------------------------------- */
-
-typedef cudaError_t (*f_err)(void);
-typedef cudaError_t (*f_getdev)(int *);
-typedef cudaError_t (*f_setdev)(int);
-typedef cudaError_t (*f_evcreate)(cudaEvent_t *, unsigned int);
-typedef cudaError_t (*f_evrecord)(cudaEvent_t, cudaStream_t);
-typedef cudaError_t (*f_evquery)(cudaEvent_t);
-typedef cudaError_t (*f_capmode)(enum cudaStreamCaptureMode *);
-
-static struct {
-    f_err peek, getlast;
-    f_getdev getdev;
-    f_setdev setdev;
-    f_evcreate create;
-    f_evrecord record;
-    f_evquery query;
-    f_capmode capmode;            /* optional */
-} rt;
-static tr_lookup_gate g_rt;
-
-static int rt_lookup(void)
-{
-    int st = tr_lookup_begin(&g_rt);
-    if (st >= 0) return st;
-    rt.peek = (f_err)tr_real("cudaPeekAtLastError", TR_LIB_CUDART);
-    rt.getlast = (f_err)tr_real("cudaGetLastError", TR_LIB_CUDART);
-    rt.getdev = (f_getdev)tr_real("cudaGetDevice", TR_LIB_CUDART);
-    rt.setdev = (f_setdev)tr_real("cudaSetDevice", TR_LIB_CUDART);
-    rt.create = (f_evcreate)tr_real("cudaEventCreateWithFlags", TR_LIB_CUDART);
-    rt.record = (f_evrecord)tr_real("cudaEventRecord", TR_LIB_CUDART);
-    rt.query = (f_evquery)tr_real("cudaEventQuery", TR_LIB_CUDART);
-    rt.capmode = (f_capmode)tr_real("cudaThreadExchangeStreamCaptureMode", TR_LIB_CUDART);
-    int ok = rt.peek && rt.getlast && rt.getdev && rt.setdev && rt.create && rt.record && rt.query;
-    return tr_lookup_end(&g_rt, ok);
-}
 
 /* ---- pending operations ------------------------------------------------------ */
 
@@ -184,17 +148,10 @@ static void event_free(int32_t e)
 /* Creates the event of pool slot e on the current device (which is its
  * device), in relaxed capture mode: another thread's graph capture must not
  * see our call as unsafe. 0 on success; on failure the error is cleared. */
-static int event_create(int32_t e)
+static int event_create(const tr_cudart *rt, int32_t e)
 {
-    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-    int swapped = rt.capmode && rt.capmode(&mode) == cudaSuccess;
-    cudaEvent_t ev = NULL;
-    cudaError_t r = rt.create(&ev, cudaEventDisableTiming);
-    if (swapped) rt.capmode(&mode);
-    if (r != cudaSuccess || !ev) {
-        rt.getlast();
-        return -1;
-    }
+    cudaEvent_t ev;
+    if (tr_cuda_event_new(rt, &ev) != 0) return -1;
     g_events[e].ev = ev;
     return 0;
 }
@@ -212,14 +169,15 @@ static void complete_atexit_register(void) { atexit(complete_atexit); }
  * one), returned at exit_ns: one event after them, shared. */
 static void track(const uint64_t *recs, int n, cudaStream_t stream, int device, uint64_t exit_ns)
 {
-    if (n <= 0 || !atomic_load_explicit(&g_poller_up, memory_order_acquire) || !rt_lookup()) return;
+    const tr_cudart *rt;
+    if (n <= 0 || !atomic_load_explicit(&g_poller_up, memory_order_acquire) || !(rt = tr_cuda_rt_events())) return;
     pthread_once(&g_storage_once, storage_init);
     if (!g_events) return;
     /* an error of the application's pending: left as it is, untracked */
-    if (rt.peek() != cudaSuccess) return;
+    if (rt->peek() != cudaSuccess) return;
     int cur = -1;
-    if (rt.getdev(&cur) != cudaSuccess) {
-        rt.getlast();
+    if (rt->getdev(&cur) != cudaSuccess) {
+        rt->getlast();
         return;
     }
     if (device < 0) device = cur;
@@ -248,19 +206,19 @@ static void track(const uint64_t *recs, int n, cudaStream_t stream, int device, 
      * that of the communicator's device */
     int switched = 0, ok = 1;
     if (cur != device) {
-        if (rt.setdev(device) != cudaSuccess) {
-            rt.getlast();
+        if (rt->setdev(device) != cudaSuccess) {
+            rt->getlast();
             ok = 0;
         } else {
             switched = 1;
         }
     }
-    if (ok && !g_events[e].ev) ok = event_create(e) == 0;
-    if (ok && rt.record(g_events[e].ev, stream) != cudaSuccess) {
-        rt.getlast();           /* ours: there was none before */
+    if (ok && !g_events[e].ev) ok = event_create(rt, e) == 0;
+    if (ok && rt->event_record(g_events[e].ev, stream) != cudaSuccess) {
+        rt->getlast();          /* ours: there was none before */
         ok = 0;
     }
-    if (switched) rt.setdev(cur);
+    if (switched) rt->setdev(cur);
 
     pthread_mutex_lock(&g_mu);
     g_npending -= n;
@@ -360,6 +318,7 @@ void tr_complete_group_end(ncclResult_t rc)
 
 /* ---- the poller ------------------------------------------------------------------- */
 
+static const tr_cudart *g_prt;        /* the runtime, once found (the poller's) */
 static int g_poll_device = -1;        /* the poller's current device */
 static int g_capture_relaxed;         /* the poller's capture mode was made relaxed */
 
@@ -413,8 +372,8 @@ static void pop_done(stream_t *s, int32_t last, int32_t e, int state, uint64_t t
 static void poll_device(int dev)
 {
     if (dev == g_poll_device) return;
-    if (rt.setdev(dev) == cudaSuccess) g_poll_device = dev;
-    else rt.getlast();
+    if (g_prt->setdev(dev) == cudaSuccess) g_poll_device = dev;
+    else g_prt->getlast();
 }
 
 /* The entries of stream slot si that completed; the watchdog looks at the
@@ -439,7 +398,7 @@ static int poll_stream(int32_t si, uint64_t now)
 
         poll_device(dev);
         if (et != e) {
-            cudaError_t q = rt.query(evt);
+            cudaError_t q = g_prt->event_query(evt);
             if (q == cudaSuccess) {
                 uint64_t t = tr_now_ns();
                 pthread_mutex_lock(&g_mu);
@@ -447,16 +406,16 @@ static int poll_stream(int32_t si, uint64_t now)
                 pthread_mutex_unlock(&g_mu);
                 continue;
             }
-            rt.getlast();             /* not ready (some runtimes note it), or an error: asked below */
+            g_prt->getlast();         /* not ready (some runtimes note it), or an error: asked below */
         }
-        cudaError_t q = rt.query(ev);
+        cudaError_t q = g_prt->event_query(ev);
         if (q == cudaErrorNotReady) {
-            rt.getlast();
+            g_prt->getlast();
             return tr_watchdog_pending(&g_entries[h].stalled, g_entries[h].rec, g_entries[h].exit_ns, now);
         }
         int state = TRR_GPU_DONE;
         if (q != cudaSuccess) {
-            rt.getlast();             /* this thread's own error state */
+            g_prt->getlast();         /* this thread's own error state */
             state = TRR_GPU_ERROR;
         }
         uint64_t t = tr_now_ns();
@@ -469,9 +428,8 @@ static int poll_stream(int32_t si, uint64_t now)
 /* One pass over every stream. Returns 1 when a pending call is overdue. */
 static int poll_all(uint64_t now)
 {
-    if (!g_capture_relaxed && rt.capmode) {
-        enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-        rt.capmode(&mode);
+    if (!g_capture_relaxed && g_prt->capmode) {
+        tr_cuda_relax_thread(g_prt);
         g_capture_relaxed = 1;
     }
     int overdue = 0;
@@ -483,7 +441,7 @@ static int poll_all(uint64_t now)
 static void *poller_main(void *arg)
 {
     (void)arg;
-    tr_enter();          /* nothing this thread calls is the application's: never leaves */
+    tr_nest();           /* nothing this thread calls is the application's: never leaves */
     uint64_t last_beat = 0, last_active = 0;
     int cuda_off = 0, gpu_overdue = 0, host_overdue = 0;
     for (;;) {
@@ -494,7 +452,8 @@ static void *poller_main(void *arg)
         if (pending) last_active = now;
         /* GPU first, with the same clock as the host scan: of two calls
          * stuck together, the older (the cause) is the one reported */
-        if (!cuda_off && (pending || stop) && atomic_load(&g_rt.state) > 0) gpu_overdue = poll_all(now);
+        if (!g_prt) g_prt = tr_cuda_rt_found();
+        if (!cuda_off && (pending || stop) && g_prt) gpu_overdue = poll_all(now);
         else if (!pending) gpu_overdue = 0;
         if (stop && !cuda_off) {
             /* the last pass is done: no CUDA call from here on */

@@ -21,8 +21,8 @@ void tr_complete_group_call(uint64_t rec, cudaStream_t stream, int capturing);
 /* The outermost GroupEnd returned rc. */
 void tr_complete_group_end(ncclResult_t rc);
 
-/* Starts the poller thread (from tr_writer_start, at activation): GPU
- * completion, the ring's heartbeat (about once a second) and the watchdog. */
+/* Starts the poller thread (at activation: tr_init.c): GPU completion, the
+ * ring's heartbeat (about once a second) and the watchdog. */
 void tr_complete_start(void);
 /* Calls not tracked because a bound was reached (operations pending,
  * streams, calls in one group). */

@@ -1,12 +1,13 @@
-/* Start-up, settings, per-thread state, warnings and activation.
+/* The ground of the shim: start-up, settings, per-thread state, warnings,
+ * background threads and the write queue.
  *
  * The constructor only reads the environment and the clocks: a process that
  * never calls a wrapped function (the launcher, a compiler, a data-loader
  * worker) pays nothing else. The first recorded call activates the shim
- * (writer thread, signal handlers, exit handler). */
+ * (tr_init.c: ring, writer thread, signal handlers, exit handler); this
+ * file only keeps whether that happened (for fork). */
 #include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -15,11 +16,11 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
 #include "tr_core.h"
-#include "tr_ring.h"
 
 #define TR_TLS __thread __attribute__((tls_model("initial-exec")))
 
@@ -41,9 +42,8 @@ static tr_process g_proc = {
     .env_rank = -1, .world_size = -1, .local_rank = -1,
 };
 
-static atomic_int g_active;        /* activation done */
+static atomic_int g_active;        /* activation done (tr_init.c) */
 static atomic_int g_forked;        /* forked child of a recording process */
-static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 static TR_TLS int t_depth;
 static TR_TLS int t_tid;
@@ -72,12 +72,11 @@ int tr_tid(void)
 
 int tr_is_forked_child(void) { return atomic_load_explicit(&g_forked, memory_order_relaxed); }
 
-int tr_enter(void)
+int tr_nest(void)
 {
     if (t_depth++ != 0) return 0;
     if (!g_cfg.enabled || atomic_load_explicit(&g_forked, memory_order_relaxed)) return 0;
-    tr_activate();
-    return 1;
+    return atomic_load_explicit(&g_active, memory_order_acquire) ? 1 : 2;
 }
 
 void tr_leave(void)
@@ -86,6 +85,8 @@ void tr_leave(void)
 }
 
 int tr_depth(void) { return t_depth; }
+
+void tr_mark_active(void) { atomic_store_explicit(&g_active, 1, memory_order_release); }
 
 /* ---- warnings -------------------------------------------------------------- */
 
@@ -127,6 +128,12 @@ static void pending(const char *fmt, const char *name, const char *value, const 
 {
     if (g_npending < MAX_PENDING)
         snprintf(g_pending[g_npending++], sizeof g_pending[0], fmt, name, value, dflt);
+}
+
+void tr_print_setting_warnings(void)
+{
+    for (int i = 0; i < g_npending; i++) warn_line(g_pending[i]);
+    g_npending = 0;
 }
 
 /* ---- settings ---------------------------------------------------------------- */
@@ -325,36 +332,6 @@ int tr_thread_start(void *(*fn)(void *), const char *name)
     return e;
 }
 
-int tr_lookup_begin(tr_lookup_gate *g)
-{
-    /* one thread looks (state 2) and stores what it finds; the others wait
-     * for its answer (a lookup takes microseconds) rather than storing the
-     * same functions at the same time */
-    for (long spins = 0;; spins++) {
-        int st = atomic_load_explicit(&g->state, memory_order_acquire);
-        if (st == 1) return 1;
-        if (st == 2) {
-            if (spins > 1000000) return 0;     /* never: the looking thread is stuck */
-            sched_yield();
-            continue;
-        }
-        if (st < 0) {
-            if ((atomic_fetch_add(&g->retry, 1) & 255) != 0) return 0;
-            uint64_t now = tr_now_ns();
-            if (now < atomic_load(&g->next_ns)) return 0;
-            atomic_store(&g->next_ns, now + 1000000000ull);
-        }
-        if (atomic_compare_exchange_strong_explicit(&g->state, &st, 2, memory_order_acquire, memory_order_relaxed))
-            return -1;
-    }
-}
-
-int tr_lookup_end(tr_lookup_gate *g, int found)
-{
-    atomic_store_explicit(&g->state, found ? 1 : -1, memory_order_release);
-    return found;
-}
-
 int tr_mkdir_p(const char *dir)
 {
     char path[4096];
@@ -378,27 +355,54 @@ int tr_mkdir_p(const char *dir)
     return 0;
 }
 
-/* ---- activation ---------------------------------------------------------------- */
+/* ---- the write queue (tr_core.h) ---------------------------------------------- */
 
-static void at_exit(void)
+static int g_efd = -1;                 /* the writer thread waits on it */
+static atomic_uint g_req_gen, g_done_gen;
+static atomic_int g_req_mask;
+static atomic_int g_served;            /* a writer thread serves the queue */
+
+int tr_write_queue_open(void)
 {
-    if (!atomic_load(&g_forked)) tr_writer_exit();
+    g_efd = eventfd(0, EFD_CLOEXEC);
+    return g_efd < 0 ? -1 : 0;
 }
 
-static void activate_once(void)
+void tr_write_queue_serve(int served) { atomic_store(&g_served, served); }
+int tr_write_queue_served(void) { return atomic_load(&g_served); }
+
+unsigned tr_write_post(tr_write_reason reason)
 {
-    for (int i = 0; i < g_npending; i++) warn_line(g_pending[i]);
-    tr_dir_setup();      /* TRSHIM_DIR against the folder of the first call; checked by tr_ring_open */
-    tr_ring_open();      /* before anything records: the file behind every record */
-    tr_pystack_init();   /* the CPython interpreter, if any (before the first capture) */
-    tr_writer_start();
-    atexit(at_exit);
-    atomic_store_explicit(&g_active, 1, memory_order_release);
+    atomic_fetch_or(&g_req_mask, 1 << reason);
+    unsigned gen = atomic_fetch_add(&g_req_gen, 1) + 1;
+    uint64_t one = 1;
+    ssize_t w;
+    do w = write(g_efd, &one, sizeof one); while (w < 0 && errno == EINTR);
+    return gen;
 }
 
-void tr_activate(void)
+void tr_write_request(tr_write_reason reason)
 {
-    if (atomic_load_explicit(&g_active, memory_order_acquire)) return;
-    if (!g_cfg.enabled || atomic_load(&g_forked)) return;
-    pthread_once(&g_once, activate_once);
+    if (!atomic_load(&g_served) || tr_is_forked_child()) return;
+    int saved = errno;
+    tr_write_post(reason);
+    errno = saved;
 }
+
+int tr_write_queue_wait(unsigned *upto, int *mask)
+{
+    for (;;) {
+        uint64_t v;
+        ssize_t n = read(g_efd, &v, sizeof v);
+        if (n < 0) {
+            if (errno == EINTR || errno == EAGAIN) continue;
+            return -1;
+        }
+        *upto = atomic_load(&g_req_gen);
+        *mask = atomic_exchange(&g_req_mask, 0);
+        return 0;
+    }
+}
+
+void tr_write_done(unsigned upto) { atomic_store(&g_done_gen, upto); }
+unsigned tr_write_done_upto(void) { return atomic_load(&g_done_gen); }

@@ -1,25 +1,47 @@
-/* Internal interfaces of libtrshim.so shared by its parts:
- *   tr_core.c    start-up, settings, per-thread state, warnings, activation
- *   tr_real.c    finding the real function behind each wrapper
- *   tr_dlsym.c   dlsym/dlvsym, tr_entry.c the CUDA entry-point lookups,
- *                tr_dlreal.c the real dlsym, tr_dynsym.c ELF dynamic
- *                symbols in memory (tr_dlsym.h, tr_dynsym.h)
- *   tr_stack.c   call-stack capture, per-thread cache, deduplication
- *   tr_pystack.c Python stacks (tr_python.c reads the frames): deduplication,
- *                code objects' strings, JSON "python"/"pycodes"/"pystacks"
- *   tr_symbols.c modules, build ids, ELF symbols, JSON of modules/stacks
- *   tr_memtable.c the live-allocation table of tr_memory.c
- *   tr_nccl.c    NCCL wrappers, communicator table, call records
- *   tr_ring.c    the ring file: records, communicators, stacks (mmap)
- *   tr_memory.c  allocation wrappers and per-device accounting
- *   tr_memjson.c the "memory" member of a trace
- *   tr_nancheck.c NaN/Inf checks: staging pool, checker thread, hooks
- *   tr_nanresults.c check results and their JSON; tr_nanscan.c scanners;
- *   tr_nangpu.c  the CUDA kernel engine (driver API)
- *   tr_writer.c  trace files: background writer, signals, exit
- *   tr_files.c   the trace folder's checks, exclusive file creation, writes
- *                that stay below the file-size limit
- *   tr_json.c    streaming JSON; tr_hash.h the shared hash/mix functions
+/* Internal interfaces of libtrshim.so shared by its parts, and the layers
+ * the parts form. A file calls into its own layer or the layers below it,
+ * never up: no two files call each other, directly or through others
+ * (tests/shim's shim-no-call-circles checks it on the objects with
+ * tests/common/callgraph.py). Upward needs go through state a lower layer
+ * owns: the wrappers and the watchdog ask for a trace write by posting to
+ * the ground's write queue (tr_write_request), which the writer thread
+ * serves; the first recorded call activates the shim through tr_enter
+ * (tr_init.h), which the wrappers, above the init room, call.
+ *
+ *  7 entry    what the application calls: the wrappers, tr_nccl.c
+ *             (collectives, send/recv, one-sided, groups; and the link-time
+ *             check that every WRAP row of trshim/nccl_calls.h has a
+ *             wrapper), tr_lifecycle.c (communicators' init, split, shrink,
+ *             grow, suspend, end), tr_memory.c (allocations); tr_dlsym.c and
+ *             tr_entry.c (dlsym, dlvsym and the CUDA entry-point lookups,
+ *             which hand out the wrappers; they use the ground only)
+ *  6 init     tr_init.c: activation on the first recorded call (trace
+ *             folder, ring, Python stacks, completion poller, writer, exit
+ *             handler), tr_enter (tr_init.h)
+ *  5 writer   tr_writer.c: trace files from every part's JSON, the signal
+ *             handlers, the exit write; it serves the write queue
+ *  4 JSON     tr_calls_json.c ("calls"), tr_comm_json.c ("comms"),
+ *             tr_memjson.c ("memory")
+ *  3 parts    what the wrappers keep and the writer reads: tr_comm.c
+ *             (communicators, groups, the last collective), tr_vocab.c
+ *             (operation names, the loaded NCCL), tr_nccl_config.c,
+ *             tr_nancheck.c over tr_nanresults.c, tr_nanscan.c,
+ *             tr_nangpu.c (NaN/Inf checks), tr_complete.c over
+ *             tr_watchdog.c (GPU completion, hang watchdog), tr_memcount.c
+ *             and tr_memtable.c (memory accounting)
+ *  2 stacks   tr_stack.c, tr_symbols.c (modules, symbols, JSON of
+ *             stacks); tr_pystack.c over tr_python.c, tr_python_init.c,
+ *             tr_python_read.c (Python stacks)
+ *  1 ring     tr_ring.c: the ring file (tr_ring.h)
+ *  0 ground   tr_core.c (settings, process, clocks, per-thread depth,
+ *             warnings, threads, the write queue), tr_json.c (streaming JSON),
+ *             tr_hash.h, tr_files.c (the trace folder, safe files, the host
+ *             name in file names), tr_real.c over tr_dlreal.c, tr_dynsym.c
+ *             (the real function behind each wrapper), tr_cuda.c (every
+ *             optional CUDA runtime and driver function, asked without
+ *             disturbing the application's error state: tr_cuda.h),
+ *             tr_modules.c (ELF modules: build ids, paths)
+ *
  * Everything is hidden; only the wrapped API functions, and the lookups
  * that could bypass them, are exported (shim/trshim.map). Internal names
  * start with tr_. */
@@ -77,20 +99,24 @@ const tr_process *tr_proc(void);
 uint64_t tr_now_ns(void);          /* CLOCK_MONOTONIC */
 int tr_tid(void);                  /* OS thread id, cached per thread */
 
-/* Every wrapper starts with tr_enter() and ends with tr_leave(). tr_enter
- * returns 1 when the call must be recorded: the shim is enabled, this is not
- * a forked child of a recording process, and no wrapped call is already in
- * progress on this thread (so NCCL's own public calls inside a call, and
- * allocations the runtime makes inside one, are not the application's). */
-int tr_enter(void);
+/* The nesting depth of wrapped calls on this thread. tr_nest raises it
+ * (every tr_nest is paired with a tr_leave) and says whether the call must
+ * be recorded: 0 no (a wrapped call is already in progress on this thread,
+ * so NCCL's own public calls inside a call, and allocations the runtime
+ * makes inside one, are not the application's; the shim is disabled; a
+ * forked child of a recording process), 1 yes, 2 yes but the shim is not
+ * activated yet. Wrappers call tr_enter (tr_init.h), which activates; the
+ * shim's own threads call tr_nest once and never leave (nothing they call
+ * is the application's). */
+int tr_nest(void);
 void tr_leave(void);
 /* Nesting depth of wrapped calls on this thread (0 outside any). */
 int tr_depth(void);
-
-/* Starts what recording needs (the writer thread, signal handlers, the
- * start-time snapshot) on the first recorded event; cheap afterwards. A
- * process that never calls CUDA or NCCL never gets here. */
-void tr_activate(void);
+/* Activation is done (tr_init.c): a child forked from now on never records. */
+void tr_mark_active(void);
+/* The warnings about settings, held back until activation (a process that
+ * never records stays silent): printed once, by tr_init.c. */
+void tr_print_setting_warnings(void);
 
 /* One line "trshim: ..." on stderr; each distinct format string is printed
  * at most once per process. Never blocks on a lock held elsewhere. */
@@ -104,19 +130,6 @@ int tr_is_forked_child(void);
  * shim's fault handler still marks the ring when one of ours crashes).
  * Returns 0 or the pthread_create error. */
 int tr_thread_start(void *(*fn)(void *), const char *name);
-/* A set of optional runtime functions looked up together, when the library
- * may be loaded later: a failed lookup (which searches the library path,
- * ~100 us) is retried at most once a second and only every 256th call.
- * tr_lookup_begin: 1 found before, 0 missing and not due, -1 look now (then
- * tr_lookup_end with whether everything was found). */
-typedef struct {
-    atomic_int state;         /* 0 not looked up, 1 found, -1 missing, 2 being looked up */
-    atomic_uint retry;
-    _Atomic uint64_t next_ns;
-} tr_lookup_gate;
-int tr_lookup_begin(tr_lookup_gate *g);
-int tr_lookup_end(tr_lookup_gate *g, int found);
-
 /* mkdir -p, each folder made 0700: 0, or -1 with errno (ENOTDIR when a
  * part is not a folder). */
 int tr_mkdir_p(const char *dir);
@@ -125,9 +138,17 @@ int tr_mkdir_p(const char *dir);
  * Nothing in the folder is trusted: it is checked each time it is opened,
  * files are made relative to the folder's descriptor, exclusively (O_EXCL,
  * O_NOFOLLOW), mode 0600, and no write goes past RLIMIT_FSIZE. */
-/* TRSHIM_DIR made absolute against the current folder (at activation). */
+/* TRSHIM_DIR made absolute against the current folder, once (at
+ * activation: tr_init.c); tr_dir_path is that folder, the only form of it
+ * the other parts use (the ring's path, warnings). */
 void tr_dir_setup(void);
 const char *tr_dir_path(void);
+/* The host name (gethostname, NUL-terminated, "" when unknown). */
+void tr_host_name(char *out, size_t cap);
+/* in as a part of a file name: at most max bytes, each byte outside
+ * [A-Za-z0-9_-], and each '.' unless keep_dot, made '_' (the host in the
+ * ring's and the traces' names, the job in the traces'). */
+void tr_clean_name(char *out, size_t cap, const char *in, size_t max, int keep_dot);
 /* The folder, created if missing (0700), opened (O_DIRECTORY) and checked:
  * owned by this user or root, not writable by group or others unless
  * sticky, no link of another user on the way. -1 with errno and *why set
@@ -231,8 +252,8 @@ void tr_stack_get_stats(tr_stack_stats *out);
 #define TR_PYSTACK_MAX_STACKS 65536  /* distinct Python stacks kept; beyond that captures give -1 */
 #define TR_PYSTACK_MAX_CODES 65536   /* distinct code objects kept; a new stack needing more gives -1 */
 
-/* Looks for the CPython interpreter of the process (tr_py_init): from
- * tr_activate, not from a signal handler (takes the loader's lock). Nothing
+/* Looks for the CPython interpreter of the process (tr_py_init): at
+ * activation (tr_init.c), not from a signal handler (takes the loader's lock). Nothing
  * when TRSHIM_PYSTACK_DEPTH=0. */
 void tr_pystack_init(void);
 /* The calling thread's Python stack (its innermost tr_cfg()->pystack_depth
@@ -255,7 +276,7 @@ typedef struct {
 } tr_pystack_stats;
 void tr_pystack_get_stats(tr_pystack_stats *out);
 
-/* ---- NCCL records (tr_nccl.c) ---------------------------------------------- */
+/* ---- NCCL state and its trace (tr_comm.c, tr_calls_json.c, tr_vocab.c) ---- */
 
 /* The last collective this process issued on device before now (for the
  * memory peak's "peak_after"). Returns 0 when there is none. */
@@ -281,25 +302,46 @@ void tr_nccl_window(uint64_t *first, uint64_t *next);
 uint64_t tr_nccl_dropped(void);
 /* Id of the first communicator made from a unique id (job identity), 0 if none. */
 uint64_t tr_nccl_first_comm_id(void);
-int tr_nccl_version(void);         /* ncclGetVersion, 0 if unknown */
+int tr_nccl_version(void);         /* ncclGetVersion, 0 if unknown (tr_vocab.c) */
 /* "nccl": the loaded library once a communicator was made (tr_vocab.c), null before */
 void tr_nccl_library_write_json(tr_json *j);
 
-/* ---- memory (tr_memory.c, tr_memjson.c) ---------------------------------------------------- */
+/* ---- memory (tr_memjson.c) ---------------------------------------------------- */
 
 /* Writes the "memory" member for device (-1: every device). */
 void tr_memory_write_json(tr_json *j, int device);
 
-/* ---- trace files (tr_writer.c) ------------------------------------------------ */
+/* ---- the write queue (tr_core.c) -----------------------------------------------
+ * Whoever wants every rank's trace written now (a communicator's destroy or
+ * abort, the watchdog, a signal handler) posts a request here: a bit in the
+ * request word and a wake-up of the eventfd the writer thread (tr_writer.c)
+ * waits on. Posting never blocks on I/O and is async-signal-safe; requests
+ * that arrive together make one write, named after the most telling. */
 
 typedef enum { TR_WRITE_EXIT, TR_WRITE_SIGNAL, TR_WRITE_COMM_END, TR_WRITE_SNAPSHOT, TR_WRITE_HANG } tr_write_reason;
-/* Asks the background writer to write every rank's trace now; never blocks
- * the caller on I/O. */
-void tr_writer_request(tr_write_reason reason);
-/* Starts the writer thread and installs the signal handlers (from
- * tr_activate). */
+/* Asks for a write; nothing when no writer serves the queue, or in a forked
+ * child. errno is kept. */
+void tr_write_request(tr_write_reason reason);
+/* The request itself, unchecked (the signal handlers check first): returns
+ * its number, which tr_write_done_upto reaches once a write covered it. */
+unsigned tr_write_post(tr_write_reason reason);
+/* The writer's side: opens the queue (0, or -1 with errno), says whether a
+ * writer serves it, waits for requests (blocks; 0 with the number of the
+ * newest request and the reasons' bits (1 << reason) taken, -1 when the
+ * queue broke), and marks the requests up to upto written. */
+int tr_write_queue_open(void);
+void tr_write_queue_serve(int served);
+int tr_write_queue_served(void);
+int tr_write_queue_wait(unsigned *upto, int *mask);
+void tr_write_done(unsigned upto);
+unsigned tr_write_done_upto(void);
+
+/* ---- trace files (tr_writer.c) ------------------------------------------------ */
+
+/* Starts the writer thread, which serves the write queue, and installs the
+ * signal handlers (at activation: tr_init.c). */
 void tr_writer_start(void);
-/* The exit-time write: synchronous, from the exiting thread (tr_core.c's
+/* The exit-time write: synchronous, from the exiting thread (tr_init.c's
  * atexit handler). */
 void tr_writer_exit(void);
 

@@ -30,6 +30,7 @@
 #include <cuda_runtime_api.h>
 
 #include "tr_core.h"
+#include "tr_cuda.h"
 #include "tr_dlsym.h"
 
 #undef cuGetProcAddress    /* cuda.h: the _v2 name; the shim defines both */
@@ -42,7 +43,6 @@ typedef cudaError_t (*fn_cudaGetDriverEntryPoint)(const char *, void **, unsigne
 typedef cudaError_t (*fn_cudaGetDriverEntryPointByVersion)(const char *, void **, unsigned int,
                                                            unsigned long long,
                                                            enum cudaDriverEntryPointQueryResult *);
-typedef cudaError_t (*fn_cudaRuntimeGetVersion)(int *);
 
 TR_API CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
 TR_API cudaError_t cudaGetDriverEntryPoint_ptsz(const char *symbol, void **funcPtr, unsigned long long flags,
@@ -85,8 +85,6 @@ static void *by_address(const char *symbol, void *p)
     return NULL;
 }
 
-static int runtime_version(void);
-
 /* version -1: the runtime's (cudaGetDriverEntryPoint) */
 static void *by_version(const char *symbol, void *p, int version)
 {
@@ -94,7 +92,7 @@ static void *by_version(const char *symbol, void *p, int version)
     for (size_t i = 0; i < sizeof drv_versions / sizeof drv_versions[0]; i++)
         known |= !strcmp(drv_versions[i].symbol, symbol);
     if (!known) return NULL;
-    if (version == -1) version = runtime_version();
+    if (version == -1) version = tr_cuda_runtime_version();   /* what cudaGetDriverEntryPoint asks for */
     if (version <= 0 || version > CUDA_VERSION) return NULL;
     int best = -1;
     for (int i = 0; i < (int)(sizeof drv_versions / sizeof drv_versions[0]); i++)
@@ -122,15 +120,6 @@ static void entry_done(const char *symbol, void **pfn, int version, const void *
         if (w) *pfn = w;
     }
     errno = saved;
-}
-
-/* The version cudaGetDriverEntryPoint asks the driver for: the runtime's. */
-static int runtime_version(void)
-{
-    int v = 0;
-    TR_REAL_OPT(rv, fn_cudaRuntimeGetVersion, "cudaRuntimeGetVersion", TR_LIB_CUDART);
-    if (!rv || rv(&v) != cudaSuccess) return 0;
-    return v;
 }
 
 #define ENTRY_MISSING_DRV(name)                                                \

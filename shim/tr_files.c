@@ -64,6 +64,28 @@ void tr_dir_setup(void)
 const char *tr_dir_path(void) { return g_dir; }
 int tr_dir_refused(void) { return atomic_load(&g_refused); }
 
+/* ---- names of the files ------------------------------------------------------------ */
+
+void tr_host_name(char *out, size_t cap)
+{
+    if (!cap) return;
+    out[0] = 0;
+    gethostname(out, cap - 1);
+    out[cap - 1] = 0;
+}
+
+void tr_clean_name(char *out, size_t cap, const char *in, size_t max, int keep_dot)
+{
+    size_t n = 0;
+    for (; in[n] && n < max && n + 1 < cap; n++) {
+        char c = in[n];
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+                 c == '-' || (keep_dot && c == '.');
+        out[n] = ok ? c : '_';
+    }
+    out[n] = 0;
+}
+
 /* a folder only its owner can change the entries of (others may add their
  * own to a sticky one, never remove or replace ours) */
 static int private_mode(mode_t m)

@@ -100,3 +100,9 @@ void trj_hex(tr_json *j, const char *key, uint64_t value)
     member(j, key);
     fprintf(j->f, "\"0x%" PRIx64 "\"", value);
 }
+
+void trj_raw_row(tr_json *j, const char *buf, size_t len)
+{
+    member(j, NULL);
+    fwrite(buf, 1, len, j->f);
+}

@@ -3,6 +3,7 @@
 #ifndef TR_JSON_H
 #define TR_JSON_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -27,11 +28,14 @@ void trj_double(tr_json *j, const char *key, double value);     /* non-finite ->
 void trj_bool(tr_json *j, const char *key, int value);
 void trj_null(tr_json *j, const char *key);
 void trj_hex(tr_json *j, const char *key, uint64_t value);      /* "0x..." string */
-
+/* One value inside an array, already formatted as JSON (len bytes of buf:
+ * the compact rows of "calls", "checks" and "pystacks", built with the
+ * trj_put_* helpers below): the comma before it is the writer's. */
+void trj_raw_row(tr_json *j, const char *buf, size_t len);
 
 /* Formatting into a buffer the caller sized, without checks: for the hot
  * writers that build one array per record (tr_calls_json.c, tr_nanresults.c)
- * and write it with one fwrite. */
+ * and hand it to trj_raw_row. */
 static inline char *trj_put_lit(char *p, const char *s)
 {
     while (*s) *p++ = *s++;

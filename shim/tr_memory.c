@@ -28,8 +28,9 @@
  * are per-device atomics. Stacks, times and the last collective are taken
  * only when an allocation raises its device's peak.
  *
- * The trace's "memory" member is written from the counters and failures kept
- * here (tr_memory_int.h) by tr_memjson.c. */
+ * The counters and the failures are kept in tr_memcount.c (tr_memory_int.h),
+ * from where tr_memjson.c writes the trace's "memory" member. Entry layer
+ * (tr_core.h). */
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -42,25 +43,12 @@
 #include "trshim/nccl_abi.h"
 
 #include "tr_core.h"
+#include "tr_cuda.h"
+#include "tr_init.h"
 #include "tr_memory_int.h"
 #include "tr_memtable.h"
 
 /* ---- counters -------------------------------------------------------------- */
-
-mt_device mt_devs[MT_MAX_DEVICES];
-mt_counters mt_pinned_all __attribute__((aligned(64)));
-mt_counters mt_pinned_dev[MT_MAX_DEVICES];   /* by the device current at the allocation */
-_Atomic uint64_t mt_failures_nodev;          /* failures whose device is unknown */
-
-static atomic_int mt_activated;
-
-static inline void mt_activate(void)
-{
-    if (!atomic_load_explicit(&mt_activated, memory_order_relaxed)) {
-        tr_activate();
-        atomic_store_explicit(&mt_activated, 1, memory_order_relaxed);
-    }
-}
 
 /* Raises c->peak to at least live; returns 1 if this call raised it. */
 static inline int mt_raise(mt_counters *c, uint64_t live)
@@ -142,33 +130,12 @@ static __attribute__((noinline)) void mt_finish(mt_pending *pd, int32_t stack)
             mt_finish(&(pd), tr_stack_capture());                              \
     } while (0)
 
-/* Subtracts an entry that left the table (freed, or replaced as stale). */
-void mt_uncount(const mt_slot *e, int is_free)
-{
-    mt_counters *c[2] = {NULL, NULL};
-    if (e->kind == MT_PINNED) {
-        c[0] = &mt_pinned_all;
-        if (mt_device_ok(e->device))
-            c[1] = &mt_pinned_dev[e->device];
-    } else {
-        c[0] = &mt_devs[e->device].c;       /* device entries always have a valid device */
-    }
-    for (int k = 0; k < 2; k++) {
-        if (!c[k])
-            continue;
-        atomic_fetch_sub_explicit(&c[k]->live, e->size, memory_order_relaxed);
-        if (is_free)
-            atomic_fetch_add_explicit(&c[k]->frees, 1, memory_order_relaxed);
-    }
-}
-
 /* ---- allocations and frees ------------------------------------------------ */
 
 /* A successful allocation of the application. */
 static inline void mt_count_alloc(mt_table *t, uintptr_t key, uint64_t size, int device,
                                   unsigned kind, mt_pending *pd)
 {
-    mt_activate();
     if (!key || !size)
         return;                        /* nothing was allocated (size 0) */
     if (kind != MT_PINNED && !mt_device_ok(device)) {
@@ -204,7 +171,6 @@ static inline void mt_count_alloc(mt_table *t, uintptr_t key, uint64_t size, int
  * allocation lives on: put it back). */
 static void mt_free_end(mt_table *t, const mt_slot *e, int ok)
 {
-    mt_activate();
     if (ok)
         mt_uncount(e, 1);
     else if (!mt_insert(t, e))
@@ -213,8 +179,6 @@ static void mt_free_end(mt_table *t, const mt_slot *e, int ok)
 
 /* ---- failures -------------------------------------------------------------- */
 
-mt_fail_slot mt_fail_slots[MT_FAIL_HEAD + MT_FAIL_TAIL];
-_Atomic uint64_t mt_fail_count;
 
 static void mt_fail_store(const mt_failure *f)
 {
@@ -233,23 +197,13 @@ static void mt_fail_store(const mt_failure *f)
     mt_unlock(&s->lock);
 }
 
-typedef const char *(*fn_cudaGetErrorName)(cudaError_t);
-typedef CUresult (*fn_cuGetErrorName)(CUresult, const char **);
-typedef CUresult (*fn_cuMemGetInfo)(size_t *, size_t *);
-typedef cudaError_t (*fn_cudaGetDevice)(int *);
-typedef CUresult (*fn_cuCtxGetDevice)(CUdevice *);
-typedef cudaError_t (*fn_cudaStreamGetDevice)(cudaStream_t, int *);
-typedef cudaError_t (*fn_cudaPointerGetAttributes)(struct cudaPointerAttributes *, const void *);
-
 typedef enum { MT_API_RT, MT_API_DRV, MT_API_NCCL } mt_api_family;
 
 static void mt_error_name(char *out, size_t n, mt_api_family fam, int code)
 {
     const char *name = NULL;
     if (fam == MT_API_RT) {
-        TR_REAL_OPT(real, fn_cudaGetErrorName, "cudaGetErrorName", TR_LIB_CUDART);
-        if (real)
-            name = real((cudaError_t)code);
+        name = tr_cuda_error_name(code);
         if (name && strncmp(name, "cuda", 4) != 0)   /* "unrecognized error code" */
             name = NULL;
         if (!name) {
@@ -257,8 +211,7 @@ static void mt_error_name(char *out, size_t n, mt_api_family fam, int code)
             return;
         }
     } else if (fam == MT_API_DRV) {
-        TR_REAL_OPT(real, fn_cuGetErrorName, "cuGetErrorName", TR_LIB_CUDA);
-        if (!real || real((CUresult)code, &name) != CUDA_SUCCESS || !name) {
+        if (!(name = tr_cu_error_name(code))) {
             snprintf(out, n, "CUresult(%d)", code);
             return;
         }
@@ -280,26 +233,14 @@ static void mt_error_name(char *out, size_t n, mt_api_family fam, int code)
  * when it succeeds. */
 static inline int mt_current_device(void)
 {
-    TR_REAL_OPT(real, fn_cudaGetDevice, "cudaGetDevice", TR_LIB_CUDART);
-    int d = -1;
-    if (!real || real(&d) != cudaSuccess)
-        return -1;
-    return d;
+    return tr_cuda_device_known();
 }
 
 /* The device of a driver-API allocation: the runtime's current device when
  * the runtime is loaded (it is the current context's), else the driver's. */
 static int mt_driver_device(void)
 {
-    TR_REAL_OPT(rt, fn_cudaGetDevice, "cudaGetDevice", TR_LIB_CUDART);
-    int d = -1;
-    if (rt)
-        return rt(&d) == cudaSuccess ? d : -1;
-    TR_REAL_OPT(drv, fn_cuCtxGetDevice, "cuCtxGetDevice", TR_LIB_CUDA);
-    CUdevice cd;
-    if (drv && drv(&cd) == CUDA_SUCCESS)
-        return (int)cd;
-    return -1;
+    return tr_cuda_context_device();
 }
 
 /* Records a failed allocation (but its stack). device: where it was to be
@@ -310,7 +251,6 @@ static __attribute__((noinline)) void mt_fail(const char *api, mt_api_family fam
                                               uint64_t bytes, int device, int current, int pinned,
                                               mt_pending *pd)
 {
-    mt_activate();
     mt_failure *fp = &pd->fail, f;
     pd->what = MT_FAILURE;
     memset(&f, 0, sizeof f);
@@ -324,9 +264,8 @@ static __attribute__((noinline)) void mt_fail(const char *api, mt_api_family fam
     else if (mt_device_ok(device))
         f.live = atomic_load_explicit(&mt_devs[device].c.live, memory_order_relaxed);
     if (!pinned && device >= 0 && device == current) {
-        TR_REAL_OPT(info, fn_cuMemGetInfo, "cuMemGetInfo_v2", TR_LIB_CUDA);
         size_t fr = 0, tot = 0;
-        if (info && info(&fr, &tot) == CUDA_SUCCESS) {
+        if (tr_cuda_mem_info(&fr, &tot)) {
             f.has_info = 1;
             f.free_bytes = fr;
             f.total_bytes = tot;
@@ -482,14 +421,12 @@ static int mt_async_device(void *p, cudaStream_t stream, int use_stream, unsigne
 {
     *kind = MT_DEVICE;
     if (use_stream) {
-        TR_REAL_OPT(sgd, fn_cudaStreamGetDevice, "cudaStreamGetDevice", TR_LIB_CUDART);
         int d;
-        if (sgd && sgd(stream, &d) == cudaSuccess)
+        if (tr_cuda_stream_device(stream, &d))
             return d;
     }
-    TR_REAL_OPT(pga, fn_cudaPointerGetAttributes, "cudaPointerGetAttributes", TR_LIB_CUDART);
     struct cudaPointerAttributes a;
-    if (pga && pga(&a, p) == cudaSuccess) {
+    if (tr_cuda_pointer_attributes(&a, p)) {
         if (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged)
             return a.device;
         if (a.type == cudaMemoryTypeHost) {
@@ -506,10 +443,8 @@ mt_async_done(const char *api, cudaError_t r, void *const *p, size_t size, cudaS
 {
     if (r == cudaSuccess) {
         uintptr_t key = mt_ptr(p);
-        if (!key || !size) {
-            mt_activate();
+        if (!key || !size)
             return;
-        }
         unsigned kind;
         int dev = mt_async_device((void *)key, stream, use_stream, &kind);
         mt_count_alloc(&mt_live_ptrs, key, size, dev, kind, pd);
@@ -519,9 +454,8 @@ mt_async_done(const char *api, cudaError_t r, void *const *p, size_t size, cudaS
     if (r == cudaErrorMemoryAllocation) {
         cur = dev = mt_current_device();
         /* out of memory: the stream was valid, so asking for its device cannot fail */
-        TR_REAL_OPT(sgd, fn_cudaStreamGetDevice, "cudaStreamGetDevice", TR_LIB_CUDART);
         int sd;
-        if (use_stream && sgd && sgd(stream, &sd) == cudaSuccess)
+        if (use_stream && tr_cuda_stream_device(stream, &sd))
             dev = sd;
     }
     mt_fail(api, MT_API_RT, (int)r, size, dev, cur, 0, pd);
@@ -589,8 +523,6 @@ TR_API cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMem
         int saved_ = errno;                                                    \
         if (had_)                                                              \
             mt_free_end(table, &e_, (ok_expr));                                \
-        else                                                                   \
-            mt_activate();                                                     \
         errno = saved_;                                                        \
     }                                                                          \
     tr_leave();                                                                \

@@ -1,13 +1,17 @@
 /* The accounting state of the memory wrappers: per-device counters and
- * peaks, pinned host memory, the failures kept. Shared by tr_memory.c (the
- * wrappers, which count) and tr_memjson.c (the trace's "memory" member,
- * which reads it); not used elsewhere. The live-allocation table and the
- * spin locks are tr_memtable.h's. */
+ * peaks, pinned host memory, the failures kept. Defined by tr_memcount.c;
+ * shared by tr_memory.c (the wrappers, which count), tr_memtable.c (which
+ * uncounts stale entries: mt_uncount) and tr_memjson.c (the trace's
+ * "memory" member, which reads it); not used elsewhere. The live-allocation
+ * table and the spin locks are tr_memtable.h's. */
 #ifndef TR_MEMORY_INT_H
 #define TR_MEMORY_INT_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
+
+#include "tr_memtable.h"
 
 #define MT_MAX_DEVICES 64          /* devices 0..63 are accounted */
 #define MT_FAIL_HEAD 500           /* failures kept: the first ones ... */
@@ -37,6 +41,28 @@ extern _Atomic uint64_t mt_failures_nodev;          /* failures whose device is 
 static inline int mt_device_ok(int device)
 {
     return device >= 0 && device < MT_MAX_DEVICES;
+}
+
+/* Subtracts an entry that left the live-allocation table (freed, or
+ * replaced as stale): tr_memory.c's frees, tr_memtable.c's stale entries.
+ * Inline: every free. */
+static inline void mt_uncount(const mt_slot *e, int is_free)
+{
+    mt_counters *c[2] = {NULL, NULL};
+    if (e->kind == MT_PINNED) {
+        c[0] = &mt_pinned_all;
+        if (mt_device_ok(e->device))
+            c[1] = &mt_pinned_dev[e->device];
+    } else {
+        c[0] = &mt_devs[e->device].c;       /* device entries always have a valid device */
+    }
+    for (int k = 0; k < 2; k++) {
+        if (!c[k])
+            continue;
+        atomic_fetch_sub_explicit(&c[k]->live, e->size, memory_order_relaxed);
+        if (is_free)
+            atomic_fetch_add_explicit(&c[k]->frees, 1, memory_order_relaxed);
+    }
 }
 
 /* ---- failures -------------------------------------------------------------- */

@@ -19,6 +19,7 @@
 
 #include "tr_core.h"
 #include "tr_hash.h"
+#include "tr_memory_int.h"
 #include "tr_memtable.h"
 
 /* ---- spin locks (tr_memtable.h) --------------------------------------------- */

@@ -73,8 +73,6 @@ int mt_insert(mt_table *t, const mt_slot *v);
  * after the real free cannot be mistaken for it. Returns 1 if it was there. */
 int mt_free_begin(mt_table *t, uintptr_t key, mt_slot *e);
 
-/* tr_memory.c: subtracts an entry that left the table (freed, or replaced
- * as stale). */
-void mt_uncount(const mt_slot *e, int is_free);
+/* Entries that leave the table are uncounted by mt_uncount (tr_memory_int.h). */
 
 #endif

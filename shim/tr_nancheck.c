@@ -49,49 +49,14 @@
 #include <string.h>
 #include <time.h>
 
+#include "tr_cuda.h"
 #include "tr_nancheck.h"
 #include "tr_nangpu.h"
 #include "tr_nanresults.h"
 #include "tr_nanscan.h"
 #include "tr_nccl_int.h"
 
-/* ---- the CUDA runtime, found at run time --------------------------------- */
-
-typedef cudaError_t (*f_err)(void);
-typedef cudaError_t (*f_memcpy)(void *, const void *, size_t, enum cudaMemcpyKind, cudaStream_t);
-typedef cudaError_t (*f_hostfn)(cudaStream_t, cudaHostFn_t, void *);
-typedef cudaError_t (*f_hostalloc)(void **, size_t, unsigned int);
-typedef cudaError_t (*f_getdev)(int *);
-typedef cudaError_t (*f_setdev)(int);
-typedef cudaError_t (*f_capmode)(enum cudaStreamCaptureMode *);
 typedef ncclResult_t (*f_asyncerr)(ncclComm_t, ncclResult_t *);
-
-static struct {
-    f_err peek, getlast;
-    f_memcpy memcpy_async;
-    f_hostfn hostfn;
-    f_hostalloc hostalloc;
-    f_getdev getdev;
-    f_setdev setdev;
-    f_capmode capmode;        /* optional */
-} rt;
-static tr_lookup_gate g_rt;
-
-static int rt_lookup(void)
-{
-    int st = tr_lookup_begin(&g_rt);
-    if (st >= 0) return st;
-    rt.peek = (f_err)tr_real("cudaPeekAtLastError", TR_LIB_CUDART);
-    rt.getlast = (f_err)tr_real("cudaGetLastError", TR_LIB_CUDART);
-    rt.memcpy_async = (f_memcpy)tr_real("cudaMemcpyAsync", TR_LIB_CUDART);
-    rt.hostfn = (f_hostfn)tr_real("cudaLaunchHostFunc", TR_LIB_CUDART);
-    rt.hostalloc = (f_hostalloc)tr_real("cudaHostAlloc", TR_LIB_CUDART);
-    rt.getdev = (f_getdev)tr_real("cudaGetDevice", TR_LIB_CUDART);
-    rt.setdev = (f_setdev)tr_real("cudaSetDevice", TR_LIB_CUDART);
-    rt.capmode = (f_capmode)tr_real("cudaThreadExchangeStreamCaptureMode", TR_LIB_CUDART);
-    int ok = rt.peek && rt.getlast && rt.memcpy_async && rt.hostfn && rt.hostalloc && rt.getdev && rt.setdev;
-    return tr_lookup_end(&g_rt, ok);
-}
 
 /* ---- the staging pool (host engine) ---------------------------------------- */
 
@@ -122,7 +87,7 @@ static int class_of(uint64_t bytes)
  * allocated once, when a size is first needed (pinned memory is slow to
  * allocate: the only cost a check adds that is not constant), within
  * TRSHIM_NANCHECK_POOL_MB, and never freed (cudaFreeHost synchronizes). */
-static stage *pool_get(uint64_t bytes, int *reason, int *err)
+static stage *pool_get(const tr_cudart *rt, uint64_t bytes, int *reason, int *err)
 {
     int c = class_of(bytes);
     uint64_t size = (uint64_t)MIN_CLASS_BYTES << c;
@@ -149,10 +114,7 @@ static stage *pool_get(uint64_t bytes, int *reason, int *err)
     if (s) {
         /* relaxed capture mode: another thread's global-mode graph capture
          * must not see our allocation as an unsafe call */
-        enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-        int swapped = rt.capmode && rt.capmode(&mode) == cudaSuccess;
-        r = rt.hostalloc(&p, size, cudaHostAllocPortable);
-        if (swapped) rt.capmode(&mode);
+        r = tr_cuda_host_alloc(rt, &p, size, cudaHostAllocPortable);
     }
     if (r != cudaSuccess || !p) {
         free(s);
@@ -275,10 +237,11 @@ static int defer_step(defer *d, int stopping)
     }
     /* this thread's current device is its own: the stream's device for the
      * runtime's legacy default stream */
-    if (d->c.device >= 0 && rt_lookup()) {
+    const tr_cudart *rt;
+    if (d->c.device >= 0 && (rt = tr_cuda_rt_copies())) {
         int cur = -1;
-        if (rt.getdev(&cur) != cudaSuccess || cur != d->c.device) rt.setdev(d->c.device);
-        rt.getlast();
+        if (rt->getdev(&cur) != cudaSuccess || cur != d->c.device) rt->setdev(d->c.device);
+        rt->getlast();
     }
     check_entry(&d->c, d->entry, d->c.recvbuff, d->c.count);
     return 1;
@@ -287,7 +250,7 @@ static int defer_step(defer *d, int stopping)
 static void *nan_main(void *arg)
 {
     (void)arg;
-    tr_enter();          /* nothing this thread calls is the application's: never leaves */
+    tr_nest();           /* nothing this thread calls is the application's: never leaves */
     pthread_mutex_lock(&g_qmu);
     for (;;) {
         while (!g_ready && !g_stop) {
@@ -410,16 +373,16 @@ static const char *gpu_rc_text(int rc)
 
 /* The host engine: copy + host function on the stream. Returns R_NONE or
  * why not (*err); the entry is pending when it returns R_NONE. */
-static int host_enqueue(uint64_t e, int dtype, const void *buf, uint64_t n, cudaStream_t stream, int device,
-                        int *err)
+static int host_enqueue(const tr_cudart *rt, uint64_t e, int dtype, const void *buf, uint64_t n,
+                        cudaStream_t stream, int device, int *err)
 {
     int reason = R_NONE;
     uint64_t bytes = n * tr_nanscan_esize(dtype);
-    stage *s = pool_get(bytes, &reason, err);
+    stage *s = pool_get(rt, bytes, &reason, err);
     if (!s) return reason;
     int cur = -1, switched = 0;
-    if (device >= 0 && rt.getdev(&cur) == cudaSuccess && cur != device) {
-        cudaError_t r = rt.setdev(device);
+    if (device >= 0 && rt->getdev(&cur) == cudaSuccess && cur != device) {
+        cudaError_t r = rt->setdev(device);
         if (r != cudaSuccess) {
             pool_put(s);
             *err = (int)r;
@@ -431,17 +394,17 @@ static int host_enqueue(uint64_t e, int dtype, const void *buf, uint64_t n, cuda
     s->dtype = dtype;
     s->n = n;
     tr_nan_entry_pending(e, ENG_HOST, n);
-    cudaError_t r = rt.memcpy_async(s->buf, buf, bytes, cudaMemcpyDeviceToHost, stream);
+    cudaError_t r = rt->memcpy_async(s->buf, buf, bytes, cudaMemcpyDeviceToHost, stream);
     if (r != cudaSuccess) {
         pool_put(s);
         *err = (int)r;
         reason = R_COPY;
-    } else if ((r = rt.hostfn(stream, host_cb, s)) != cudaSuccess) {
+    } else if ((r = rt->host_func(stream, host_cb, s)) != cudaSuccess) {
         /* the copy is queued and will write into s: s is never reused */
         *err = (int)r;
         reason = R_HOST_FUNC;
     }
-    if (switched) rt.setdev(cur);
+    if (switched) rt->setdev(cur);
     if (reason == R_NONE) atomic_fetch_add_explicit(&tr_nan_used_host, 1, memory_order_relaxed);
     return reason;
 }
@@ -470,9 +433,9 @@ static void check_entry(const tr_nan_call *c, uint64_t e, const void *buf, uint6
     if (!thread_up()) { tr_nan_entry_not_checked(e, R_NO_THREAD, 0); return; }
     /* without a CUDA runtime (NCCL links its own statically) there is no
      * runtime error state to keep, and only the GPU engine can run */
-    int have_rt = rt_lookup();
-    if (have_rt) {
-        cudaError_t pending = rt.peek();
+    const tr_cudart *rt = tr_cuda_rt_copies();
+    if (rt) {
+        cudaError_t pending = rt->peek();
         if (pending != cudaSuccess) { tr_nan_entry_not_checked(e, R_ERROR_PENDING, (int)pending); return; }
     }
 
@@ -500,12 +463,12 @@ static void check_entry(const tr_nan_call *c, uint64_t e, const void *buf, uint6
         }
         err = 0;
     }
-    if (!have_rt) { tr_nan_entry_not_checked(e, R_NO_RUNTIME, 0); return; }
-    int reason = host_enqueue(e, c->dtype, buf, n, c->stream, c->device, &err);
+    if (!rt) { tr_nan_entry_not_checked(e, R_NO_RUNTIME, 0); return; }
+    int reason = host_enqueue(rt, e, c->dtype, buf, n, c->stream, c->device, &err);
     if (reason == R_NONE) return;
     /* one of our runtime calls failed: the error it left is ours (there was
      * none before), so this clears exactly that */
-    if (reason != R_POOL) rt.getlast();
+    if (reason != R_POOL) rt->getlast();
     tr_nan_entry_not_checked(e, reason, err);
 }
 

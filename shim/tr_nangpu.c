@@ -2,7 +2,8 @@
  * fatbin nvcc built, embedded in the shim as tr_nangpu_image) into the
  * context of each stream that needs them, and launches them.
  *
- * Only the driver API is used (libcuda.so.1, found at run time), so the
+ * Only the driver API is used (libcuda.so.1, found at run time by
+ * tr_cuda.c), so the
  * engine works whatever CUDA runtime version the application uses, and the
  * runtime's last-error state is never touched. Each check has a slot: its
  * running counts in device memory (per context; the scan kernel adds to
@@ -25,6 +26,7 @@
 #include <cuda.h>
 
 #include "tr_core.h"
+#include "tr_cuda.h"
 #include "tr_nangpu.h"
 
 #ifdef TR_NANGPU_IMAGE
@@ -48,36 +50,7 @@ _Static_assert(sizeof(gslot) == 64, "slot layout shared with tr_nangpu.cu");
 #define NCTX 64
 #define BLOCK 256
 
-typedef CUresult (*f_ctx_get)(CUcontext *);
-typedef CUresult (*f_ctx_push)(CUcontext);
-typedef CUresult (*f_ctx_pop)(CUcontext *);
-typedef CUresult (*f_stream_ctx)(CUstream, CUcontext *);
-typedef CUresult (*f_mod_load)(CUmodule *, const void *);
-typedef CUresult (*f_mod_fn)(CUfunction *, CUmodule, const char *);
-typedef CUresult (*f_launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                             CUstream, void **, void **);
-typedef CUresult (*f_ctx_dev)(CUdevice *);
-typedef CUresult (*f_dev_attr)(int *, CUdevice_attribute, CUdevice);
-typedef CUresult (*f_host_alloc)(void **, size_t, unsigned);
-typedef CUresult (*f_host_dptr)(CUdeviceptr *, void *, unsigned);
-typedef CUresult (*f_err_name)(CUresult, const char **);
-typedef CUresult (*f_mem_alloc)(CUdeviceptr *, size_t);
-
-static struct {
-    f_ctx_get ctx_get;
-    f_ctx_push ctx_push;
-    f_ctx_pop ctx_pop;
-    f_stream_ctx stream_ctx;
-    f_mod_load mod_load;
-    f_mod_fn mod_fn;
-    f_launch launch;
-    f_ctx_dev ctx_dev;
-    f_dev_attr dev_attr;
-    f_host_alloc host_alloc;
-    f_host_dptr host_dptr;
-    f_mem_alloc mem_alloc;
-} drv;
-static int g_drv;                      /* 0 not looked up, 1 found, -1 missing (under g_mu) */
+static const tr_cudrv *drv;            /* the driver's functions (tr_cuda.h), once found (under g_mu) */
 
 typedef struct {
     CUcontext ctx;
@@ -107,51 +80,20 @@ static atomic_int g_stopped;
 static const char *const scan_names[6] = {"tr_nan_scan_f16", "tr_nan_scan_f32", "tr_nan_scan_f64",
                                           "tr_nan_scan_bf16", "tr_nan_scan_e4m3", "tr_nan_scan_e5m2"};
 
-const char *tr_nangpu_error_name(int err)
-{
-    TR_REAL(name, f_err_name, "cuGetErrorName", TR_LIB_CUDA);
-    const char *s = NULL;
-    if (!name || name((CUresult)err, &s) != CUDA_SUCCESS) return NULL;
-    return s;
-}
-
-/* Under g_mu. */
-static int drv_lookup(void)
-{
-    if (g_drv) return g_drv > 0;
-    drv.ctx_get = (f_ctx_get)tr_real("cuCtxGetCurrent", TR_LIB_CUDA);
-    drv.ctx_push = (f_ctx_push)tr_real("cuCtxPushCurrent_v2", TR_LIB_CUDA);
-    drv.ctx_pop = (f_ctx_pop)tr_real("cuCtxPopCurrent_v2", TR_LIB_CUDA);
-    drv.stream_ctx = (f_stream_ctx)tr_real("cuStreamGetCtx", TR_LIB_CUDA);
-    drv.mod_load = (f_mod_load)tr_real("cuModuleLoadData", TR_LIB_CUDA);
-    drv.mod_fn = (f_mod_fn)tr_real("cuModuleGetFunction", TR_LIB_CUDA);
-    drv.launch = (f_launch)tr_real("cuLaunchKernel", TR_LIB_CUDA);
-    drv.ctx_dev = (f_ctx_dev)tr_real("cuCtxGetDevice", TR_LIB_CUDA);
-    drv.dev_attr = (f_dev_attr)tr_real("cuDeviceGetAttribute", TR_LIB_CUDA);
-    drv.host_alloc = (f_host_alloc)tr_real("cuMemHostAlloc", TR_LIB_CUDA);
-    drv.host_dptr = (f_host_dptr)tr_real("cuMemHostGetDevicePointer_v2", TR_LIB_CUDA);
-    /* the driver's own, not the shim's wrapper: not the application's memory */
-    drv.mem_alloc = (f_mem_alloc)tr_real("cuMemAlloc_v2", TR_LIB_CUDA);
-    int ok = drv.ctx_get && drv.ctx_push && drv.ctx_pop && drv.stream_ctx && drv.mod_load && drv.mod_fn &&
-             drv.launch && drv.ctx_dev && drv.dev_attr && drv.host_alloc && drv.host_dptr && drv.mem_alloc;
-    g_drv = ok ? 1 : -1;
-    return ok;
-}
-
 /* Makes the stream's context current (pushing it when another one is);
  * under g_mu. */
 static int enter_ctx(CUstream s, CUcontext *ctx, int *pushed, int *err)
 {
     CUcontext cur = NULL;
     *pushed = 0;
-    CUresult r = drv.stream_ctx(s, ctx);
+    CUresult r = drv->stream_ctx(s, ctx);
     if (r != CUDA_SUCCESS || !*ctx) {
         *err = (int)r;
         return TR_NANGPU_CTX_FAILED;
     }
-    if (drv.ctx_get(&cur) != CUDA_SUCCESS) cur = NULL;
+    if (drv->ctx_get(&cur) != CUDA_SUCCESS) cur = NULL;
     if (cur != *ctx) {
-        if ((r = drv.ctx_push(*ctx)) != CUDA_SUCCESS) {
+        if ((r = drv->ctx_push(*ctx)) != CUDA_SUCCESS) {
             *err = (int)r;
             return TR_NANGPU_CTX_FAILED;
         }
@@ -163,7 +105,7 @@ static int enter_ctx(CUstream s, CUcontext *ctx, int *pushed, int *err)
 static void leave_ctx(int pushed)
 {
     CUcontext dummy;
-    if (pushed) drv.ctx_pop(&dummy);
+    if (pushed) drv->ctx_pop(&dummy);
 }
 
 /* The module in the current context ctx; under g_mu. */
@@ -179,7 +121,7 @@ static ctx_ent *ctx_load(CUcontext ctx)
     CUresult r = CUDA_SUCCESS;
     if (!g_slots) {
         void *p = NULL;
-        r = drv.host_alloc(&p, NSLOTS * sizeof(gslot), CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
+        r = drv->host_alloc(&p, NSLOTS * sizeof(gslot), CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
         if (r != CUDA_SUCCESS) {
             e->err = (int)r;
             e->state = -2;
@@ -188,30 +130,30 @@ static ctx_ent *ctx_load(CUcontext ctx)
         memset(p, 0, NSLOTS * sizeof(gslot));
         g_slots = p;
     }
-    if ((r = drv.host_dptr(&e->slots, g_slots, 0)) != CUDA_SUCCESS) {
+    if ((r = drv->host_dptr(&e->slots, g_slots, 0)) != CUDA_SUCCESS) {
         e->err = (int)r;
         e->state = -2;
         return e;
     }
-    if ((r = drv.mod_load(&e->mod, tr_nangpu_image)) != CUDA_SUCCESS) {
+    if ((r = drv->mod_load(&e->mod, tr_nangpu_image)) != CUDA_SUCCESS) {
         e->err = (int)r;
         return e;
     }
-    for (int k = 0; k < 6 && r == CUDA_SUCCESS; k++) r = drv.mod_fn(&e->scan[k], e->mod, scan_names[k]);
-    if (r == CUDA_SUCCESS) r = drv.mod_fn(&e->finish, e->mod, "tr_nan_finish");
-    if (r == CUDA_SUCCESS) r = drv.mod_fn(&e->reset, e->mod, "tr_nan_reset");
+    for (int k = 0; k < 6 && r == CUDA_SUCCESS; k++) r = drv->mod_fn(&e->scan[k], e->mod, scan_names[k]);
+    if (r == CUDA_SUCCESS) r = drv->mod_fn(&e->finish, e->mod, "tr_nan_finish");
+    if (r == CUDA_SUCCESS) r = drv->mod_fn(&e->reset, e->mod, "tr_nan_reset");
     if (r != CUDA_SUCCESS) {
         e->err = (int)r;
         return e;
     }
-    if ((r = drv.mem_alloc(&e->acc, NSLOTS * ACC_BYTES)) != CUDA_SUCCESS) {
+    if ((r = drv->mem_alloc(&e->acc, NSLOTS * ACC_BYTES)) != CUDA_SUCCESS) {
         e->err = (int)r;
         return e;
     }
     CUdevice dev;
     int sms = 0;
-    if (drv.ctx_dev(&dev) != CUDA_SUCCESS ||
-        drv.dev_attr(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) != CUDA_SUCCESS || sms <= 0)
+    if (drv->ctx_dev(&dev) != CUDA_SUCCESS ||
+        drv->dev_attr(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) != CUDA_SUCCESS || sms <= 0)
         sms = 16;
     e->sms = sms;
     e->state = 1;
@@ -223,7 +165,7 @@ static int prepare(CUstream s, ctx_ent **out, int *pushed, int *err)
 {
     *pushed = 0;
     if (!tr_nangpu_built()) return TR_NANGPU_NOT_BUILT;
-    if (!drv_lookup()) return TR_NANGPU_NO_DRIVER;
+    if (!drv && !(drv = tr_cuda_drv())) return TR_NANGPU_NO_DRIVER;
     CUcontext ctx;
     int rc = enter_ctx(s, &ctx, pushed, err);
     if (rc != TR_NANGPU_OK) return rc;
@@ -291,7 +233,7 @@ int tr_nangpu_enqueue(void *stream, int dtype, const void *dev, uint64_t n, uint
     CUresult r;
     if (!e->acc_ready[k]) {
         void *rargs[] = {&acc};
-        if ((r = drv.launch(e->reset, 1, 1, 1, 1, 1, 1, 0, s, rargs, NULL)) != CUDA_SUCCESS) {
+        if ((r = drv->launch(e->reset, 1, 1, 1, 1, 1, 1, 0, s, rargs, NULL)) != CUDA_SUCCESS) {
             leave_ctx(pushed);
             pthread_mutex_unlock(&g_mu);
             *err = (int)r;
@@ -305,7 +247,7 @@ int tr_nangpu_enqueue(void *stream, int dtype, const void *dev, uint64_t n, uint
     unsigned grid = (unsigned)(want < 1 ? 1 : want > cap ? cap : want);
     const void *p = dev;
     void *args[] = {(void *)&p, &cnt, &acc};
-    r = drv.launch(e->scan[dtype - 6], grid, 1, 1, BLOCK, 1, 1, 0, s, args, NULL);
+    r = drv->launch(e->scan[dtype - 6], grid, 1, 1, BLOCK, 1, 1, 0, s, args, NULL);
     if (r != CUDA_SUCCESS) {
         leave_ctx(pushed);
         pthread_mutex_unlock(&g_mu);
@@ -313,7 +255,7 @@ int tr_nangpu_enqueue(void *stream, int dtype, const void *dev, uint64_t n, uint
         return TR_NANGPU_LAUNCH_FAILED;
     }
     void *fargs[] = {&acc, &slot, &ticket};
-    r = drv.launch(e->finish, 1, 1, 1, 1, 1, 1, 0, s, fargs, NULL);
+    r = drv->launch(e->finish, 1, 1, 1, 1, 1, 1, 0, s, fargs, NULL);
     leave_ctx(pushed);
     if (r != CUDA_SUCCESS) {
         g_meta[k].busy = 2;            /* the scan may still write there: never reused */

@@ -8,6 +8,7 @@
 
 #include <stdint.h>
 
+#include "tr_cuda.h"
 #include "tr_nanscan.h"
 
 enum {
@@ -44,6 +45,6 @@ int tr_nangpu_poll(void (*done)(uint64_t tag, const tr_nanscan_result *r, void *
 void tr_nangpu_stop(void);
 
 /* The name of a CUresult ("CUDA_ERROR_..."), or NULL. */
-const char *tr_nangpu_error_name(int err);
+static inline const char *tr_nangpu_error_name(int err) { return tr_cu_error_name(err); }
 
 #endif

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "tr_cuda.h"
 #include "tr_nancheck.h"
 #include "tr_nangpu.h"
 #include "tr_nanresults.h"
@@ -228,13 +229,9 @@ void tr_nan_place(tr_nan_snap *s, uint64_t rec, uint64_t pos)
     for (size_t k = s->cursor; k < s->n && s->v[k].rec == rec; k++) s->v[k].pos = (int64_t)pos;
 }
 
-
-
 static const char *const nc_names[] = {"ncclSuccess", "ncclUnhandledCudaError", "ncclSystemError",
                                        "ncclInternalError", "ncclInvalidArgument", "ncclInvalidUsage",
                                        "ncclRemoteError", "ncclInProgress"};
-
-typedef const char *(*f_errname)(cudaError_t);
 
 /* What the writer prints of an entry: a consistent copy. */
 typedef struct {
@@ -279,16 +276,9 @@ static void reason_text(char *out, size_t cap, const entry_view *e)
     const char *name = NULL;
     char num[32];
     switch (e->reason < R_COUNT ? reason_err[e->reason] : ERR_NONE) {
-    case ERR_RT: {
-        static f_errname fn;          /* the writer's thread only (under its mutex) */
-        static int looked;
-        if (!looked) {
-            fn = (f_errname)tr_real("cudaGetErrorName", TR_LIB_CUDART);
-            looked = 1;
-        }
-        name = fn ? fn((cudaError_t)e->err) : NULL;
+    case ERR_RT:
+        name = tr_cuda_error_name(e->err);
         break;
-    }
     case ERR_DRV:
         name = e->err ? tr_nangpu_error_name(e->err) : NULL;
         break;
@@ -351,7 +341,6 @@ void tr_nan_write_json(tr_json *j, tr_nan_snap *s)
     for (size_t i = 0; i < sizeof check_fields / sizeof check_fields[0]; i++) trj_str(j, NULL, check_fields[i]);
     trj_array_end(j);
     trj_array_begin(j, "checks");
-    int first = 1;
     char row[512], why_txt[200];
     for (size_t k = 0; k < s->n; k++) {
         const snap_item *it = &s->v[k];
@@ -361,8 +350,6 @@ void tr_nan_write_json(tr_json *j, tr_nan_snap *s)
         if (st == ST_NONE || st > ST_NOT_CHECKED) continue;
         const entry_view *d = st == ST_NONFINITE ? e : NULL;
         char *p = row;
-        if (!first) *p++ = ',';
-        first = 0;
         *p++ = '[';
         p = trj_put_u64(p, (uint64_t)it->pos);
         p = trj_put_lit(p, e->buffer == BUF_INPUT ? ",\"input\",\"" : ",\"output\",\"");
@@ -399,9 +386,8 @@ void tr_nan_write_json(tr_json *j, tr_nan_snap *s)
             p = trj_put_lit(p, "null");
         }
         *p++ = ']';
-        fwrite(row, 1, (size_t)(p - row), j->f);
+        trj_raw_row(j, row, (size_t)(p - row));
     }
-    if (!first) j->has_items[j->depth] = 1;
     trj_array_end(j);
     free(s->v);
     free(s);

@@ -10,29 +10,30 @@
  * The ring keeps the newest TRSHIM_RING records; older ones are overwritten.
  * Sequence numbers are taken when the call returns ncclSuccess or
  * ncclInProgress; a failed call gets 0. Until it returns, a record shows the
- * number it would get. */
+ * number it would get.
+ *
+ * Entry layer (tr_core.h): the top of the shim, which no other file calls
+ * (the lifecycle and memory wrappers are referenced by the check below). */
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime_api.h>
 
 #include "tr_complete.h"
+#include "tr_cuda.h"
+#include "tr_init.h"
 #include "tr_nancheck.h"
 #include "tr_nccl_int.h"
 
 #define TR_TLS __thread __attribute__((tls_model("initial-exec")))
 
-
-static atomic_uint g_groups;          /* outermost groups numbered */
-
-static TR_TLS int t_gdepth;           /* this thread's group nesting */
-static TR_TLS uint32_t t_gnum;        /* its current outermost group */
-
-#define MAX_DEV 64
-static _Atomic uint64_t g_last[MAX_DEV + 1];   /* (comm index + 1) << 40 | seq; [0]: any device */
-#define SEQ_MASK ((1ull << 40) - 1)
-
-uint32_t tr_group_current(void) { return t_gdepth > 0 ? t_gnum : 0; }
-uint32_t tr_group_count(void) { return atomic_load(&g_groups); }
+/* Every WRAP row of the vocabulary (trshim/nccl_calls.h) must be defined by
+ * the shim (here, tr_lifecycle.c or tr_memory.c): referencing each one makes
+ * a missing wrapper a link error (the shim links with -z defs and without
+ * libnccl). */
+#define REF_WRAP(name) (void (*)(void)) & name,
+#define REF_PASS(name)
+#define REF_ROW(name, op, kind, since, action) REF_##action(name)
+__attribute__((used)) static void (*const wrapped_functions[])(void) = {TR_NCCL_FUNCS(REF_ROW)};
 
 /* The return fields of record ri, unless the ring went round while the
  * call ran and the slot holds a newer record now. */
@@ -44,40 +45,6 @@ static void rec_return(trr_record *r, uint64_t ri, uint64_t seq, ncclResult_t rc
     __atomic_store_n(&r->rc, (int32_t)rc, __ATOMIC_RELAXED);
     __atomic_store_n(&r->exit_ns, tr_now_ns(), __ATOMIC_RELAXED);
     __atomic_store_n(&r->state, TRR_REC_RETURNED, __ATOMIC_RELEASE);
-}
-
-/* ---- CUDA queries that leave the application's error state alone ------------- */
-
-typedef cudaError_t (*err_fn)(void);
-
-int tr_cuda_device(void)
-{
-    typedef cudaError_t (*getdev_fn)(int *);
-    TR_REAL_OPT(peek, err_fn, "cudaPeekAtLastError", TR_LIB_CUDART);
-    TR_REAL_OPT(getdev, getdev_fn, "cudaGetDevice", TR_LIB_CUDART);
-    TR_REAL_OPT(getlast, err_fn, "cudaGetLastError", TR_LIB_CUDART);
-    if (!peek || !getdev || peek() != cudaSuccess) return -1;
-    int d = -1;
-    if (getdev(&d) != cudaSuccess) {
-        if (getlast) getlast();      /* the error was ours: back to the clean state */
-        return -1;
-    }
-    return d;
-}
-
-static int stream_capturing(cudaStream_t s)
-{
-    typedef cudaError_t (*cap_fn)(cudaStream_t, enum cudaStreamCaptureStatus *);
-    TR_REAL_OPT(peek, err_fn, "cudaPeekAtLastError", TR_LIB_CUDART);
-    TR_REAL_OPT(iscap, cap_fn, "cudaStreamIsCapturing", TR_LIB_CUDART);
-    TR_REAL_OPT(getlast, err_fn, "cudaGetLastError", TR_LIB_CUDART);
-    if (!peek || !iscap || peek() != cudaSuccess) return CAPT_UNKNOWN;
-    enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-    if (iscap(s, &st) != cudaSuccess) {
-        if (getlast) getlast();
-        return CAPT_UNKNOWN;
-    }
-    return st == cudaStreamCaptureStatusNone ? CAPT_NO : CAPT_YES;
 }
 
 /* ---- one call -------------------------------------------------------------------- */
@@ -120,9 +87,10 @@ static inline __attribute__((always_inline)) void call_begin(call_ctx *x, int op
     trr_record *r = x->r = tr_ring_alloc(&x->ri);
     if (!r) return;
     x->device = x->c ? atomic_load_explicit(&x->c->device, memory_order_relaxed) : tr_cuda_device();
-    x->capturing = stream_capturing(s);
+    int capturing = tr_cuda_stream_capturing(s);
+    x->capturing = capturing < 0 ? CAPT_UNKNOWN : capturing ? CAPT_YES : CAPT_NO;
     r->op = (uint8_t)op;
-    r->depth = (uint8_t)(t_gdepth < 255 ? t_gdepth : 255);
+    r->depth = (uint8_t)(tr_group_depth() < 255 ? tr_group_depth() : 255);
     r->comm = x->ci;
     r->dtype = (int32_t)dt;
     r->redop = redop;
@@ -130,7 +98,7 @@ static inline __attribute__((always_inline)) void call_begin(call_ctx *x, int op
     r->stack = st;
     r->tid = tr_tid();
     r->device = x->device;
-    r->group = t_gdepth > 0 ? t_gnum : 0;
+    r->group = tr_group_current();
     r->pystack = pst;
     r->count = count;
     r->sendbuff = (uintptr_t)sb;
@@ -147,14 +115,6 @@ static inline __attribute__((always_inline)) void call_begin(call_ctx *x, int op
     r->seq = seq;
     r->state = TRR_REC_ENTERED;
     tr_ring_commit(r, x->ri);
-}
-
-static void note_last(tr_comm *c, int32_t ci, uint64_t seq)
-{
-    uint64_t v = ((uint64_t)(ci + 1) << 40) | (seq & SEQ_MASK);
-    int d = atomic_load_explicit(&c->device, memory_order_relaxed);
-    atomic_store_explicit(&g_last[0], v, memory_order_release);
-    if (d >= 0 && d < MAX_DEV) atomic_store_explicit(&g_last[d + 1], v, memory_order_release);
 }
 
 /* splitmix64's finalizer (the fingerprint's mixing function) */
@@ -293,12 +253,12 @@ static void call_end(call_ctx *x, ncclResult_t rc)
 {
     uint64_t seq = 0;
     if (x->c && (rc == ncclSuccess || rc == ncclInProgress)) {
-        if (t_gdepth > 0) group_note(x);
+        if (tr_group_depth() > 0) group_note(x);
         if (x->dir >= 0) {
             seq = tr_comm_p2p(x->c, x->h, x->peer, x->dir, x->n, 1);
         } else {
             seq = atomic_fetch_add(&x->c->colls, 1) + 1;
-            note_last(x->c, x->ci, seq);
+            tr_comm_note_last(x->c, x->ci, seq);
             fp_note(x->c, seq, x);
         }
     }
@@ -311,28 +271,8 @@ static inline void call_complete(const call_ctx *x, cudaStream_t s, ncclResult_t
 {
     if (!x->r) return;
     int capturing = x->capturing == CAPT_YES ? 1 : x->capturing == CAPT_NO ? 0 : -1;
-    if (t_gdepth > 0) tr_complete_group_call(x->ri, s, capturing);
+    if (tr_group_depth() > 0) tr_complete_group_call(x->ri, s, capturing);
     else tr_complete_after(x->ri, s, capturing, rc);
-}
-
-int tr_nccl_last_collective(int device, uint64_t *comm_id, uint64_t *seq)
-{
-    int slot = device >= 0 && device < MAX_DEV ? device + 1 : 0;
-    uint64_t v = atomic_load_explicit(&g_last[slot], memory_order_acquire);
-    tr_comm *c = v ? tr_comm_at((int32_t)(v >> 40) - 1) : NULL;
-    if (!c) return 0;
-    *comm_id = c->id;
-    *seq = v & SEQ_MASK;
-    return 1;
-}
-
-int tr_nccl_version(void)
-{
-    typedef ncclResult_t (*ver_fn)(int *);
-    TR_REAL_OPT(getver, ver_fn, "ncclGetVersion", TR_LIB_NCCL);
-    int v = 0;
-    if (!getver || getver(&v) != ncclSuccess) return 0;
-    return v;
 }
 
 /* ---- NaN/Inf checks (tr_nancheck.c) -------------------------------------------------- */
@@ -362,7 +302,7 @@ static inline __attribute__((always_inline)) int nan_begin(tr_nan_call *nc, cons
                                        : -1;
     if (nop < 0 || !x->r || !tr_nan_wanted((int)dt)) return 0;
     nan_fill(nc, x, nop, count, dt, root, sb, rb, s);
-    int in_group = t_gdepth > 0;
+    int in_group = tr_group_depth() > 0;
     tr_nan_before(nc, in_group);
     return 1 + in_group;
 }
@@ -530,20 +470,17 @@ static inline __attribute__((always_inline)) trr_record *group_begin(int op, uin
     uint64_t t = tr_now_ns();
     int32_t st = tr_stack_capture();
     int32_t pst = tr_pystack_capture();
-    if (op == OP_GROUPSTART) {
-        if (t_gdepth == 0) t_gnum = atomic_fetch_add(&g_groups, 1) + 1;
-        t_gdepth++;
-    }
+    if (op == OP_GROUPSTART) tr_group_start();
     trr_record *r = tr_ring_alloc(ri);
     if (!r) return NULL;
     r->op = (uint8_t)op;
-    r->depth = (uint8_t)(t_gdepth < 255 ? t_gdepth : 255);
+    r->depth = (uint8_t)(tr_group_depth() < 255 ? tr_group_depth() : 255);
     r->comm = -1;
     r->dtype = r->redop = r->root = NONE;
     r->stack = st;
     r->tid = tr_tid();
     r->device = tr_cuda_device();
-    r->group = t_gdepth > 0 ? t_gnum : 0;
+    r->group = tr_group_current();
     r->pystack = pst;
     r->capturing = CAPT_UNKNOWN;
     r->enter_ns = t;
@@ -578,13 +515,10 @@ static inline __attribute__((always_inline)) ncclResult_t group_end(int simulate
 {
     uint64_t ri;
     trr_record *rec = group_begin(simulate ? OP_GROUPSIMULATEEND : OP_GROUPEND, &ri);
-    int outermost = t_gdepth == 1;
+    int outermost = tr_group_depth() == 1;
     if (outermost && !simulate) tr_nan_group_end_before();   /* input checks of the group's calls */
     ncclResult_t r = simulate ? real_sim(info) : real_end();
-    if (t_gdepth > 0 && --t_gdepth == 0) {
-        tr_comm_group_ended(r);
-        t_gnum = 0;
-    }
+    tr_group_ended(r);
     if (outermost) {
         /* completion events and output checks of the group's calls; none for calls never issued */
         tr_complete_group_end(simulate ? ncclInvalidUsage : r);

@@ -1,6 +1,10 @@
-/* Shared by tr_nccl.c (call records, collective/p2p/group wrappers) and
- * tr_comm.c (communicator table and lifecycle wrappers); tr_nancheck.c
- * reads the communicator table (is a communicator going away). */
+/* The NCCL side of the shim: shared by the wrappers (tr_nccl.c: call
+ * records, collective/p2p/one-sided/group wrappers; tr_lifecycle.c: the
+ * communicators' lifecycle), the state they keep (tr_comm.c: communicators,
+ * groups, the last collective; tr_vocab.c: the vocabulary and the loaded
+ * library; tr_nccl_config.c: *Config collectives' configs) and the parts
+ * that read it (tr_calls_json.c, tr_comm_json.c, tr_watchdog.c;
+ * tr_nancheck.c: is a communicator going away). */
 #ifndef TR_NCCL_INT_H
 #define TR_NCCL_INT_H
 
@@ -73,6 +77,8 @@ static inline int tr_op_has(int op, int flag) { return op >= 0 && op < TR_OP_N &
 #define NONE TRR_NONE    /* no reduction op / root / peer */
 enum { CAPT_NO = TRR_CAPT_NO, CAPT_YES = TRR_CAPT_YES, CAPT_UNKNOWN = TRR_CAPT_UNKNOWN };
 
+/* ---- the communicator table (tr_comm.c) ---------------------------------------- */
+
 /* Index of the communicator behind a handle, -1 if never seen. */
 int32_t tr_comm_lookup(ncclComm_t h);
 tr_comm *tr_comm_at(int32_t idx);          /* NULL past the end */
@@ -88,7 +94,33 @@ void tr_comm_resolve(tr_comm *c, ncclComm_t h);
 enum { TR_P2P_SEND, TR_P2P_RECV, TR_P2P_SIGNAL, TR_P2P_WAIT, TR_P2P_DIRS };
 uint64_t tr_comm_p2p(tr_comm *c, ncclComm_t h, int peer, int dir, uint64_t n, int take);
 
-/* Views (tr_comm.c): whether a communicator belongs to the rank of view;
+/* A communicator whose init call entered (tr_lifecycle.c): what the call
+ * tells of it. */
+typedef struct {
+    int kind;                      /* TR_KIND_* */
+    uint64_t id;
+    int32_t parent;                /* index, -1 */
+    int size, rank, device, blocking;   /* -1 unknown */
+    int has_color, color, key;
+    uint64_t enter;
+    int32_t stack;
+    int from_uid;                  /* made from an ncclUniqueId: the first one names the job */
+    uint64_t grow_uid;
+    int grow_ranks;
+} tr_comm_init;
+/* Enters it in the table (and the ring); its index, -1 when not recorded. */
+int32_t tr_comm_add(const tr_comm_init *in);
+/* After the init call returned r with *out the new handle. */
+void tr_comm_init_done(int32_t idx, ncclResult_t r, ncclComm_t *out);
+/* ncclCommSuspend (suspended 1) or ncclCommResume (0) returned r. */
+void tr_comm_suspended(ncclComm_t comm, int suspended, ncclResult_t r);
+/* A teardown call (TR_END_*) entered: its "end" noted (end_kind stored
+ * sequentially consistent: tr_nan_comm_ending); the communicator, NULL when
+ * unknown. Then it returned r: a destroy or abort asks for a trace write. */
+tr_comm *tr_comm_end_begin(ncclComm_t comm, int kind);
+void tr_comm_end_finish(tr_comm *c, int kind, ncclResult_t r);
+
+/* Views (tr_comm_json.c): whether a communicator belongs to the rank of view;
  * whether its init or teardown call has not returned; writes "comms" and
  * fills map[i] = the view's index of communicator i (-1 when not in it),
  * returns 1 when the init or teardown of one of them had not returned. */
@@ -96,13 +128,37 @@ int tr_comm_in_view(const tr_comm *c, const tr_rank_view *view);
 int tr_comm_busy(const tr_comm *c);
 int tr_comm_write_json(tr_json *j, const tr_rank_view *view, int32_t *map, int n);
 
-/* Groups (tr_nccl.c): number of the current outermost group of this thread, 0;
- * outermost groups numbered so far. */
-uint32_t tr_group_current(void);
+/* ---- groups (tr_comm.c) ---------------------------------------------------------
+ * This thread's group nesting and the number of its current outermost group
+ * (read on every call: thread-local, no call); outermost groups numbered so
+ * far. GroupStart enters a level (tr_group_start: a new number at the
+ * outermost), the end of a group (GroupEnd, GroupSimulateEnd) leaves one
+ * (tr_group_ended: at the outermost, the communicators created in the group
+ * can now be asked for their size). */
+extern __thread int tr_t_gdepth __attribute__((tls_model("initial-exec"), visibility("hidden")));
+extern __thread uint32_t tr_t_gnum __attribute__((tls_model("initial-exec"), visibility("hidden")));
+static inline int tr_group_depth(void) { return tr_t_gdepth; }
+static inline uint32_t tr_group_current(void) { return tr_t_gdepth > 0 ? tr_t_gnum : 0; }
+void tr_group_start(void);
+void tr_group_ended(ncclResult_t r);
 uint32_t tr_group_count(void);
-/* Called by the GroupEnd wrapper when the outermost group ended (tr_comm.c):
- * comms created in it can now be asked for their size. */
-void tr_comm_group_ended(ncclResult_t r);
+
+/* ---- the last collective of each device (tr_comm.c) -------------------------------
+ * For the memory peak's "peak_after" (tr_nccl_last_collective, tr_core.h):
+ * (comm index + 1) << 40 | seq, per device and [0] for any device; stored by
+ * the collective wrappers (tr_comm_note_last, inline: every collective). */
+#define TR_LAST_DEVICES 64
+#define TR_LAST_SEQ_MASK ((1ull << 40) - 1)
+extern _Atomic uint64_t tr_g_last[TR_LAST_DEVICES + 1] __attribute__((visibility("hidden")));
+static inline void tr_comm_note_last(tr_comm *c, int32_t ci, uint64_t seq)
+{
+    uint64_t v = ((uint64_t)(ci + 1) << 40) | (seq & TR_LAST_SEQ_MASK);
+    int d = atomic_load_explicit(&c->device, memory_order_relaxed);
+    atomic_store_explicit(&tr_g_last[0], v, memory_order_release);
+    if (d >= 0 && d < TR_LAST_DEVICES) atomic_store_explicit(&tr_g_last[d + 1], v, memory_order_release);
+}
+
+/* ---- the vocabulary and the loaded library (tr_vocab.c) ------------------------- */
 
 /* The loaded NCCL library (tr_vocab.c), read once at the first
  * communicator (scan_now = 1); NULL until then. */
@@ -122,10 +178,6 @@ const tr_nccl_library *tr_nccl_library_info(int scan_now);
  * TRR_BLOB_COLLCONFIG in the ring), 0 when it could not be stored. */
 uint32_t tr_config_note(const ncclCollConfig_t *config);
 void tr_config_write_json(tr_json *j);
-
-/* The calling thread's current device from the real cudaGetDevice, without
- * disturbing its CUDA error state; -1 when it cannot be asked. */
-int tr_cuda_device(void);
 
 /* A wrapper whose real NCCL function was not found: one warning, and the
  * call fails. */

@@ -342,11 +342,10 @@ void tr_pystack_write_json(tr_json *j)
         const ps_stack *s = stack_at(i);
         trj_array_begin(j, NULL);
         for (uint32_t k = 0; k < s->n; k++) {
-            /* [code, line] as one value: the writer's commas stay right */
-            int len = snprintf(buf, sizeof buf, "%s[%u,%d]", k ? "," : "", s->f[k].code, s->f[k].line);
-            fwrite(buf, 1, (size_t)len, j->f);
+            /* [code, line] as one value */
+            int len = snprintf(buf, sizeof buf, "[%u,%d]", s->f[k].code, s->f[k].line);
+            trj_raw_row(j, buf, (size_t)len);
         }
-        if (s->n) j->has_items[j->depth] = 1;
         trj_array_end(j);
     }
     trj_array_end(j);

@@ -68,22 +68,10 @@ static inline trr_record *slot_of(uint64_t i)
     return &g_rec[g_mask ? (i & g_mask) : i % g_cap];
 }
 
+/* src cut to the field (cap - 1 bytes and its NUL) */
 static void copy_str(char *dst, size_t cap, const char *src)
 {
-    snprintf(dst, cap, "%s", src ? src : "");
-}
-
-/* The host as trace file names have it: outside [A-Za-z0-9._-] becomes '_'. */
-static void clean_host(char *out, size_t cap, const char *in)
-{
-    size_t n = 0;
-    for (; in[n] && n + 1 < cap; n++) {
-        char c = in[n];
-        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-                 c == '-' || c == '.';
-        out[n] = ok ? c : '_';
-    }
-    out[n] = 0;
+    snprintf(dst, cap, "%.*s", (int)(cap - 1), src ? src : "");
 }
 
 /* ---- opening -------------------------------------------------------------------- */
@@ -173,9 +161,9 @@ int tr_ring_open(void)
     const tr_process *proc = tr_proc();
     uint64_t cap = cfg->ring ? cfg->ring : 131072;
     uint64_t comms = RING_MAX_COMMS, blob = RING_BLOB_BYTES;
-    char host[256] = "", host_clean[256], name[600];
-    gethostname(host, sizeof host - 1);
-    clean_host(host_clean, sizeof host_clean, host);
+    char host[256], host_clean[256], name[600];
+    tr_host_name(host, sizeof host);
+    tr_clean_name(host_clean, sizeof host_clean, host, sizeof host_clean, 1);    /* as the traces' names have it */
     snprintf(name, sizeof name, TRSHIM_TRACE_PREFIX "%s.%d" TRSHIM_RING_SUFFIX, host_clean, (int)getpid());
     snprintf(g_path, sizeof g_path, "%s/%s", tr_dir_path(), name);
     /* the trace folder, checked here once at activation: when refused (one

@@ -11,7 +11,7 @@
 
 #include "trshim/ring_format.h"
 
-/* Maps the ring (from tr_activate, before any record is taken); returns 0,
+/* Maps the ring (at activation, tr_init.c, before any record is taken); returns 0,
  * or -1 when not even anonymous memory could be had (then no records). */
 int tr_ring_open(void);
 /* The file's path, NULL when the ring is in anonymous memory or not open. */

@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -76,48 +75,6 @@ typedef struct {
 
 static pthread_mutex_t g_sym_mu = PTHREAD_MUTEX_INITIALIZER;
 static symfile *g_symfiles;
-
-/* Scans the notes p[0..left) for the GNU build id; writes it in hex to out
- * and returns 1 when found. */
-static int note_build_id(const unsigned char *p, size_t left, char *out, size_t outlen)
-{
-    while (left >= sizeof(ElfW(Nhdr))) {
-        const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
-        size_t nsz = (nh->n_namesz + 3) & ~(size_t)3, dsz = (nh->n_descsz + 3) & ~(size_t)3;
-        if (sizeof *nh + nsz + dsz > left) break;
-        if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 && memcmp(p + sizeof *nh, "GNU", 4) == 0 &&
-            nh->n_descsz > 0 && nh->n_descsz * 2 < outlen) {
-            const unsigned char *d = p + sizeof *nh + nsz;
-            for (unsigned k = 0; k < nh->n_descsz; k++) snprintf(out + 2 * k, 3, "%02x", d[k]);
-            return 1;
-        }
-        p += sizeof *nh + nsz + dsz;
-        left -= sizeof *nh + nsz + dsz;
-    }
-    return 0;
-}
-
-void tr_module_build_id(const struct dl_phdr_info *info, char *out, size_t outlen)
-{
-    out[0] = 0;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_NOTE) continue;
-        if (note_build_id((const unsigned char *)(info->dlpi_addr + ph->p_vaddr), ph->p_memsz, out, outlen))
-            return;
-    }
-}
-
-const char *tr_module_path(const struct dl_phdr_info *info, int first, char *buf, size_t cap)
-{
-    const char *name = info->dlpi_name;
-    if (name && *name) return name;
-    if (!first) return info->dlpi_addr == getauxval(AT_SYSINFO_EHDR) ? "[vdso]" : "[unknown]";
-    ssize_t k = cap > 1 ? readlink("/proc/self/exe", buf, cap - 1) : -1;
-    if (k <= 0) return "[exe]";
-    buf[k] = 0;
-    return buf;
-}
 
 static int snap_cb(struct dl_phdr_info *info, size_t size, void *data)
 {
@@ -189,7 +146,7 @@ static void file_build_id(const unsigned char *f, size_t len, const ElfW(Ehdr) *
     const ElfW(Phdr) *ph = (const ElfW(Phdr) *)(f + eh->e_phoff);
     for (int i = 0; i < eh->e_phnum; i++) {
         if (ph[i].p_type != PT_NOTE || ph[i].p_offset + ph[i].p_filesz > len) continue;
-        if (note_build_id(f + ph[i].p_offset, ph[i].p_filesz, out, outlen)) return;
+        if (tr_note_build_id(f + ph[i].p_offset, ph[i].p_filesz, out, outlen)) return;
     }
 }
 

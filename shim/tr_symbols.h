@@ -1,6 +1,7 @@
-/* Shared by tr_stack.c (capture, the per-thread cache, the stacks table)
- * and tr_symbols.c (modules, symbols, and the trace's "modules" and
- * "stacks", tr_stack_write_json); tr_ring.c uses the module helpers. */
+/* Shared by tr_stack.c (capture, the per-thread cache, the stacks table),
+ * tr_symbols.c (modules, symbols, and the trace's "modules" and "stacks",
+ * tr_stack_write_json) and tr_modules.c (what a loaded module is); tr_ring.c
+ * uses the module helpers. */
 #ifndef TR_SYMBOLS_H
 #define TR_SYMBOLS_H
 
@@ -21,14 +22,17 @@ typedef struct {
 uint32_t tr_stack_count(void);
 const tr_stack_rec *tr_stack_rec_at(uint32_t idx);
 
-/* tr_symbols.c, also used by tr_ring.c (the ring file's module blobs): what
- * dl_iterate_phdr reports of a module. The GNU build id of the loaded
- * module (its PT_NOTE in memory), hex, "" when none; and its path: the
- * loader's name, else the main program's (first: the first module
+/* tr_modules.c, used by tr_symbols.c and tr_ring.c (the ring file's module
+ * blobs): what dl_iterate_phdr reports of a module. The GNU build id of the
+ * loaded module (its PT_NOTE in memory), hex, "" when none; and its path:
+ * the loader's name, else the main program's (first: the first module
  * dl_iterate_phdr reports; from /proc/self/exe), "[vdso]", "[unknown]". */
 struct dl_phdr_info;
 void tr_module_build_id(const struct dl_phdr_info *info, char *out, size_t outlen);
 const char *tr_module_path(const struct dl_phdr_info *info, int first, char *buf, size_t cap);
+/* Scans the ELF notes p[0..left) for the GNU build id; writes it in hex to
+ * out and returns 1 when found. */
+int tr_note_build_id(const unsigned char *p, size_t left, char *out, size_t outlen);
 
 /* tr_symbols.c, for the hang watchdog (tr_watchdog.c, on its own thread,
  * never in a signal handler): the innermost frame of stack index stack as

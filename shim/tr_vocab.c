@@ -1,6 +1,7 @@
 /* The vocabulary in the shim (trshim/nccl_calls.h): operation names and
- * flags, the check that every WRAP function has a wrapper, and what the
- * loaded NCCL library exports that the vocabulary does not know.
+ * flags, and what the loaded NCCL library exports that the vocabulary does
+ * not know. (The check that every WRAP function has a wrapper is tr_nccl.c's:
+ * it references the wrappers, so it belongs on top of them.)
  *
  * The library is read once, at the first communicator: its version
  * (ncclGetVersion), its path, and its exported host functions (its dynamic
@@ -26,14 +27,6 @@ const char *const tr_op_names[TR_OP_N] = {TR_NCCL_OPS(OP_NAME_)};
 const unsigned char tr_op_flags[TR_OP_N] = {TR_NCCL_OPS(OP_FLAGS_)};
 #undef OP_FLAGS_
 
-/* Every WRAP row must be defined by the shim: referencing each one here
- * makes a missing wrapper a link error (the shim links with -z defs and
- * without libnccl). */
-#define REF_WRAP(name) (void (*)(void)) & name,
-#define REF_PASS(name)
-#define REF_ROW(name, op, kind, since, action) REF_##action(name)
-__attribute__((used)) static void (*const wrapped_functions[])(void) = {TR_NCCL_FUNCS(REF_ROW)};
-
 #define NAME_ROW(name, op, kind, since, action) #name,
 static const char *const known_names[] = {TR_NCCL_FUNCS(NAME_ROW)};
 #define N_KNOWN (sizeof known_names / sizeof known_names[0])
@@ -50,10 +43,25 @@ static int is_known(const char *name)
 static pthread_once_t g_scan_once = PTHREAD_ONCE_INIT;
 static tr_nccl_library g_lib;      /* set once by scan() */
 
+typedef ncclResult_t (*ver_fn)(int *);
+
+static ver_fn get_version_fn(void)
+{
+    TR_REAL_OPT(getver, ver_fn, "ncclGetVersion", TR_LIB_NCCL);
+    return getver;
+}
+
+int tr_nccl_version(void)
+{
+    ver_fn getver = get_version_fn();
+    int v = 0;
+    if (!getver || getver(&v) != ncclSuccess) return 0;
+    return v;
+}
+
 static void scan(void)
 {
-    typedef ncclResult_t (*ver_fn)(int *);
-    TR_REAL_OPT(getver, ver_fn, "ncclGetVersion", TR_LIB_NCCL);
+    ver_fn getver = get_version_fn();
     if (!getver) return;
     int v = 0;
     if (getver(&v) == ncclSuccess) g_lib.version = v;

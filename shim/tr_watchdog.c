@@ -68,7 +68,7 @@ static void report(const char *rank, const char *what, const char *site, const c
 {
     if (g_in_hang) return;
     g_in_hang = 1;
-    tr_writer_request(TR_WRITE_HANG);
+    tr_write_request(TR_WRITE_HANG);
     char line[1024];
     int n = snprintf(line, sizeof line,
                      "trshim: hang: %s: %s%s%s%s %s after %llu s; trace written with end.reason \"hang\", "

@@ -2,14 +2,16 @@
  * exit-time write.
  *
  * The application's threads never do I/O for the shim: they only ask the
- * writer thread (an eventfd write, async-signal-safe) to write. The exit
- * handler writes from the exiting thread, serialized with the writer by a
- * mutex. Signals (see "signals" below): on SIGTERM, SIGINT, SIGABRT,
- * SIGSEGV, SIGBUS, SIGFPE and SIGILL the handler marks the ring file, asks
- * for a write and waits up to ~3 s for it, then lets the application's
- * handler or the default action run as before (the process still dies of
- * that signal); on the snapshot signal (TRSHIM_SNAPSHOT_SIGNAL, SIGUSR1) it
- * asks for a write and returns at once.
+ * writer thread to write, through the ground's write queue (tr_core.h:
+ * tr_write_request, an eventfd write, async-signal-safe), which this thread
+ * serves; nothing below calls the writer. The exit handler (tr_init.c)
+ * writes from the exiting thread, serialized with the writer by a mutex.
+ * Signals (see "signals" below): on SIGTERM, SIGINT, SIGABRT, SIGSEGV,
+ * SIGBUS, SIGFPE and SIGILL the handler marks the ring file, asks for a
+ * write and waits up to ~3 s for it, then lets the application's handler or
+ * the default action run as before (the process still dies of that signal);
+ * on the snapshot signal (TRSHIM_SNAPSHOT_SIGNAL, SIGUSR1) it asks for a
+ * write and returns at once.
  *
  * Every file is written to a new temporary name with a random part
  * (<name>.tmp.XXXXXXXX, created exclusively, mode 0600, no link followed,
@@ -30,24 +32,18 @@
 #include <time.h>
 #include <unistd.h>
 #include <ucontext.h>
-#include <sys/eventfd.h>
 #include <sys/stat.h>
-#include <cuda_runtime_api.h>
 
 #include "tr_core.h"
 #include "trshim/trace_format.h"
-#include "tr_complete.h"
+#include "tr_cuda.h"
 #include "tr_nancheck.h"
 #include "tr_ring.h"
 
-static int g_efd = -1;
-static atomic_uint g_req_gen, g_done_gen;
-static atomic_int g_req_mask;
 static atomic_int g_signo;                  /* the fatal signal of a TR_WRITE_SIGNAL write */
 static atomic_int g_snap_signo;             /* the signal that asked for a TR_WRITE_SNAPSHOT write, 0 */
 static atomic_int g_writer_tid;             /* the writer thread (a signal there must not wait for it) */
 static atomic_int g_exit_tid;               /* the thread inside the exit write, 0 */
-static atomic_int g_writer_up;
 static atomic_int g_exited;                 /* the exit write is done: no more writes */
 static pthread_mutex_t g_write_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -64,26 +60,6 @@ static int g_nprev;
  * is written */
 static char *g_markers[MAX_VIEWS];
 static int g_nmarkers;
-
-/* ---- requests -------------------------------------------------------------- */
-
-static unsigned request(tr_write_reason reason)
-{
-    atomic_fetch_or(&g_req_mask, 1 << reason);
-    unsigned gen = atomic_fetch_add(&g_req_gen, 1) + 1;
-    uint64_t one = 1;
-    ssize_t w;
-    do w = write(g_efd, &one, sizeof one); while (w < 0 && errno == EINTR);
-    return gen;
-}
-
-void tr_writer_request(tr_write_reason reason)
-{
-    if (!atomic_load(&g_writer_up) || tr_is_forked_child()) return;
-    int saved = errno;
-    request(reason);
-    errno = saved;
-}
 
 /* ---- one trace file ----------------------------------------------------------- */
 
@@ -436,32 +412,10 @@ static int write_trace(int dfd, const char *name, const tr_rank_view *view, cons
 
 /* ---- all ranks' traces ------------------------------------------------------------ */
 
-/* characters outside [A-Za-z0-9_-] (and '.' when keep_dot) become '_' */
-static void clean_name(char *out, size_t cap, const char *in, size_t max, int keep_dot)
-{
-    size_t n = 0;
-    for (; in[n] && n < max && n + 1 < cap; n++) {
-        char c = in[n];
-        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-                 c == '-' || (keep_dot && c == '.');
-        out[n] = ok ? c : '_';
-    }
-    out[n] = 0;
-}
-
 static void query_versions(int with_cuda)
 {
-    typedef cudaError_t (*ver_fn)(int *);
-    if (with_cuda && !g_ver_rt) {
-        ver_fn f = (ver_fn)tr_real("cudaRuntimeGetVersion", TR_LIB_CUDART);
-        int v = 0;
-        if (f && f(&v) == cudaSuccess) g_ver_rt = v;
-    }
-    if (with_cuda && !g_ver_drv) {
-        ver_fn f = (ver_fn)tr_real("cudaDriverGetVersion", TR_LIB_CUDART);
-        int v = 0;
-        if (f && f(&v) == cudaSuccess) g_ver_drv = v;
-    }
+    if (with_cuda && !g_ver_rt) g_ver_rt = tr_cuda_runtime_version();
+    if (with_cuda && !g_ver_drv) g_ver_drv = tr_cuda_driver_version();
     if (!g_ver_nccl) g_ver_nccl = tr_nccl_version();
 }
 
@@ -486,8 +440,8 @@ static void write_all(tr_write_reason reason, int signo, int from_writer)
         if (!tr_dir_refused()) tr_warn("cannot write traces in %s (%s: %s)", tr_dir_path(), why, strerror(errno));
         return;
     }
-    char host[256] = "", job[300], job_clean[64], host_clean[256];
-    gethostname(host, sizeof host - 1);
+    char host[256], job[300], job_clean[64], host_clean[256];
+    tr_host_name(host, sizeof host);
     utf8_clean(host);
     write_ctx w = {.host = host, .reason = reason, .signo = signo};
     uint64_t first = tr_nccl_first_comm_id();
@@ -504,8 +458,8 @@ static void write_all(tr_write_reason reason, int signo, int from_writer)
         w.job_id = job;
         w.job_source = "process";
     }
-    clean_name(job_clean, sizeof job_clean, w.job_id, 48, 0);
-    clean_name(host_clean, sizeof host_clean, host, sizeof host_clean, 1);
+    tr_clean_name(job_clean, sizeof job_clean, w.job_id, 48, 0);
+    tr_clean_name(host_clean, sizeof host_clean, host, sizeof host_clean, 1);
 
     tr_rank_view views[MAX_VIEWS];
     int nv = tr_nccl_ranks(views, MAX_VIEWS);
@@ -559,7 +513,7 @@ static void write_all(tr_write_reason reason, int signo, int from_writer)
 static void *writer_main(void *arg)
 {
     (void)arg;
-    tr_enter();          /* nothing this thread calls is the application's: never leaves */
+    tr_nest();           /* nothing this thread calls is the application's: never leaves */
     atomic_store(&g_writer_tid, tr_tid());
     /* CUDA's version getters set the calling thread's last error when there
      * is no driver: only this thread asks them */
@@ -567,15 +521,9 @@ static void *writer_main(void *arg)
     query_versions(1);
     pthread_mutex_unlock(&g_write_mu);
     atomic_store(&g_versions_asked, 1);
-    for (;;) {
-        uint64_t v;
-        ssize_t n = read(g_efd, &v, sizeof v);
-        if (n < 0) {
-            if (errno == EINTR || errno == EAGAIN) continue;
-            break;
-        }
-        unsigned target = atomic_load(&g_req_gen);
-        int mask = atomic_exchange(&g_req_mask, 0);
+    unsigned target;
+    int mask;
+    while (tr_write_queue_wait(&target, &mask) == 0) {
         /* requests that arrived together make one write, named after the
          * most telling; none left: an earlier write covered them */
         tr_write_reason reason = mask & (1 << TR_WRITE_SIGNAL)     ? TR_WRITE_SIGNAL
@@ -589,19 +537,19 @@ static void *writer_main(void *arg)
         pthread_mutex_lock(&g_write_mu);
         if (mask && !atomic_load(&g_exited)) write_all(reason, signo, 1);
         pthread_mutex_unlock(&g_write_mu);
-        atomic_store(&g_done_gen, target);
+        tr_write_done(target);
     }
-    atomic_store(&g_writer_up, 0);
+    tr_write_queue_serve(0);
     return NULL;
 }
 
 void tr_writer_exit(void)
 {
     if (tr_is_forked_child()) return;
-    tr_enter();
+    tr_nest();
     /* a process that exits right after its first CUDA call: let the writer
      * thread ask the versions first (bounded: never hang an exit) */
-    for (int i = 0; i < 1000 && atomic_load(&g_writer_up) && !atomic_load(&g_versions_asked); i++) {
+    for (int i = 0; i < 1000 && tr_write_queue_served() && !atomic_load(&g_versions_asked); i++) {
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
@@ -656,8 +604,8 @@ void tr_writer_exit(void)
  * alternate stack when it has one (with none, the kernel kills the process
  * as it would without the shim). SA_RESTART follows the application's
  * handler (its own choice of EINTR), and is set where there was none.
- * Everything here is async-signal-safe: atomics, write() on the eventfd,
- * nanosleep, sigaction, pthread_sigmask, raise. */
+ * Everything here is async-signal-safe: atomics, tr_write_post (a write()
+ * on the eventfd), nanosleep, sigaction, pthread_sigmask, raise. */
 
 #define MAX_SIGS 8
 static const int g_fatal[] = {SIGTERM, SIGINT, SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL};
@@ -681,12 +629,12 @@ static int synchronous_fault(int sig, const siginfo_t *si)
 static void write_for_signal(int sig)
 {
     tr_ring_set_state(TRR_SIGNALED, sig);
-    if (!atomic_load(&g_writer_up)) return;
+    if (!tr_write_queue_served()) return;
     atomic_store(&g_signo, sig);
-    unsigned target = request(TR_WRITE_SIGNAL);
+    unsigned target = tr_write_post(TR_WRITE_SIGNAL);
     int self = tr_tid();
     if (self == atomic_load(&g_writer_tid) || self == atomic_load(&g_exit_tid)) return;
-    for (int i = 0; i < 3000 && (int)(atomic_load(&g_done_gen) - target) < 0; i++) {
+    for (int i = 0; i < 3000 && (int)(tr_write_done_upto() - target) < 0; i++) {
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
@@ -754,9 +702,9 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
     }
     int live = !tr_is_forked_child() && !atomic_load(&g_exited);
     if (sig == tr_cfg()->snapshot_signal) {
-        if (live && atomic_load(&g_writer_up)) {
+        if (live && tr_write_queue_served()) {
             atomic_store(&g_snap_signo, sig);
-            request(TR_WRITE_SNAPSHOT);
+            tr_write_post(TR_WRITE_SNAPSHOT);
         }
     } else if (live && !(synchronous_fault(sig, si) && atomic_exchange(&g_fault_asked[k], 1))) {
         write_for_signal(sig);
@@ -799,9 +747,7 @@ static void install_handlers(void)
 
 void tr_writer_start(void)
 {
-    tr_complete_start();          /* the completion poller: heartbeat, GPU completion, watchdog */
-    g_efd = eventfd(0, EFD_CLOEXEC);
-    if (g_efd < 0) {
+    if (tr_write_queue_open() != 0) {
         tr_warn("cannot create the writer's eventfd (%s): traces are written at exit only", strerror(errno));
         return;
     }
@@ -810,6 +756,6 @@ void tr_writer_start(void)
         tr_warn("cannot start the writer thread (%s): traces are written at exit only", strerror(e));
         return;
     }
-    atomic_store(&g_writer_up, 1);
+    tr_write_queue_serve(1);
     install_handlers();
 }

@@ -6,8 +6,8 @@
  * the two), the Python generators and checks.
  *
  * Adding a function: one line in TR_NCCL_FUNCS, its wrapper in shim/ when
- * its action is WRAP (tr_nccl.c, tr_nccl_ext.c, tr_comm.c or tr_memory.c:
- * the build fails when a WRAP row has no wrapper), its prototype in
+ * its action is WRAP (tr_nccl.c, tr_lifecycle.c or tr_memory.c: the build
+ * fails when a WRAP row has no wrapper, tr_nccl.c's check), its prototype in
  * trshim/nccl_abi.h, the simulator's implementation (tests/sim) and tests.
  * A function the loaded libnccl exports that is in neither list is named
  * in the trace ("unknown NCCL functions") and by tranalyze.

@@ -1,0 +1,1084 @@
+#!/usr/bin/env python3
+"""trshim: record a distributed job with libtrshim.so, without editing it.
+
+    trshim run [--dir D] [--job-id ID] [--dry-run] -- CMD ...
+    trshim env [--dir D] [--job-id ID] [--format sh|deepspeed|k8s|mpirun]
+    trshim doctor [--dir D] [--python PY]
+    trshim lib                      the path of libtrshim.so
+    trshim --version
+
+Python 3.8 or newer, standard library only. The same file is the package's
+command (the wheel: trshim.cli:main) and bin/trshim of a meson install, where
+meson fills in the @...@ values below.
+"""
+import argparse
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+
+VERSION = "@VERSION@"
+# bin/trshim of a meson install: the library folder relative to bindir, and absolute
+REL_LIBDIR = "@REL_LIBDIR@"
+ABS_LIBDIR = "@ABS_LIBDIR@"
+LIBNAME = "libtrshim.so"
+
+# The shim's job identity (shim/tr_core.c read_identity, docs/trace-format.md
+# "Job identity"): the first of these that is set names the job.
+SHIM_JOB_VARS = ("TRSHIM_JOB_ID", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "OMPI_MCA_ess_base_jobid",
+                 "PMIX_NAMESPACE", "TRSIM_SHM_TAG")
+# ... of which these are a launcher's (TRSIM_SHM_TAG is the simulator's, set per job by trsim-launch)
+LAUNCHER_JOB_VARS = ("TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE")
+# The shim's settings (shim/tr_core.c read_settings and the others' getenv): trshim run and env
+# carry those set here to every rank
+SHIM_SETTINGS = ("TRSHIM", "TRSHIM_DIR", "TRSHIM_JOB_ID", "TRSHIM_STACK_DEPTH", "TRSHIM_PYSTACK_DEPTH", "TRSHIM_RING",
+                 "TRSHIM_HANG_SEC", "TRSHIM_SNAPSHOT_SIGNAL", "TRSHIM_COMPLETION", "TRSHIM_NANCHECK",
+                 "TRSHIM_NANCHECK_ENGINE", "TRSHIM_NANCHECK_MAX_MB", "TRSHIM_NANCHECK_POOL_MB", "TRSHIM_STACK_CACHE")
+# CPython versions whose frames the shim reads (Python call sites; shim/tr_python*.c)
+PY_SUPPORTED = ((3, 10), (3, 14))
+# Default trace folder of the shim (TRSHIM_DIR unset): relative to each process's working folder
+SHIM_DEFAULT_DIR = "./traces"
+# Values DeepSpeed's launcher passes to other nodes unquoted (multinode_runner.py add_export)
+DS_PLAIN_VALUE = re.compile(r"^[\w@%+=:,./-]*$")
+
+
+def version():
+    return VERSION if not VERSION.startswith("@") else "unknown (not installed)"
+
+
+def say(msg):
+    sys.stderr.write("trshim: %s\n" % msg)
+
+
+# ---- where things are ---------------------------------------------------------------------
+
+def _here():
+    return os.path.dirname(os.path.realpath(__file__))
+
+
+def library_path():
+    """The absolute path of libtrshim.so: $TRSHIM_LIBRARY, else next to this
+    package (the wheel), else the library folder of a meson install."""
+    env = os.environ.get("TRSHIM_LIBRARY")
+    if env:
+        return os.path.abspath(env)
+    here = _here()
+    candidates = [os.path.join(here, LIBNAME)]
+    if not REL_LIBDIR.startswith("@") and REL_LIBDIR:
+        candidates.append(os.path.normpath(os.path.join(here, REL_LIBDIR, LIBNAME)))
+    if not ABS_LIBDIR.startswith("@") and ABS_LIBDIR:
+        candidates.append(os.path.join(ABS_LIBDIR, LIBNAME))
+    for c in candidates:
+        if os.path.isfile(c):
+            return c
+    return candidates[-1]
+
+
+def tranalyze_path():
+    """tranalyze: beside bin/trshim (meson install), beside the running
+    command (the wheel's scripts folder), the interpreter's scripts folder, PATH."""
+    dirs = [_here()]
+    if sys.argv and sys.argv[0]:
+        dirs.append(os.path.dirname(os.path.abspath(sys.argv[0])))
+    try:
+        dirs.append(sysconfig.get_path("scripts"))
+    except KeyError:
+        pass
+    dirs.append(os.path.dirname(sys.executable))
+    for d in dirs:
+        p = os.path.join(d, "tranalyze")
+        if os.path.isfile(p) and os.access(p, os.X_OK):
+            return p
+    return shutil.which("tranalyze")
+
+
+# ---- ELF: machine, GLIBC versions needed, dynamic symbols (no pyelftools) -----------------
+
+ELF_MACHINES = {3: "i386", 40: "arm", 62: "x86_64", 183: "aarch64", 243: "riscv64", 21: "ppc64le"}
+
+
+class Elf:
+    """Reads what trshim needs from an ELF file: machine, DT_NEEDED, the
+    GLIBC_x.y versions it needs (.gnu.version_r), its dynamic symbols."""
+
+    def __init__(self, path):
+        with open(path, "rb") as f:
+            self.data = data = f.read()
+        if data[:4] != b"\x7fELF":
+            raise ValueError("%s is not an ELF file" % path)
+        self.is64 = data[4] == 2
+        self.end = "<" if data[5] == 1 else ">"
+        e = self.end
+        if self.is64:
+            (self.type, self.machine_id, _, _, _, shoff, _, _, _, _, shentsize, shnum, shstrndx) = \
+                struct.unpack_from(e + "HHIQQQIHHHHHH", data, 16)
+        else:
+            (self.type, self.machine_id, _, _, _, shoff, _, _, _, _, shentsize, shnum, shstrndx) = \
+                struct.unpack_from(e + "HHIIIIIHHHHHH", data, 16)
+        self.sections = []
+        for i in range(shnum):
+            off = shoff + i * shentsize
+            if self.is64:
+                name, typ, _, addr, offset, size, link, info, _, entsize = struct.unpack_from(e + "IIQQQQIIQQ", data, off)
+            else:
+                name, typ, _, addr, offset, size, link, info, _, entsize = struct.unpack_from(e + "IIIIIIIIII", data, off)
+            self.sections.append({"name_off": name, "type": typ, "offset": offset, "size": size, "link": link,
+                                  "info": info, "entsize": entsize})
+        if shnum and shstrndx < shnum:
+            strtab = self.sections[shstrndx]
+            for s in self.sections:
+                s["name"] = self._str(strtab["offset"], s["name_off"])
+
+    @property
+    def machine(self):
+        return ELF_MACHINES.get(self.machine_id, "machine %d" % self.machine_id)
+
+    def _str(self, base, off):
+        end = self.data.index(b"\0", base + off)
+        return self.data[base + off:end].decode("utf-8", "replace")
+
+    def section(self, name):
+        return next((s for s in self.sections if s.get("name") == name), None)
+
+    def needed(self):
+        dyn, out = self.section(".dynamic"), []
+        if not dyn:
+            return out
+        strtab = self.sections[dyn["link"]]
+        fmt, step = (self.end + "qQ", 16) if self.is64 else (self.end + "iI", 8)
+        for off in range(dyn["offset"], dyn["offset"] + dyn["size"], step):
+            tag, val = struct.unpack_from(fmt, self.data, off)
+            if tag == 0:
+                break
+            if tag == 1:  # DT_NEEDED
+                out.append(self._str(strtab["offset"], val))
+        return out
+
+    def version_needs(self):
+        """{library: [version names]} from .gnu.version_r"""
+        vr, out = self.section(".gnu.version_r"), {}
+        if not vr:
+            return out
+        strtab = self.sections[vr["link"]]
+        off, e = vr["offset"], self.end
+        for _ in range(vr["info"] or 10000):
+            _, cnt, file_, aux, nxt = struct.unpack_from(e + "HHIII", self.data, off)
+            lib = self._str(strtab["offset"], file_)
+            a = off + aux
+            for _ in range(cnt):
+                _, _, _, name, anext = struct.unpack_from(e + "IHHII", self.data, a)
+                out.setdefault(lib, []).append(self._str(strtab["offset"], name))
+                if not anext:
+                    break
+                a += anext
+            if not nxt:
+                break
+            off += nxt
+        return out
+
+    def glibc_max(self):
+        """the newest GLIBC_x.y version needed, as a tuple, or None"""
+        best = None
+        for names in self.version_needs().values():
+            for n in names:
+                m = re.match(r"^GLIBC_(\d+)\.(\d+)(?:\.(\d+))?$", n)
+                if m:
+                    v = tuple(int(x) for x in m.groups() if x is not None)
+                    best = v if best is None or v > best else best
+        return best
+
+    def dynamic_symbols(self):
+        """(defined, undefined): sets of .dynsym names"""
+        ds = self.section(".dynsym")
+        defined, undefined = set(), set()
+        if not ds:
+            return defined, undefined
+        strtab = self.sections[ds["link"]]
+        size = 24 if self.is64 else 16
+        for off in range(ds["offset"] + size, ds["offset"] + ds["size"], size):
+            if self.is64:
+                name, info, _, shndx, _, _ = struct.unpack_from(self.end + "IBBHQQ", self.data, off)
+            else:
+                name, _, _, info, _, shndx = struct.unpack_from(self.end + "IIIBBH", self.data, off)
+            if not name:
+                continue
+            (undefined if shndx == 0 else defined).add(self._str(strtab["offset"], name))
+        return defined, undefined
+
+
+def host_machine():
+    m = os.uname().machine
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(m, m)
+
+
+def glibc_version():
+    try:
+        name, ver = os.confstr("CS_GNU_LIBC_VERSION").split()
+        return tuple(int(x) for x in ver.split(".")[:2]) if name == "glibc" else None
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+# ---- the environment of a recorded job ---------------------------------------------------
+
+def split_preload(value):
+    return [p for p in re.split(r"[: ]+", value or "") if p]
+
+
+def preload_with_shim(lib, existing):
+    """LD_PRELOAD with the shim first; any other libtrshim.so dropped (one shim per process)"""
+    rest = [p for p in split_preload(existing) if os.path.basename(p) != LIBNAME]
+    return ":".join([lib] + rest)
+
+
+def default_job_id():
+    host = socket.gethostname().split(".")[0][:24] or "host"
+    return "%s-%s-%d" % (time.strftime("%Y%m%d-%H%M%S"), host, os.getpid())
+
+
+def torchrun_multinode(cmd, i):
+    """torchrun started once per node (--nnodes other than 1): each node's
+    trshim would draw its own id, so none is set (the shim uses the
+    communicator's id, the same on every rank, or torchrun's --rdzv-id)"""
+    args = cmd[i + 1:]
+    for k, a in enumerate(args):
+        if a == "--":
+            break
+        for opt in ("--nnodes", "--nnodes_", "--rdzv-id", "--rdzv_id", "--rdzv-endpoint", "--rdzv_endpoint"):
+            val = None
+            if a == opt and k + 1 < len(args):
+                val = args[k + 1]
+            elif a.startswith(opt + "="):
+                val = a.split("=", 1)[1]
+            if val is None:
+                continue
+            if opt.startswith("--nnodes") and val not in ("1", "1:1"):
+                return True
+            if opt.startswith("--rdzv-id") or opt.startswith("--rdzv_id"):
+                return True
+    return False
+
+
+def choose_job_id(asked, env, cmd=None, launcher=None):
+    """(value to set or None, why)"""
+    if asked:
+        return asked, "--job-id"
+    if env.get("TRSHIM_JOB_ID"):
+        return env["TRSHIM_JOB_ID"], "TRSHIM_JOB_ID"
+    for v in LAUNCHER_JOB_VARS:
+        val = env.get(v)
+        if val and not (v == "TORCHELASTIC_RUN_ID" and val == "none"):
+            return None, "the shim names the job from %s in each rank" % v
+    if launcher and launcher[0] == "torchrun" and torchrun_multinode(cmd, launcher[1]):
+        return None, ("torchrun on several nodes: each rank's job id is torchrun's --rdzv-id, else the "
+                      "first communicator's id (the same on every rank); --job-id ID names it")
+    return default_job_id(), "new"
+
+
+def trshim_settings(env):
+    """the shim's settings set in this environment (they travel with the job)"""
+    return {k: env[k] for k in SHIM_SETTINGS if env.get(k)}
+
+
+def job_environment(args, env, cmd=None, launcher=None):
+    """(the variables to set, job id explanation)"""
+    lib = os.path.abspath(args.library) if getattr(args, "library", None) else library_path()
+    out = {}
+    out["LD_PRELOAD"] = preload_with_shim(lib, env.get("LD_PRELOAD", ""))
+    d = args.dir or env.get("TRSHIM_DIR") or SHIM_DEFAULT_DIR
+    out["TRSHIM_DIR"] = os.path.abspath(d)
+    job, why = choose_job_id(args.job_id, env, cmd, launcher)
+    if job:
+        out["TRSHIM_JOB_ID"] = job
+    for k, v in trshim_settings(env).items():
+        out.setdefault(k, v)
+    return lib, out, why
+
+
+# ---- launchers -------------------------------------------------------------------------
+
+ENV_OPTS_WITH_ARG = ("-u", "--unset", "-C", "--chdir", "-S", "--split-string")
+
+
+def find_launcher(cmd):
+    """(name, index of the launcher's argv[0] in cmd) or (None, 0): looks
+    past `env [-i] [VAR=VALUE]...` and `python -m MODULE`"""
+    i = 0
+    while i < len(cmd):
+        base = os.path.basename(cmd[i])
+        if base == "env":
+            i += 1
+            while i < len(cmd) and (cmd[i].startswith("-") or "=" in cmd[i]):
+                i += 2 if cmd[i] in ENV_OPTS_WITH_ARG else 1
+            continue
+        if re.match(r"^python[0-9.]*$", base):
+            k = i + 1
+            while k < len(cmd) and cmd[k].startswith("-") and cmd[k] != "-m":
+                k += 1
+            if k + 1 < len(cmd) and cmd[k] == "-m":
+                mod = cmd[k + 1]
+                if mod in ("torch.distributed.run", "torch.distributed.launch"):
+                    return "torchrun", k + 1
+                if mod in ("deepspeed.launcher.runner",):
+                    return "deepspeed", k + 1
+            return None, i
+        if base in ("deepspeed", "ds"):
+            return "deepspeed", i
+        if base in ("mpirun", "mpiexec", "orterun", "prterun", "oshrun", "mpiexec.hydra", "mpiexec.openmpi",
+                    "mpirun.openmpi", "mpiexec.mpich", "mpirun.mpich"):
+            return "mpi", i
+        if base == "srun":
+            return "srun", i
+        if base in ("torchrun", "torch-run"):
+            return "torchrun", i
+        if base in ("ssh", "pdsh", "clush", "parallel-ssh", "pssh"):
+            return "ssh", i
+        return None, i
+    return None, 0
+
+
+def mpi_flavour(prog, asked=None):
+    """openmpi (-x NAME) or hydra (MPICH, Intel MPI: -genv NAME VALUE)"""
+    if asked:
+        return asked
+    base = os.path.basename(prog)
+    if "mpich" in base or "hydra" in base:
+        return "hydra"
+    if "openmpi" in base or base in ("orterun", "prterun", "oshrun"):
+        return "openmpi"
+    try:
+        out = subprocess.run([prog, "--version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             stdin=subprocess.DEVNULL, timeout=20).stdout.decode("utf-8", "replace")
+    except (OSError, subprocess.SubprocessError):
+        return "openmpi"
+    if re.search(r"HYDRA|MPICH|Intel\(R\) MPI", out):
+        return "hydra"
+    return "openmpi"
+
+
+def rewrite_mpi(cmd, i, jobenv, flavour):
+    """Open MPI: -x NAME for each variable (the values from the environment
+    trshim sets), an existing -x LD_PRELOAD=VALUE gets the shim in front;
+    MPICH/Intel MPI (Hydra): -genv NAME VALUE"""
+    head, rest = cmd[:i + 1], list(cmd[i + 1:])
+    names = list(jobenv)
+    if flavour == "hydra":
+        for k, a in enumerate(rest):
+            if a in ("-genv", "-env") and k + 2 < len(rest) and rest[k + 1] in names:
+                if rest[k + 1] == "LD_PRELOAD":
+                    rest[k + 2] = preload_with_shim(split_preload(jobenv["LD_PRELOAD"])[0], rest[k + 2])
+                else:
+                    rest[k + 2] = jobenv[rest[k + 1]]
+                names.remove(rest[k + 1])
+        extra = []
+        for n in names:
+            extra += ["-genv", n, jobenv[n]]
+        return head + extra + rest
+    for k, a in enumerate(rest):
+        if a in ("-x", "--x") and k + 1 < len(rest):
+            name, eq, val = rest[k + 1].partition("=")
+            if name in names:
+                if eq and name == "LD_PRELOAD":
+                    rest[k + 1] = "LD_PRELOAD=" + preload_with_shim(split_preload(jobenv["LD_PRELOAD"])[0], val)
+                elif eq:
+                    rest[k + 1] = "%s=%s" % (name, jobenv[name])
+                names.remove(name)
+    extra = []
+    for n in names:
+        extra += ["-x", n]
+    return head + extra + rest
+
+
+def rewrite_srun(cmd, i, jobenv):
+    """srun passes the whole environment unless --export names a list: our
+    variables are added to it; NONE/NIL cannot carry them (a warning)"""
+    out = list(cmd)
+    for k in range(i + 1, len(out)):
+        a = out[k]
+        if a == "--":
+            break
+        val, key = None, None
+        if a.startswith("--export="):
+            val, key = a.split("=", 1)[1], "eq"
+        elif a == "--export" and k + 1 < len(out):
+            val, key = out[k + 1], "next"
+        if val is None:
+            continue
+        words = val.split(",")
+        if words[0] in ("NONE", "NIL"):
+            say("srun %s: the tasks get no LD_PRELOAD from here; set it in the batch script "
+                "(trshim env) or use --export=ALL" % a)
+            return out
+        if words[0] == "ALL":
+            return out
+        have = {w.split("=", 1)[0] for w in words}
+        val = ",".join(words + [n for n in jobenv if n not in have])
+        if key == "eq":
+            out[k] = "--export=" + val
+        else:
+            out[k + 1] = val
+        return out
+    return out
+
+
+def deepspeed_env_file(env):
+    """the .deepspeed_env trshim writes: DeepSpeed's launcher (launcher/runner.py)
+    reads DEEPSPEED_ENVIRONMENT_NAME = $DS_ENV_FILE or .deepspeed_env in ~ and
+    then in the working folder (the later one wins) and exports each
+    KEY=VALUE line to every node of a multi-node run"""
+    name = env.get("DS_ENV_FILE") or ".deepspeed_env"
+    home = os.path.join(os.path.expanduser("~"), name)
+    here = os.path.join(os.getcwd(), name)
+    return home, here
+
+
+def parse_env_lines(text):
+    out = {}
+    for line in text.splitlines():
+        if "=" in line:
+            k, v = line.split("=", 1)
+            out[k.strip()] = v.strip()
+    return out
+
+
+def deepspeed_env_text(old_text, lib, jobenv, home_text=""):
+    """old_text with our variables set (LD_PRELOAD: the shim in front of the
+    file's own, else of ~/.deepspeed_env's); every line KEY=VALUE (DeepSpeed
+    splits each line at its first '=': no comments, no blank lines)"""
+    old = parse_env_lines(old_text)
+    home = parse_env_lines(home_text)
+    want = dict(jobenv)
+    want["LD_PRELOAD"] = preload_with_shim(lib, old.get("LD_PRELOAD", home.get("LD_PRELOAD", "")))
+    lines, done = [], set()
+    for line in old_text.splitlines():
+        if not line.strip():
+            continue
+        k = line.split("=", 1)[0].strip() if "=" in line else None
+        if k in want:
+            if k not in done:
+                lines.append("%s=%s" % (k, want[k]))
+                done.add(k)
+            continue
+        lines.append(line)
+    for k, v in want.items():
+        if k not in done:
+            lines.append("%s=%s" % (k, v))
+    return "\n".join(lines) + "\n"
+
+
+# ---- trshim run -------------------------------------------------------------------------
+
+def exit_status(rc):
+    return 128 - rc if rc < 0 else rc
+
+
+def cmd_run(args):
+    cmd = args.command
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        say("run: no command (trshim run [options] -- CMD ...)")
+        return 2
+    env = dict(os.environ)
+    launcher = find_launcher(cmd)
+    lib, jobenv, why = job_environment(args, env, cmd, launcher)
+    problems = check_library_path(lib)
+    if problems:
+        for p in problems:
+            say("run: " + p)
+        return 2
+    name, at = launcher
+    final = list(cmd)
+    notes = []
+    ds_file = ds_text = ds_old = None
+    if name == "deepspeed":
+        home, here = deepspeed_env_file(env)
+        target = here
+        if not os.access(os.path.dirname(here) or ".", os.W_OK) and not os.path.exists(here):
+            target = home
+        ds_old = read_text(target)
+        home_text = read_text(home) if target != home else ""
+        ds_text = deepspeed_env_text(ds_old or "", lib, jobenv, home_text or "")
+        ds_file = target
+        bad = [k for k, v in parse_env_lines(ds_text).items() if k in jobenv and not DS_PLAIN_VALUE.match(v)]
+        if bad:
+            notes.append("%s: DeepSpeed quotes these values for the other nodes: %s" % (ds_file, ", ".join(bad)))
+    elif name == "mpi":
+        final = rewrite_mpi(cmd, at, jobenv, mpi_flavour(cmd[at], args.mpi))
+    elif name == "srun":
+        final = rewrite_srun(cmd, at, jobenv)
+    elif name == "ssh":
+        notes.append("%s does not carry the environment to the other host: put `trshim run` or the "
+                     "lines of `trshim env` on the remote side" % os.path.basename(cmd[at]))
+    if args.dry_run:
+        print("launcher: %s" % (name or "none (the command gets the environment as it is)"))
+        for k in sorted(jobenv):
+            print("env: %s=%s" % (k, jobenv[k]))
+        if "TRSHIM_JOB_ID" not in jobenv:
+            print("job id: %s" % why)
+        if ds_file:
+            print("file: %s%s" % (ds_file, " (replaces the existing one while the job runs)" if ds_old is not None
+                                  else " (new, removed when the job ends)"))
+            for line in ds_text.splitlines():
+                print("  " + line)
+        for n in notes:
+            print("note: " + n)
+        print("command: " + " ".join(shlex.quote(a) for a in final))
+        return 0
+    for n in notes:
+        say(n)
+    try:
+        os.makedirs(jobenv["TRSHIM_DIR"], mode=0o700, exist_ok=True)
+    except OSError as e:
+        say("run: cannot make the trace folder %s: %s" % (jobenv["TRSHIM_DIR"], e.strerror))
+        return 2
+    if not args.quiet:
+        say("recording to %s (job %s)" % (jobenv["TRSHIM_DIR"], jobenv.get("TRSHIM_JOB_ID") or why))
+    env.update(jobenv)
+    if not ds_file:
+        try:
+            os.execvpe(final[0], final, env)
+        except OSError as e:
+            say("run: %s: %s" % (final[0], e.strerror))
+            return 127
+    return run_with_env_file(final, env, ds_file, ds_old, ds_text, args.keep_env_file)
+
+
+def read_text(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def write_text(path, text):
+    tmp = "%s.trshim.%d" % (path, os.getpid())
+    mode = 0o644
+    try:
+        mode = os.stat(path).st_mode & 0o7777
+    except OSError:
+        pass
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def run_with_env_file(cmd, env, path, old, text, keep):
+    """deepspeed: the .deepspeed_env is in place while the launcher runs, the
+    user's own (or none) put back after; signals go to the launcher"""
+    try:
+        write_text(path, text)
+    except OSError as e:
+        say("run: cannot write %s: %s" % (path, e.strerror))
+        return 2
+    rc = 127
+    try:
+        try:
+            child = subprocess.Popen(cmd, env=env)
+        except OSError as e:
+            say("run: %s: %s" % (cmd[0], e.strerror))
+            return 127
+        # SIGINT and SIGQUIT from a terminal reach the launcher too (same process group): not twice
+        tty = sys.stdin.isatty() if sys.stdin else False
+        prev = {}
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
+            if tty and s in (signal.SIGINT, signal.SIGQUIT):
+                prev[s] = signal.signal(s, signal.SIG_IGN)
+            else:
+                prev[s] = signal.signal(s, lambda signo, frame: child.send_signal(signo))
+        while True:
+            try:
+                rc = child.wait()
+                break
+            except InterruptedError:
+                continue
+        for s, h in prev.items():
+            signal.signal(s, h)
+    finally:
+        if not keep:
+            if read_text(path) != text:
+                say("%s changed while the job ran: left as it is" % path)
+            elif old is None:
+                os.unlink(path)
+            else:
+                write_text(path, old)
+    return exit_status(rc)
+
+
+def check_library_path(lib):
+    problems = []
+    if not os.path.isfile(lib):
+        problems.append("%s not found (set TRSHIM_LIBRARY or reinstall trshim)" % lib)
+    if re.search(r"[\s:]", lib):
+        problems.append("%s: LD_PRELOAD cannot name a path with a space or a colon; use a copy or a link "
+                        "elsewhere (TRSHIM_LIBRARY=PATH)" % lib)
+    return problems
+
+
+# ---- trshim env -----------------------------------------------------------------------
+
+def cmd_env(args):
+    env = dict(os.environ)
+    if args.format == "k8s" and not args.dir and not env.get("TRSHIM_DIR"):
+        args.dir = "/traces"
+    lib, jobenv, why = job_environment(args, env)
+    if not args.job_id and "TRSHIM_JOB_ID" in jobenv and not env.get("TRSHIM_JOB_ID"):
+        del jobenv["TRSHIM_JOB_ID"]      # a job id is per job: only when asked for
+    for p in check_library_path(lib):
+        say("env: " + p)
+    fmt = args.format
+    if fmt == "sh":
+        print("# trshim %s: record every rank (sbatch script, ~/.bashrc, a job's environment)" % version())
+        print('export LD_PRELOAD=%s${LD_PRELOAD:+:$LD_PRELOAD}' % shlex.quote(lib))
+        for k, v in jobenv.items():
+            if k != "LD_PRELOAD":
+                print("export %s=%s" % (k, shlex.quote(v)))
+        if "TRSHIM_JOB_ID" not in jobenv:
+            print("# job id: SLURM_JOB_ID.SLURM_STEP_ID under srun, torchrun's --rdzv-id, Open MPI's job, "
+                  "else the first communicator's id (export TRSHIM_JOB_ID=... to name it)")
+    elif fmt == "deepspeed":
+        # the lines of .deepspeed_env: KEY=VALUE only (no comments: DeepSpeed splits every line at '=')
+        for k, v in jobenv.items():
+            print("%s=%s" % (k, v))
+    elif fmt == "mpirun":
+        print(" ".join("-x %s" % shlex.quote("%s=%s" % (k, v)) for k, v in jobenv.items()))
+    elif fmt == "k8s":
+        print("# trshim %s: the container's env (libtrshim.so at this path in the image: pip install trshim;" % version())
+        print("# %s on a volume that outlives the pod)" % jobenv["TRSHIM_DIR"])
+        print("env:")
+        for k, v in jobenv.items():
+            print("  - name: %s" % k)
+            print("    value: %s" % json.dumps(v))
+        if "TRSHIM_JOB_ID" not in jobenv:
+            print("  - name: TRSHIM_JOB_ID          # the Job's name: the same on every pod of the job")
+            print("    valueFrom:")
+            print("      fieldRef:")
+            print("        fieldPath: metadata.labels['job-name']")
+    return 0
+
+
+# ---- trshim doctor ------------------------------------------------------------------
+
+class Report:
+    def __init__(self):
+        self.failed = self.warned = 0
+
+    def line(self, level, what, text):
+        if level == "FAIL":
+            self.failed += 1
+        elif level == "warn":
+            self.warned += 1
+        print("%-4s  %-14s %s" % (level, what, text))
+
+
+PROBE = r'''
+import ctypes, json, os, sys
+out = {"python": list(sys.version_info[:3]), "implementation": sys.implementation.name,
+       "executable": sys.executable, "libs": {}, "wheels": {}, "packages": {}}
+def loaded(name):
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                p = line.split()[-1]
+                if os.path.basename(p).startswith(name):
+                    return p
+    except OSError:
+        pass
+    return None
+def version(lib, fn):
+    try:
+        v = ctypes.c_int(0)
+        if getattr(lib, fn)(ctypes.byref(v)) == 0:
+            return v.value
+    except Exception:
+        pass
+    return None
+def probe(names, stem, fn):
+    for n in names:
+        try:
+            lib = ctypes.CDLL(n, mode=ctypes.RTLD_LOCAL)
+        except OSError:
+            continue
+        return {"path": loaded(stem) or n, "version": version(lib, fn)}
+    return None
+if "--wheels" not in sys.argv:
+    out["libs"]["cudart"] = probe(["libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"],
+                                  "libcudart.so", "cudaRuntimeGetVersion")
+    out["libs"]["nccl"] = probe(["libnccl.so.2", "libnccl.so"], "libnccl.so", "ncclGetVersion")
+    out["libs"]["cuda"] = probe(["libcuda.so.1"], "libcuda.so", "cuDriverGetVersion")
+else:
+    for entry in sys.path:
+        base = os.path.join(entry or ".", "nvidia")
+        if not os.path.isdir(base):
+            continue
+        for sub in sorted(os.listdir(base)):
+            libdir = os.path.join(base, sub, "lib")
+            if not os.path.isdir(libdir):
+                continue
+            for f in sorted(os.listdir(libdir)):
+                for stem, fn in (("libcudart.so", "cudaRuntimeGetVersion"), ("libnccl.so", "ncclGetVersion")):
+                    if f.startswith(stem) and stem[3:-3] not in out["wheels"]:
+                        p = os.path.join(libdir, f)
+                        try:
+                            lib = ctypes.CDLL(p, mode=ctypes.RTLD_LOCAL)
+                            out["wheels"][stem[3:-3]] = {"path": p, "version": version(lib, fn)}
+                        except OSError as e:
+                            out["wheels"][stem[3:-3]] = {"path": p, "version": None, "error": str(e)}
+    try:
+        import importlib.util
+        from importlib import metadata
+    except ImportError:
+        metadata = None
+    for pkg in ("torch", "deepspeed"):
+        try:
+            spec = importlib.util.find_spec(pkg)
+        except Exception:
+            spec = None
+        if not spec or not spec.origin:
+            continue
+        info = {"dir": os.path.dirname(spec.origin)}
+        try:
+            info["version"] = metadata.version(pkg)
+        except Exception:
+            pass
+        if pkg == "torch":
+            try:
+                with open(os.path.join(info["dir"], "version.py")) as f:
+                    text = f.read()
+                import re
+                m = re.search(r"^cuda\s*(?::[^=]*)?=\s*['\"]([^'\"]*)['\"]", text, re.M)
+                info["cuda"] = m.group(1) if m else None
+            except OSError:
+                pass
+        out["packages"][pkg] = info
+print(json.dumps(out))
+'''
+
+
+def run_probe(python, wheels, env):
+    try:
+        r = subprocess.run([python, "-c", PROBE] + (["--wheels"] if wheels else []), env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, timeout=120)
+    except (OSError, subprocess.SubprocessError) as e:
+        return None, str(e)
+    if r.returncode != 0:
+        return None, (r.stderr.decode("utf-8", "replace").strip().splitlines() or ["exit %d" % r.returncode])[-1]
+    try:
+        return json.loads(r.stdout.decode().strip().splitlines()[-1]), None
+    except (ValueError, IndexError):
+        return None, "no answer"
+
+
+def fmt_cuda(v):
+    return "%d.%d" % (v // 1000, (v % 1000) // 10) if v else "version unknown"
+
+
+def fmt_nccl(v):
+    if not v:
+        return "version unknown"
+    if v >= 10000:
+        return "%d.%d.%d" % (v // 10000, (v % 10000) // 100, v % 100)
+    return "%d.%d.%d" % (v // 1000, (v % 1000) // 100, v % 100)
+
+
+def doctor_library(rep, lib):
+    if not os.path.isfile(lib):
+        rep.line("FAIL", "library", "%s not found (TRSHIM_LIBRARY, or reinstall trshim)" % lib)
+        return False
+    rep.line("ok", "library", lib)
+    try:
+        elf = Elf(lib)
+    except (OSError, ValueError, struct.error) as e:
+        rep.line("FAIL", "library", "%s cannot be read as ELF: %s" % (lib, e))
+        return False
+    if elf.machine != host_machine():
+        rep.line("FAIL", "library", "built for %s, this machine is %s" % (elf.machine, host_machine()))
+        return False
+    need, have = elf.glibc_max(), glibc_version()
+    if need and have:
+        level = "ok" if have >= need else "FAIL"
+        rep.line(level, "glibc", "this machine has %s, the library needs %s or newer" %
+                 (".".join(map(str, have)), ".".join(map(str, need))))
+    if re.search(r"[\s:]", lib):
+        rep.line("FAIL", "library", check_library_path(lib)[-1])
+    return True
+
+
+def doctor_preload(rep, lib):
+    true = shutil.which("true") or "/bin/true"
+    env = dict(os.environ, LD_PRELOAD=preload_with_shim(lib, os.environ.get("LD_PRELOAD", "")))
+    try:
+        r = subprocess.run([true], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                           timeout=60)
+    except (OSError, subprocess.SubprocessError) as e:
+        rep.line("FAIL", "preload", "%s could not run: %s" % (true, e))
+        return
+    err = r.stderr.decode("utf-8", "replace").strip()
+    if r.returncode != 0 or "ld.so" in err or "cannot be preloaded" in err or "error while loading" in err:
+        rep.line("FAIL", "preload", "%s with LD_PRELOAD=%s: exit %d: %s" % (true, lib, r.returncode,
+                                                                              err.splitlines()[-1] if err else ""))
+    elif err:
+        rep.line("warn", "preload", "%s with the shim preloaded printed: %s" % (true, err.splitlines()[0]))
+    else:
+        rep.line("ok", "preload", "%s runs with the shim preloaded (no loader error)" % true)
+
+
+def doctor_c_libs(rep, python, env):
+    res, err = run_probe(python, False, env)
+    if not res:
+        rep.line("warn", "C programs", "could not look (%s)" % err)
+        return
+    libs = res["libs"]
+    for key, what, fmt in (("cudart", "libcudart", fmt_cuda), ("nccl", "libnccl", fmt_nccl),
+                           ("cuda", "libcuda", fmt_cuda)):
+        info = libs.get(key)
+        if info:
+            rep.line("ok", what, "%s %s (what the loader gives a C program: LD_LIBRARY_PATH, ldconfig)" %
+                     (info["path"], fmt(info["version"])))
+        else:
+            rep.line("info", what, "not found by the loader (LD_LIBRARY_PATH, ldconfig): a C program links it "
+                     "from its own RPATH or not at all%s" % ("; no GPU driver here?" if key == "cuda" else ""))
+
+
+def doctor_python(rep, python, env, seen):
+    res, err = run_probe(python, True, env)
+    if not res:
+        rep.line("warn", "Python", "%s: could not look (%s)" % (python, err))
+        return
+    if os.path.realpath(res["executable"]) in seen:        # python3 in PATH: this one again
+        return
+    seen.add(os.path.realpath(res["executable"]))
+    v = tuple(res["python"][:2])
+    name = "%s %s" % (res["implementation"], ".".join(map(str, res["python"])))
+    if res["implementation"] != "cpython":
+        rep.line("warn", "Python", "%s (%s): not CPython, call sites are native frames only" % (res["executable"], name))
+    elif PY_SUPPORTED[0] <= v <= PY_SUPPORTED[1]:
+        rep.line("ok", "Python", "%s (%s): Python call sites recorded (CPython %d.%d-%d.%d)" %
+                 ((res["executable"], name) + PY_SUPPORTED[0] + PY_SUPPORTED[1]))
+    else:
+        rep.line("warn", "Python", "%s (%s): the shim reads the frames of CPython %d.%d-%d.%d only: call sites "
+                 "are native frames" % ((res["executable"], name) + PY_SUPPORTED[0] + PY_SUPPORTED[1]))
+    wheels = res.get("wheels", {})
+    for key, what, fmt in (("cudart", "  libcudart", fmt_cuda), ("nccl", "  libnccl", fmt_nccl)):
+        info = wheels.get(key)
+        if info:
+            rep.line("ok", what, "%s %s (NVIDIA's wheel: what PyTorch from PyPI loads)" % (info["path"],
+                                                                                          fmt(info["version"])))
+    pk = res.get("packages", {})
+    torch = pk.get("torch")
+    if torch:
+        rep.line("ok", "  torch", "%s (CUDA %s) in %s" % (torch.get("version", "?"), torch.get("cuda") or "none",
+                                                          torch["dir"]))
+        check_torch_nccl(rep, torch["dir"])
+    if pk.get("deepspeed"):
+        rep.line("ok", "  deepspeed", "%s" % pk["deepspeed"].get("version", "?"))
+    if not wheels and not torch:
+        rep.line("info", "  libraries", "no NVIDIA wheels or PyTorch in this Python")
+
+
+def check_torch_nccl(rep, tdir):
+    """NCCL linked into libtorch_cuda.so cannot be seen through LD_PRELOAD"""
+    lib = os.path.join(tdir, "lib", "libtorch_cuda.so")
+    if not os.path.isfile(lib):
+        return
+    try:
+        defined, undefined = Elf(lib).dynamic_symbols()
+    except (OSError, ValueError, struct.error):
+        return
+    if "ncclCommInitRank" in undefined:
+        rep.line("ok", "  torch NCCL", "libtorch_cuda.so calls libnccl through the dynamic linker (recordable)")
+    elif "ncclCommInitRank" in defined:
+        rep.line("FAIL", "  torch NCCL", "libtorch_cuda.so defines NCCL itself (linked statically): the shim "
+                 "cannot see its calls; use a PyTorch build with a shared libnccl (PyPI's)")
+    else:
+        rep.line("warn", "  torch NCCL", "libtorch_cuda.so neither imports nor exports ncclCommInitRank: NCCL "
+                 "may be linked in statically, out of the shim's sight")
+
+
+def doctor_folder(rep, d):
+    d = os.path.abspath(d)
+    probe = d
+    while not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    me = os.geteuid()
+    # every link on the way owned by this user or root (the shim's rule, shim/tr_files.c)
+    path = "/"
+    for part in [p for p in d.split("/") if p]:
+        path = os.path.join(path, part)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            break
+        if os.path.islink(path) and st.st_uid not in (me, 0):
+            rep.line("FAIL", "trace folder", "%s is a symbolic link owned by uid %d: the shim refuses it" %
+                     (path, st.st_uid))
+            return
+    if probe != d:
+        if not os.access(probe, os.W_OK | os.X_OK):
+            rep.line("FAIL", "trace folder", "%s does not exist and %s is not writable" % (d, probe))
+            return
+        rep.line("ok", "trace folder", "%s does not exist yet: the shim makes it (mode 0700)" % d)
+    else:
+        st = os.stat(d)
+        if st.st_uid not in (me, 0):
+            rep.line("FAIL", "trace folder", "%s is owned by uid %d, not by this user (uid %d) or root: the shim "
+                     "refuses it" % (d, st.st_uid, me))
+            return
+        if st.st_mode & 0o022 and not st.st_mode & 0o1000:
+            rep.line("FAIL", "trace folder", "%s is writable by group or others without the sticky bit (mode %04o): "
+                     "the shim refuses it" % (d, st.st_mode & 0o7777))
+            return
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=".trshim-doctor.", dir=d)
+            os.close(fd)
+            os.unlink(tmp)
+        except OSError as e:
+            rep.line("FAIL", "trace folder", "%s: cannot create a file: %s" % (d, e.strerror))
+            return
+        rep.line("ok", "trace folder", "%s is writable" % d)
+    try:
+        sv = os.statvfs(probe)
+        free = sv.f_bavail * sv.f_frsize
+        level = "ok" if free >= 1 << 30 else "warn"
+        rep.line(level, "free space", "%.1f GiB free in %s%s" % (free / float(1 << 30), probe,
+                 "" if level == "ok" else ": each rank writes a ring file and a JSON trace"))
+    except OSError as e:
+        rep.line("warn", "free space", "%s: %s" % (probe, e.strerror))
+    try:
+        import resource
+        soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        if soft != resource.RLIM_INFINITY:
+            rep.line("warn", "file size", "ulimit -f is %d bytes: the shim sizes its files to fit, fewer calls "
+                     "are kept" % soft)
+    except (ImportError, OSError, ValueError):
+        pass
+
+
+def cmd_doctor(args):
+    rep = Report()
+    glibc = glibc_version()
+    print("trshim %s doctor on %s (%s, %s)" % (version(), socket.gethostname(), host_machine(),
+                                               "glibc " + ".".join(map(str, glibc)) if glibc else "no glibc"))
+    lib = os.path.abspath(args.library) if args.library else library_path()
+    if doctor_library(rep, lib):
+        doctor_preload(rep, lib)
+    ta = tranalyze_path()
+    rep.line("ok" if ta else "warn", "tranalyze", ta or "not found beside trshim nor in PATH")
+    env = dict(os.environ, TRSHIM="0")
+    pythons = args.python or []
+    if not pythons:
+        for p in (sys.executable, shutil.which("python3")):
+            if p and os.path.realpath(p) not in [os.path.realpath(x) for x in pythons]:
+                pythons.append(p)
+    doctor_c_libs(rep, pythons[0], env)
+    seen = set()
+    for p in pythons:
+        doctor_python(rep, p, env, seen)
+    doctor_folder(rep, args.dir or os.environ.get("TRSHIM_DIR") or SHIM_DEFAULT_DIR)
+    print("%d problem%s, %d warning%s" % (rep.failed, "" if rep.failed == 1 else "s", rep.warned,
+                                          "" if rep.warned == 1 else "s"))
+    return 1 if rep.failed else 0
+
+
+# ---- main -------------------------------------------------------------------------
+
+def cmd_lib(args):
+    lib = library_path()
+    print(lib)
+    return 0 if os.path.isfile(lib) else 1
+
+
+def cmd_analyze(args):
+    ta = tranalyze_path()
+    if not ta:
+        say("tranalyze not found beside trshim nor in PATH")
+        return 127
+    os.execv(ta, [ta] + args.rest)
+
+
+def parser():
+    p = argparse.ArgumentParser(prog="trshim", description="Record a distributed job's NCCL and CUDA calls with "
+                                "libtrshim.so, without editing it; tranalyze TRACE_DIR names the root cause.")
+    p.add_argument("--version", action="store_true", help="print the version and the library's path")
+    sub = p.add_subparsers(dest="what", metavar="COMMAND")
+
+    def common(q):
+        q.add_argument("--dir", help="trace folder (default: $TRSHIM_DIR, else ./traces), made absolute")
+        q.add_argument("--job-id", help="the job's id in the traces (default: the launcher's, else a new one)")
+        q.add_argument("--library", help="libtrshim.so to preload (default: %s)" % library_path())
+
+    r = sub.add_parser("run", help="run a command (a launcher: deepspeed, torchrun, srun, mpirun...) recording "
+                       "every rank", description="Runs CMD with libtrshim.so in front of LD_PRELOAD, TRSHIM_DIR "
+                       "and a job id set. deepspeed: .deepspeed_env carries them to every node (restored after); "
+                       "mpirun/mpiexec: -x (Open MPI) or -genv (MPICH, Intel MPI) options; srun, torchrun: the "
+                       "environment is enough.")
+    common(r)
+    r.add_argument("--dry-run", action="store_true", help="print the environment, files and command; run nothing")
+    r.add_argument("--quiet", "-q", action="store_true", help="no 'recording to' line")
+    r.add_argument("--mpi", choices=("openmpi", "hydra"), help="mpirun's kind (default: from mpirun --version)")
+    r.add_argument("--keep-env-file", action="store_true", help="deepspeed: leave .deepspeed_env as written")
+    r.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ...")
+    r.set_defaults(fn=cmd_run)
+
+    e = sub.add_parser("env", help="print the settings to put in an sbatch script, .deepspeed_env or a pod spec")
+    common(e)
+    e.add_argument("--format", choices=("sh", "deepspeed", "k8s", "mpirun"), default="sh",
+                   help="sh: export lines (sbatch, shell); deepspeed: .deepspeed_env lines; k8s: a container's "
+                   "env; mpirun: -x options")
+    e.set_defaults(fn=cmd_env)
+
+    d = sub.add_parser("doctor", help="check this node: the shim loads, the CUDA/NCCL libraries, Python, the "
+                       "trace folder")
+    d.add_argument("--dir", help="trace folder to check (default: $TRSHIM_DIR, else ./traces)")
+    d.add_argument("--python", action="append", help="the job's Python (default: this one and python3 in PATH)")
+    d.add_argument("--library", help="libtrshim.so to check")
+    d.set_defaults(fn=cmd_doctor)
+
+    lb = sub.add_parser("lib", help="print the path of libtrshim.so")
+    lb.set_defaults(fn=cmd_lib)
+
+    a = sub.add_parser("analyze", help="tranalyze ARGS... (the analyzer installed with trshim)")
+    a.add_argument("rest", nargs=argparse.REMAINDER)
+    a.set_defaults(fn=cmd_analyze)
+    return p
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    if args.version:
+        print("trshim %s" % version())
+        print("libtrshim.so: %s%s" % (library_path(), "" if os.path.isfile(library_path()) else " (missing)"))
+        print("tranalyze: %s" % (tranalyze_path() or "not found"))
+        return 0
+    if not getattr(args, "fn", None):
+        parser().print_help(sys.stderr)
+        return 2
+    return args.fn(args)
+
+
+def entry():
+    try:
+        return main()
+    except BrokenPipeError:          # trshim doctor | head
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(entry())

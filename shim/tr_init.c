@@ -1,0 +1,36 @@
+/* The init room: activation on the first recorded call and the exit write,
+ * at the top of the shim's layers (tr_core.h), below only the wrappers that
+ * call it (tr_enter, tr_init.h). It calls down into the trace folder, the
+ * ring, the Python stacks, the completion poller and the writer; nothing
+ * below calls it. */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "tr_complete.h"
+#include "tr_init.h"
+#include "tr_ring.h"
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void at_exit(void)
+{
+    if (!tr_is_forked_child()) tr_writer_exit();
+}
+
+static void activate_once(void)
+{
+    tr_print_setting_warnings();
+    tr_dir_setup();      /* TRSHIM_DIR against the folder of the first call; checked by tr_ring_open */
+    tr_ring_open();      /* before anything records: the file behind every record */
+    tr_pystack_init();   /* the CPython interpreter, if any (before the first capture) */
+    tr_complete_start(); /* the completion poller: heartbeat, GPU completion, watchdog */
+    tr_writer_start();
+    atexit(at_exit);
+    tr_mark_active();
+}
+
+void tr_activate(void)
+{
+    if (!tr_cfg()->enabled || tr_is_forked_child()) return;
+    pthread_once(&g_once, activate_once);
+}
