@@ -473,6 +473,7 @@ static void *poller_main(void *arg)
                         "some operations are not tracked (gpu null)", PEND_MAX, MAX_STREAMS, GROUP_MAX);
         }
         tr_watchdog_settle(gpu_overdue || host_overdue);
+        tr_ring_grow_ahead();
 
         /* While operations come (a training loop), poll every millisecond
          * without being woken: a wake-up would cost the caller a system

@@ -157,6 +157,15 @@ static long long parse_count(const char *s, long long max)
 #define TR_RING_MAX (1ll << 26)
 #define TR_HANG_MAX (7 * 24 * 3600)
 
+/* A 0/1 setting; *flag holds its default. */
+static void read_flag(const char *name, int *flag)
+{
+    const char *v = getenv(name);
+    if (!v || !*v) return;
+    if (!strcmp(v, "0") || !strcmp(v, "1")) *flag = v[0] == '1';
+    else pending("ignoring %s=%s (want 0 or 1); using %s", name, v, *flag ? "1" : "0");
+}
+
 static void read_settings(void)
 {
     const char *v = getenv("TRSHIM");
@@ -210,11 +219,9 @@ static void read_settings(void)
         else pending("ignoring %s=%s (want USR1, USR2, a free signal number, or off); using %s",
                      "TRSHIM_SNAPSHOT_SIGNAL", v, "USR1");
     }
-    v = getenv("TRSHIM_COMPLETION");
-    if (v && *v) {
-        if (!strcmp(v, "0")) g_cfg.completion = 0;
-        else if (strcmp(v, "1") != 0) pending("ignoring %s=%s (want 0 or 1); using %s", "TRSHIM_COMPLETION", v, "1");
-    }
+    read_flag("TRSHIM_COMPLETION", &g_cfg.completion);
+    read_flag("TRSHIM_KEEP_RING", &g_cfg.keep_ring);
+    read_flag("TRSHIM_QUIET", &g_cfg.quiet);
     v = getenv("TRSHIM_NANCHECK");
     if (v && *v) {
         if (!strcmp(v, "off")) g_cfg.nancheck = TR_NAN_OFF;

@@ -32,7 +32,8 @@
  *  2 stacks   tr_stack.c, tr_symbols.c (modules, symbols, JSON of
  *             stacks); tr_pystack.c over tr_python.c, tr_python_init.c,
  *             tr_python_read.c (Python stacks)
- *  1 ring     tr_ring.c: the ring file (tr_ring.h)
+ *  1 ring     tr_ring.c: the ring file (tr_ring.h), its records and
+ *             communicators; tr_ring_blobs.c over it: the blob area
  *  0 ground   tr_core.c (settings, process, clocks, per-thread depth,
  *             warnings, threads, the write queue), tr_json.c (streaming JSON),
  *             tr_hash.h, tr_files.c (the trace folder, safe files, the host
@@ -69,6 +70,8 @@ typedef struct {
     int hang_sec;             /* TRSHIM_HANG_SEC, watchdog: seconds a collective may stay incomplete, 0 off, default 300 */
     int snapshot_signal;      /* TRSHIM_SNAPSHOT_SIGNAL: signal that writes the trace and goes on (0: none), default SIGUSR1 */
     int completion;           /* TRSHIM_COMPLETION=0 turns off GPU completion events, default 1 */
+    int keep_ring;            /* TRSHIM_KEEP_RING=1 keeps the ring file after a clean exit wrote the traces, default 0 */
+    int quiet;                /* TRSHIM_QUIET=1: no "recording to" line at activation, default 0 */
     int nancheck;             /* TRSHIM_NANCHECK: TR_NAN_OFF, TR_NAN_OUTPUT, TR_NAN_ALL (default) */
     int nancheck_engine;      /* TRSHIM_NANCHECK_ENGINE: TR_NAN_ENGINE_AUTO (default), _HOST, _GPU */
     uint64_t nancheck_max_bytes;   /* TRSHIM_NANCHECK_MAX_MB, MiB checked per buffer, default 64 */
@@ -149,6 +152,15 @@ void tr_host_name(char *out, size_t cap);
  * [A-Za-z0-9_-], and each '.' unless keep_dot, made '_' (the host in the
  * ring's and the traces' names, the job in the traces'). */
 void tr_clean_name(char *out, size_t cap, const char *in, size_t max, int keep_dot);
+/* The job a process's files are named after: the first job variable set
+ * (TRSHIM_JOB_ID, TORCHELASTIC_RUN_ID, SLURM_JOB_ID...), else the id of its
+ * first communicator (first_comm, 0 when none yet), else "<host>-<pid>";
+ * *source says which ("comm", "process" or the variable). The traces are
+ * named when written and the ring at activation, so a ring made before the
+ * first communicator is renamed by the writer (tr_ring_name_job). */
+void tr_job_id(char *out, size_t cap, const char **source, uint64_t first_comm);
+/* job_id as a part of a file name (tr_clean_name, at most 48 bytes). */
+void tr_job_file_part(char *out, size_t cap, const char *job_id);
 /* The folder, created if missing (0700), opened (O_DIRECTORY) and checked:
  * owned by this user or root, not writable by group or others unless
  * sticky, no link of another user on the way. -1 with errno and *why set

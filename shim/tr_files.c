@@ -86,6 +86,28 @@ void tr_clean_name(char *out, size_t cap, const char *in, size_t max, int keep_d
     out[n] = 0;
 }
 
+void tr_job_id(char *out, size_t cap, const char **source, uint64_t first_comm)
+{
+    const tr_process *proc = tr_proc();
+    if (proc->job_source) {
+        snprintf(out, cap, "%s", proc->job_id);
+        *source = proc->job_source;
+    } else if (first_comm) {
+        snprintf(out, cap, "0x%llx", (unsigned long long)first_comm);   /* as comms[].id */
+        *source = "comm";
+    } else {
+        char host[256];
+        tr_host_name(host, sizeof host);
+        snprintf(out, cap, "%s-%d", host, (int)getpid());
+        *source = "process";
+    }
+}
+
+void tr_job_file_part(char *out, size_t cap, const char *job_id)
+{
+    tr_clean_name(out, cap, job_id, 48, 0);
+}
+
 /* a folder only its owner can change the entries of (others may add their
  * own to a sticky one, never remove or replace ours) */
 static int private_mode(mode_t m)

@@ -4,15 +4,23 @@
  *
  * Opened once, at activation, on the thread of the first recorded call
  * (the only file work an application thread does for the shim). The file
- * is made sparse by ftruncate, then header, comm slots and record slots are
- * allocated on disk (posix_fallocate) so that no store into the mapping on a
- * hot path has to allocate a block, and a full disk cannot turn such a store
- * into SIGBUS. The blob area grows on disk 1 MiB at a time as stacks arrive
- * (a stack seen for the first time costs a full unwind anyway). The file is
- * created exclusively, mode 0600, in the checked trace folder (tr_files.c),
- * and made no larger than the file-size limit allows (fit_limit). When the
- * file cannot be had, the same layout lives in anonymous memory: the JSON
- * traces work as before, only a SIGKILL loses them.
+ * is made sparse by ftruncate at its full size, and each area is backed on
+ * disk (posix_fallocate) as it fills, so a typical rank's file takes a few
+ * hundred KiB of disk however large the ring is, and no store into the
+ * mapping ever lands in a hole: on a full disk such a store would be
+ * SIGBUS in the application. Record slots are backed REC_STEP at a time,
+ * ahead of use by the completion poller (tr_ring_grow_ahead), by the
+ * recording thread itself only when a burst outruns it; communicator slots
+ * COMM_STEP at a time at creation; the blob area as stacks arrive
+ * (tr_ring_blobs.c). When the disk cannot back more, the rest of the record or
+ * communicator area is replaced by anonymous memory (one line): the
+ * traces keep everything, a SIGKILL loses what the file could not hold.
+ * The file is created exclusively, mode 0600, in the checked trace folder
+ * (tr_files.c), and made no larger than the file-size limit allows
+ * (fit_limit). When the file cannot be had, the same layout lives in
+ * anonymous memory: the JSON traces work as before, only a SIGKILL loses
+ * them. A clean exit that wrote every trace removes the file
+ * (tr_ring_retire; TRSHIM_KEEP_RING=1 keeps it).
  *
  * Records: the writer takes an index with one atomic add on the header's
  * head, clears the slot's stamp, fills the slot and stores stamp = index + 1
@@ -20,7 +28,6 @@
  * expects there, before and after copying it. */
 #include <errno.h>
 #include <fcntl.h>
-#include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -31,35 +38,37 @@
 #include <sys/stat.h>
 
 #include "tr_core.h"
-#include "tr_ring.h"
-#include "tr_symbols.h"
+#include "tr_ring_int.h"
 #include "trshim/trace_format.h"
 
 #define RING_MAX_COMMS 1024
 #define RING_FP_INTERVAL 64                 /* a power of two (tr_nccl.c masks with it) */
 #define RING_BLOB_BYTES (32ull << 20)
-#define BLOB_GROW (1ull << 20)              /* blob area allocated on disk in these steps */
+#define PAGE_BYTES 4096ull                  /* areas start on a page: one can become anonymous memory */
+#define REC_STEP 2048ull                    /* record slots backed on disk at a time (256 KiB) */
+#define COMM_STEP 16u                       /* communicator slots backed at a time (16 KiB) */
 
 _Static_assert((RING_FP_INTERVAL & (RING_FP_INTERVAL - 1)) == 0, "fp interval is a power of two");
 
 static trr_header *g_hdr;                   /* NULL: no ring */
 static char *g_comm_area;                  /* comm slots */
 static trr_record *g_rec;
-static char *g_blobs;
+static tr_blob_area g_blob_area;
 static uint64_t g_cap, g_mask;              /* g_mask: capacity - 1 when a power of two, else 0 */
 static char g_path[2400];                   /* "" when in anonymous memory */
-static int g_fd = -1;                       /* the file, for growing the blob area */
-static uint32_t g_max_comms = RING_MAX_COMMS; /* comm slots (fewer under a file-size limit) */
-static uint64_t g_blob_bytes = RING_BLOB_BYTES; /* blob area (smaller under a file-size limit) */
+static char g_name[600];                    /* its name in the trace folder */
+static char g_name_job[64];                 /* the job part of g_name ("" once it cannot change) */
+static int g_fd = -1;                       /* the file, for backing areas as they fill */
+static int g_no_fallocate;                  /* the file system has none: holes are its business (atomic) */
 
-/* blobs: appended under g_blob_mu */
-static pthread_mutex_t g_blob_mu = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t g_blob_end;                 /* bytes used */
-static uint64_t g_blob_disk;                /* bytes allocated on disk (file only) */
-static int g_blob_full;                     /* no more room: every later stack is dropped */
-typedef struct { uint64_t lo, hi; } mod_range;
-static mod_range *g_mods;                   /* modules stored, by [lo, hi) */
-static uint32_t g_nmods, g_capmods;
+/* record and comm slots backed (file) or in memory: below these a store
+ * cannot fault. g_rec_backed is UINT64_MAX once every slot is. Raised
+ * under g_back_mu. */
+static pthread_mutex_t g_back_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t g_rec_backed;
+static uint32_t g_comm_backed;
+static uint32_t g_max_comms = RING_MAX_COMMS; /* comm slots (fewer under a file-size limit) */
+
 
 /* ---- small helpers ------------------------------------------------------------ */
 
@@ -80,11 +89,11 @@ static void copy_str(char *dst, size_t cap, const char *src)
  * g_path), sized, its fixed part allocated on disk, mapped. Returns the
  * mapping, or NULL with *why set (errno kept).
  *
- * The name is trshim.<host>.<pid>.ring. A file of that name that is this
+ * The name is trshim.<job>.<host>.<pid>.ring. A file of that name that is this
  * user's own regular file is an older process's (pid reused): it is
  * replaced, not truncated, so that a reader holding it keeps what it read.
  * Anything else there (another user's file, a link) is left alone and the
- * ring takes the name trshim.<host>.<pid>.<8 random characters>.ring
+ * ring takes the name trshim.<job>.<host>.<pid>.<8 random characters>.ring
  * instead (still trshim.*.ring for tranalyze, which pairs a ring with its
  * traces by the host, pid and start time in its header), with one line. */
 static void *map_file(int dfd, char *name, size_t cap, uint64_t bytes, uint64_t fixed, const char **why)
@@ -96,7 +105,7 @@ static void *map_file(int dfd, char *name, size_t cap, uint64_t bytes, uint64_t 
     int fd = tr_create_at(dfd, name, O_RDWR);
     if (fd < 0 && errno == EEXIST) {
         char prefix[600], other[600];
-        /* trshim.<host>.<pid>.ring -> trshim.<host>.<pid>. */
+        /* trshim.<job>.<host>.<pid>.ring -> trshim.<job>.<host>.<pid>. */
         snprintf(prefix, sizeof prefix, "%.*s", (int)(strlen(name) - strlen(TRSHIM_RING_SUFFIX) + 1), name);
         fd = tr_create_unique(dfd, prefix, TRSHIM_RING_SUFFIX, other, sizeof other, O_RDWR);
         if (fd >= 0) {
@@ -121,7 +130,7 @@ static void *map_file(int dfd, char *name, size_t cap, uint64_t bytes, uint64_t 
     void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (m == MAP_FAILED) goto fail;
     g_fd = fd;
-    g_blob_disk = e == 0 ? 0 : UINT64_MAX;   /* not supported: never asked again */
+    g_no_fallocate = e != 0;     /* not supported: never asked again */
     return m;
 fail:;
     int saved = errno;
@@ -140,11 +149,22 @@ fail:;
  * file fits limit: the largest area is halved until it does (the blob area
  * goes to 0 below RING_MIN_BLOBS). 0, or -1 when even the smallest ring
  * does not fit. */
+static uint64_t page_up(uint64_t n) { return (n + PAGE_BYTES - 1) / PAGE_BYTES * PAGE_BYTES; }
+
+/* The areas' offsets for cap records and comms slots, each on a page; the
+ * file's size with blob bytes of blobs. */
+static uint64_t layout(uint64_t cap, uint64_t comms, uint64_t blob, uint64_t *off_records, uint64_t *off_blobs)
+{
+    *off_records = page_up(TRR_HEADER_BYTES + comms * TRR_COMM_BYTES);
+    *off_blobs = page_up(*off_records + cap * TRR_RECORD_BYTES);
+    return *off_blobs + blob;
+}
+
 static int fit_limit(uint64_t limit, uint64_t *cap, uint64_t *comms, uint64_t *blob)
 {
     for (;;) {
-        uint64_t rec = *cap * TRR_RECORD_BYTES, com = *comms * TRR_COMM_BYTES;
-        if (TRR_HEADER_BYTES + com + rec + *blob <= limit) return 0;
+        uint64_t rec = *cap * TRR_RECORD_BYTES, com = *comms * TRR_COMM_BYTES, o1, o2;
+        if (layout(*cap, *comms, *blob, &o1, &o2) <= limit) return 0;
         if (*blob && *blob >= rec && *blob >= com) *blob = *blob / 2 >= RING_MIN_BLOBS ? *blob / 2 : 0;
         else if (*cap > RING_MIN_RECORDS && rec >= com) *cap = *cap / 2 > RING_MIN_RECORDS ? *cap / 2 : RING_MIN_RECORDS;
         else if (*comms > RING_MIN_COMMS) *comms = *comms / 2 > RING_MIN_COMMS ? *comms / 2 : RING_MIN_COMMS;
@@ -154,6 +174,141 @@ static int fit_limit(uint64_t limit, uint64_t *cap, uint64_t *comms, uint64_t *b
     }
 }
 
+/* Backs [off, off + len) of the file on disk: 0 (also when the file
+ * system cannot: g_no_fallocate), or the error. The range is within the
+ * file's size, but a file-size limit lowered since the file was made
+ * would turn glibc's emulation of fallocate (a write per block, where the
+ * file system has none) into SIGXFSZ: EFBIG instead. */
+static int back_file(uint64_t off, uint64_t len)
+{
+    if (g_fd < 0 || __atomic_load_n(&g_no_fallocate, __ATOMIC_RELAXED) || !len) return 0;
+    if (off + len > tr_fsize_limit()) return EFBIG;
+    int e = posix_fallocate(g_fd, (off_t)off, (off_t)len);
+    if (e == EOPNOTSUPP || e == EINVAL) {
+        __atomic_store_n(&g_no_fallocate, 1, __ATOMIC_RELAXED);
+        return 0;
+    }
+    return e;
+}
+
+int tr_ring_back_file(uint64_t off, uint64_t len) { return back_file(off, len); }
+
+/* [off, end) of the mapping (pages) becomes anonymous memory: stores there
+ * can no longer fault, and no longer reach the file. 0, or -1. */
+static int to_memory(uint64_t off, uint64_t end)
+{
+    if (end <= off) return 0;
+    void *at = (char *)g_hdr + off;
+    void *m = mmap(at, end - off, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    return m == at ? 0 : -1;
+}
+
+static uint32_t first_comms(uint64_t comms) { return comms < COMM_STEP ? (uint32_t)comms : COMM_STEP; }
+static uint64_t first_records(uint64_t cap) { return cap < REC_STEP ? cap : REC_STEP; }
+
+/* Record slots up to slot `upto` (exclusive, at most the capacity) backed,
+ * g_back_mu held. 1, or 0 when they can be had in no way. */
+static int back_records_locked(uint64_t upto)
+{
+    if (g_rec_backed >= upto) return 1;
+    uint64_t want = (upto + REC_STEP - 1) / REC_STEP * REC_STEP;
+    if (want > g_cap) want = g_cap;
+    int e = back_file(g_hdr->off_records + g_rec_backed * TRR_RECORD_BYTES, (want - g_rec_backed) * TRR_RECORD_BYTES);
+    if (e) {
+        tr_warn("the ring file %s cannot grow (%s): newer calls are kept in memory only, lost if the process is "
+                "killed",
+                g_path, strerror(e));
+        if (to_memory(g_hdr->off_records + g_rec_backed * TRR_RECORD_BYTES, g_hdr->off_blobs) != 0) return 0;
+        want = g_cap;
+    }
+    __atomic_store_n(&g_rec_backed, want == g_cap ? UINT64_MAX : want, __ATOMIC_RELEASE);
+    return 1;
+}
+
+/* The slot of record index i can be stored into: 1, or 0 (no record). */
+static int back_record(uint64_t i)
+{
+    pthread_mutex_lock(&g_back_mu);
+    int ok = back_records_locked(i < g_cap ? i + 1 : g_cap);
+    pthread_mutex_unlock(&g_back_mu);
+    return ok;
+}
+
+void tr_ring_grow_ahead(void)
+{
+    uint64_t backed = g_hdr ? __atomic_load_n(&g_rec_backed, __ATOMIC_ACQUIRE) : UINT64_MAX;
+    if (backed == UINT64_MAX || __atomic_load_n(&g_hdr->head, __ATOMIC_RELAXED) + REC_STEP / 2 < backed) return;
+    pthread_mutex_lock(&g_back_mu);
+    back_records_locked(backed + REC_STEP < g_cap ? backed + REC_STEP : g_cap);
+    pthread_mutex_unlock(&g_back_mu);
+}
+
+/* Communicator slot `slot` can be stored into: 1, or 0. */
+static int back_comm(int32_t slot)
+{
+    if ((uint32_t)slot < __atomic_load_n(&g_comm_backed, __ATOMIC_ACQUIRE)) return 1;
+    pthread_mutex_lock(&g_back_mu);
+    int ok = 1;
+    uint32_t backed = g_comm_backed;
+    if ((uint32_t)slot >= backed) {
+        uint32_t want = ((uint32_t)slot / COMM_STEP + 1) * COMM_STEP;
+        if (want > g_max_comms) want = g_max_comms;
+        int e = back_file(g_hdr->off_comms + (uint64_t)backed * TRR_COMM_BYTES, (uint64_t)(want - backed) * TRR_COMM_BYTES);
+        if (e) {
+            tr_warn("the ring file %s cannot grow (%s): newer communicators are kept in memory only, lost if the "
+                    "process is killed",
+                    g_path, strerror(e));
+            ok = to_memory(g_hdr->off_comms + (uint64_t)backed * TRR_COMM_BYTES, g_hdr->off_records) == 0;
+            want = g_max_comms;
+        }
+        if (ok) __atomic_store_n(&g_comm_backed, want, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&g_back_mu);
+    return ok;
+}
+
+/* trshim.<job>.<host>.<pid>.ring, the host cleaned as the traces' names have it */
+static void ring_name(char *out, size_t cap, const char *job_part)
+{
+    char host[256], host_clean[256];
+    tr_host_name(host, sizeof host);
+    tr_clean_name(host_clean, sizeof host_clean, host, sizeof host_clean, 1);
+    snprintf(out, cap, TRSHIM_TRACE_PREFIX "%s.%s.%d" TRSHIM_RING_SUFFIX, job_part, host_clean, (int)getpid());
+}
+
+/* The file at name in folder dfd is the ring's own (not replaced since). */
+static int is_own_file(int dfd, const char *name)
+{
+    struct stat a, b;
+    return g_fd >= 0 && fstat(g_fd, &a) == 0 && fstatat(dfd, name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+           a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+void tr_ring_name_job(int dfd, const char *job_part)
+{
+    if (!g_hdr || !g_path[0] || !g_name_job[0] || !strcmp(job_part, g_name_job)) return;
+    char canonical[sizeof g_name], name[sizeof g_name];
+    ring_name(canonical, sizeof canonical, g_name_job);
+    g_name_job[0] = 0;           /* renamed once, or never when this fails */
+    if (strcmp(canonical, g_name) != 0 || !is_own_file(dfd, g_name)) return;   /* a name of its own (map_file) */
+    ring_name(name, sizeof name, job_part);
+    /* no replace: a file of another there stays, and so does our name */
+    if (renameat2(dfd, g_name, dfd, name, RENAME_NOREPLACE) != 0) return;
+    snprintf(g_name, sizeof g_name, "%s", name);
+    snprintf(g_path, sizeof g_path, "%s/%s", tr_dir_path(), name);
+}
+
+void tr_ring_retire(void)
+{
+    if (!g_hdr || !g_path[0]) return;
+    const char *why;
+    int dfd = tr_dir_open(&why);
+    if (dfd < 0) return;
+    if (is_own_file(dfd, g_name)) unlinkat(dfd, g_name, 0);
+    close(dfd);
+}
+
 int tr_ring_open(void)
 {
     if (g_hdr) return 0;
@@ -161,10 +316,13 @@ int tr_ring_open(void)
     const tr_process *proc = tr_proc();
     uint64_t cap = cfg->ring ? cfg->ring : 131072;
     uint64_t comms = RING_MAX_COMMS, blob = RING_BLOB_BYTES;
-    char host[256], host_clean[256], name[600];
+    char host[256], job[300];
+    const char *job_source;
     tr_host_name(host, sizeof host);
-    tr_clean_name(host_clean, sizeof host_clean, host, sizeof host_clean, 1);    /* as the traces' names have it */
-    snprintf(name, sizeof name, TRSHIM_TRACE_PREFIX "%s.%d" TRSHIM_RING_SUFFIX, host_clean, (int)getpid());
+    tr_job_id(job, sizeof job, &job_source, 0);
+    tr_job_file_part(g_name_job, sizeof g_name_job, job);
+    ring_name(g_name, sizeof g_name, g_name_job);
+    char *name = g_name;
     snprintf(g_path, sizeof g_path, "%s/%s", tr_dir_path(), name);
     /* the trace folder, checked here once at activation: when refused (one
      * line, from tr_dir_open), no file at all */
@@ -192,22 +350,39 @@ int tr_ring_open(void)
             blob = b;
         }
     }
-    uint64_t off_comms = TRR_HEADER_BYTES;
-    uint64_t off_records = off_comms + comms * TRR_COMM_BYTES;
-    uint64_t off_blobs = off_records + cap * TRR_RECORD_BYTES;
-    uint64_t bytes = off_blobs + blob;
+    uint64_t off_comms = TRR_HEADER_BYTES, off_records, off_blobs;
+    uint64_t bytes = layout(cap, comms, blob, &off_records, &off_blobs);
 
     char *base = NULL;
     if (file_ok) {
-        if (dfd >= 0) base = map_file(dfd, name, sizeof name, bytes, off_blobs, &why);
+        if (dfd >= 0) base = map_file(dfd, name, sizeof g_name, bytes, TRR_HEADER_BYTES, &why);
         else errno = dir_errno;
+        /* the first slots of each area, so that activation fails here, with
+         * its line, when the disk is full */
+        int e = 0;
+        if (base && ((e = back_file(off_comms, (uint64_t)first_comms(comms) * TRR_COMM_BYTES)) ||
+                     (e = back_file(off_records, first_records(cap) * TRR_RECORD_BYTES)))) {
+            errno = e;
+            why = "cannot allocate";
+            munmap(base, bytes);
+            close(g_fd);
+            g_fd = -1;
+            unlinkat(dfd, name, 0);
+            base = NULL;
+        }
         if (!base)
             tr_warn("cannot keep the ring file %s (%s: %s): records are kept in memory only, lost if the "
                     "process is killed",
                     g_path, why, strerror(errno));
     }
     if (dfd >= 0) close(dfd);
-    if (!base) {
+    if (base) {
+        g_comm_backed = first_comms(comms);
+        g_rec_backed = first_records(cap) == cap ? UINT64_MAX : first_records(cap);
+    } else {
+        g_name_job[0] = 0;
+        g_comm_backed = (uint32_t)comms;
+        g_rec_backed = UINT64_MAX;
         g_path[0] = 0;
         base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (base == MAP_FAILED) {
@@ -217,7 +392,6 @@ int tr_ring_open(void)
         }
     }
     g_max_comms = (uint32_t)comms;
-    g_blob_bytes = blob;
     trr_header *h = (trr_header *)base;
     h->version = TRSHIM_RING_VERSION;
     h->header_bytes = TRR_HEADER_BYTES;
@@ -251,12 +425,17 @@ int tr_ring_open(void)
 
     g_comm_area = base + off_comms;
     g_rec = (trr_record *)(base + off_records);
-    g_blobs = base + off_blobs;
+    g_blob_area = (tr_blob_area){.hdr = h, .base = base + off_blobs, .bytes = blob};
     g_cap = cap;
     g_mask = (cap & (cap - 1)) == 0 ? cap - 1 : 0;
     atomic_thread_fence(memory_order_release);
     g_hdr = h;
     return 0;
+}
+
+const tr_blob_area *tr_ring_blob_area(void)
+{
+    return g_hdr ? &g_blob_area : NULL;
 }
 
 const char *tr_ring_path(void) { return g_hdr && g_path[0] ? g_path : NULL; }
@@ -275,6 +454,7 @@ trr_record *tr_ring_alloc(uint64_t *index)
     if (!h) return NULL;
     uint64_t i = __atomic_fetch_add(&h->head, 1, __ATOMIC_RELAXED);
     *index = i;
+    if (__builtin_expect(i >= __atomic_load_n(&g_rec_backed, __ATOMIC_ACQUIRE), 0) && !back_record(i)) return NULL;
     trr_record *r = slot_of(i);
     __atomic_store_n(&r->stamp, 0, __ATOMIC_RELAXED);
     /* the cleared stamp is visible before any field changes (a reader of the
@@ -340,13 +520,17 @@ trr_comm *tr_ring_comm_new(int32_t *slot)
         return NULL;
     }
     *slot = (int32_t)n;
+    if (!back_comm(*slot)) {
+        __atomic_fetch_add(&g_hdr->comms_dropped, 1, __ATOMIC_RELAXED);
+        return NULL;
+    }
     return comm_init_slot((int32_t)n);
 }
 
 trr_comm *tr_ring_comm_claim(int32_t slot)
 {
     if (!g_hdr || slot < 0) return NULL;
-    if ((uint32_t)slot >= g_max_comms) {
+    if ((uint32_t)slot >= g_max_comms || !back_comm(slot)) {
         __atomic_fetch_add(&g_hdr->comms_dropped, 1, __ATOMIC_RELAXED);
         return NULL;
     }
@@ -367,232 +551,6 @@ trr_comm *tr_ring_comm_at(int32_t slot)
 }
 
 uint32_t tr_ring_fp_interval(void) { return RING_FP_INTERVAL; }
-
-/* ---- blobs: stacks and modules ------------------------------------------------------ */
-
-/* Room for a blob of payload bytes (g_blob_mu held): its header, or NULL
- * when the area is full (or cannot grow on disk). */
-static trr_blob *blob_reserve(size_t payload)
-{
-    uint64_t need = sizeof(trr_blob) + ((payload + 7) & ~(size_t)7);
-    if (g_blob_full || g_blob_end + need > g_blob_bytes) {
-        g_blob_full = 1;
-        return NULL;
-    }
-    if (g_fd >= 0 && g_blob_disk != UINT64_MAX && g_blob_end + need > g_blob_disk) {
-        uint64_t want = (g_blob_end + need + BLOB_GROW - 1) / BLOB_GROW * BLOB_GROW;
-        if (want > g_blob_bytes) want = g_blob_bytes;
-        /* within the file's size, but a file-size limit lowered since the
-         * file was made would turn glibc's emulation of fallocate (a write
-         * per block, where the file system has none) into SIGXFSZ */
-        if (g_hdr->off_blobs + want > tr_fsize_limit()) {
-            tr_warn("the file-size limit (ulimit -f) was lowered below the ring file's size: later stacks are "
-                    "not kept in it");
-            g_blob_full = 1;
-            return NULL;
-        }
-        int e = posix_fallocate(g_fd, (off_t)(g_hdr->off_blobs + g_blob_disk), (off_t)(want - g_blob_disk));
-        if (e == EOPNOTSUPP || e == EINVAL) {
-            g_blob_disk = UINT64_MAX;
-        } else if (e != 0) {
-            /* a store into a hole of a full disk would be SIGBUS: stop here */
-            tr_warn("the ring file's stack area cannot grow (%s): later stacks are not kept in it", strerror(e));
-            g_blob_full = 1;
-            return NULL;
-        } else {
-            g_blob_disk = want;
-        }
-    }
-    trr_blob *b = (trr_blob *)(g_blobs + g_blob_end);
-    b->bytes = (uint32_t)(need - sizeof(trr_blob));
-    return b;
-}
-
-static void blob_commit(trr_blob *b, uint32_t kind)
-{
-    __atomic_store_n(&b->kind, kind, __ATOMIC_RELEASE);
-    g_blob_end += sizeof *b + b->bytes;
-    __atomic_store_n(&g_hdr->blob_used, g_blob_end, __ATOMIC_RELEASE);
-}
-
-static int module_known(uint64_t a)
-{
-    for (uint32_t m = 0; m < g_nmods; m++)
-        if (a >= g_mods[m].lo && a < g_mods[m].hi) return 1;
-    return 0;
-}
-
-/* A module an address of a new stack falls in, found outside every lock. */
-typedef struct {
-    uint64_t base, lo, hi;
-    char build_id[sizeof ((trr_module *)0)->build_id];
-    char *path;
-} found_mod;
-
-typedef struct {
-    const uint64_t *want;       /* addresses in no stored module */
-    uint32_t nwant;
-    found_mod *mods;
-    uint32_t nmods;
-    int first;                  /* the next module reported is the first (the main program) */
-} find_ctx;
-
-static int find_cb(struct dl_phdr_info *info, size_t size, void *data)
-{
-    (void)size;
-    find_ctx *x = data;
-    int first = x->first;
-    x->first = 0;
-    uint64_t lo = UINT64_MAX, hi = 0;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_LOAD) continue;
-        uint64_t a = info->dlpi_addr + ph->p_vaddr;
-        if (a < lo) lo = a;
-        if (a + ph->p_memsz > hi) hi = a + ph->p_memsz;
-    }
-    if (lo >= hi) return 0;
-    int hit = 0;
-    for (uint32_t k = 0; k < x->nwant && !hit; k++) hit = x->want[k] >= lo && x->want[k] < hi;
-    if (!hit || x->nmods >= x->nwant) return 0;
-    found_mod *m = &x->mods[x->nmods];
-    char exe[4096];
-    m->path = strdup(tr_module_path(info, first, exe, sizeof exe));
-    if (!m->path) return 0;
-    m->base = info->dlpi_addr;
-    m->lo = lo;
-    m->hi = hi;
-    tr_module_build_id(info, m->build_id, sizeof m->build_id);
-    x->nmods++;
-    return x->nmods == x->nwant;     /* every address placed: stop (at most one module each) */
-}
-
-static void store_module(const found_mod *f)
-{
-    if (module_known(f->lo)) return;          /* another thread stored it meanwhile */
-    if (g_nmods == g_capmods) {
-        uint32_t cap = g_capmods ? 2 * g_capmods : 64;
-        mod_range *grown = realloc(g_mods, cap * sizeof *grown);
-        if (!grown) return;
-        g_mods = grown;
-        g_capmods = cap;
-    }
-    size_t plen = strlen(f->path) + 1;
-    trr_blob *b = blob_reserve(sizeof(trr_module) + plen);
-    if (!b) return;
-    trr_module *m = (trr_module *)(b + 1);
-    m->index = g_nmods;
-    m->path_len = (uint32_t)plen;
-    m->base = f->base;
-    m->lo = f->lo;
-    m->hi = f->hi;
-    memcpy(m->build_id, f->build_id, sizeof m->build_id);
-    memcpy(m + 1, f->path, plen);
-    blob_commit(b, TRR_BLOB_MODULE);
-    g_mods[g_nmods++] = (mod_range){f->lo, f->hi};
-}
-
-void tr_ring_add_stack(uint32_t idx, const uintptr_t *ip, uint32_t n)
-{
-    if (!g_hdr) return;
-    uint64_t *want = malloc((n ? n : 1) * sizeof *want);
-    found_mod *found = malloc((n ? n : 1) * sizeof *found);
-    find_ctx x = {.want = want, .mods = found, .first = 1};
-    if (!want || !found) goto drop;
-    /* addresses in modules not stored yet; the modules themselves are looked
-     * up without our lock held (dl_iterate_phdr takes the loader's) */
-    pthread_mutex_lock(&g_blob_mu);
-    for (uint32_t f = 0; f < n; f++) {
-        int dup = 0;
-        for (uint32_t k = 0; k < x.nwant && !dup; k++) dup = want[k] == ip[f];
-        if (!dup && !module_known(ip[f])) want[x.nwant++] = ip[f];
-    }
-    int full = g_blob_full;
-    pthread_mutex_unlock(&g_blob_mu);
-    if (full) goto drop;
-    if (x.nwant) dl_iterate_phdr(find_cb, &x);
-
-    pthread_mutex_lock(&g_blob_mu);
-    for (uint32_t m = 0; m < x.nmods; m++) store_module(&found[m]);
-    trr_blob *b = blob_reserve(sizeof(trr_stack) + (size_t)n * sizeof(uint64_t));
-    if (b) {
-        trr_stack *s = (trr_stack *)(b + 1);
-        s->index = idx;
-        s->n = n;
-        uint64_t *out = (uint64_t *)(s + 1);
-        for (uint32_t f = 0; f < n; f++) out[f] = ip[f];
-        blob_commit(b, TRR_BLOB_STACK);
-    }
-    pthread_mutex_unlock(&g_blob_mu);
-    for (uint32_t m = 0; m < x.nmods; m++) free(found[m].path);
-    free(want);
-    free(found);
-    if (b) return;
-    __atomic_fetch_add(&g_hdr->stacks_dropped, 1, __ATOMIC_RELAXED);
-    return;
-drop:
-    free(want);
-    free(found);
-    __atomic_fetch_add(&g_hdr->stacks_dropped, 1, __ATOMIC_RELAXED);
-}
-
-/* ---- blobs: Python code objects and stacks ------------------------------------------ */
-
-int tr_ring_add_pycode(uint32_t idx, int32_t firstlineno, const char *file, const char *qualname)
-{
-    if (!g_hdr) return 0;
-    size_t flen = strlen(file) + 1, nlen = strlen(qualname) + 1;
-    pthread_mutex_lock(&g_blob_mu);
-    trr_blob *b = blob_reserve(sizeof(trr_pycode) + flen + nlen);
-    if (b) {
-        trr_pycode *c = (trr_pycode *)(b + 1);
-        c->index = idx;
-        c->firstlineno = firstlineno;
-        c->file_len = (uint32_t)flen;
-        c->name_len = (uint32_t)nlen;
-        memcpy((char *)(c + 1), file, flen);
-        memcpy((char *)(c + 1) + flen, qualname, nlen);
-        blob_commit(b, TRR_BLOB_PYCODE);
-    }
-    pthread_mutex_unlock(&g_blob_mu);
-    return b != NULL;
-}
-
-int tr_ring_add_pystack(uint32_t idx, const trr_pyframe *frames, uint32_t n)
-{
-    if (!g_hdr) return 0;
-    pthread_mutex_lock(&g_blob_mu);
-    trr_blob *b = blob_reserve(sizeof(trr_pystack) + (size_t)n * sizeof(trr_pyframe));
-    if (b) {
-        trr_pystack *s = (trr_pystack *)(b + 1);
-        s->index = idx;
-        s->n = n;
-        memcpy(s + 1, frames, (size_t)n * sizeof(trr_pyframe));
-        blob_commit(b, TRR_BLOB_PYSTACK);
-    }
-    pthread_mutex_unlock(&g_blob_mu);
-    if (!b) tr_ring_stack_dropped();
-    return b != NULL;
-}
-
-int tr_ring_add_blob(uint32_t kind, const void *head, size_t head_len, const void *tail, size_t tail_len)
-{
-    if (!g_hdr) return 0;
-    pthread_mutex_lock(&g_blob_mu);
-    trr_blob *b = blob_reserve(head_len + tail_len);
-    if (b) {
-        memcpy(b + 1, head, head_len);
-        if (tail_len) memcpy((char *)(b + 1) + head_len, tail, tail_len);
-        blob_commit(b, kind);
-    }
-    pthread_mutex_unlock(&g_blob_mu);
-    return b != NULL;
-}
-
-void tr_ring_stack_dropped(void)
-{
-    if (g_hdr) __atomic_fetch_add(&g_hdr->stacks_dropped, 1, __ATOMIC_RELAXED);
-}
 
 /* ---- process state -------------------------------------------------------------------- */
 

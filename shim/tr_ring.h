@@ -1,6 +1,6 @@
 /* The ring file (tr_ring.c): records, communicators, stacks and modules
  * stored as they happen in a MAP_SHARED mapping of
- * TRSHIM_DIR/trshim.<host>.<pid>.ring, so that a killed process leaves them
+ * TRSHIM_DIR/trshim.<job>.<host>.<pid>.ring, so that a killed process leaves them
  * behind. Layout and commit protocol: include/trshim/ring_format.h. When the
  * file cannot be made (unwritable folder, full disk), the same layout lives
  * in anonymous memory: one "trshim:" line, everything else unchanged. */
@@ -66,6 +66,17 @@ int tr_ring_add_pystack(uint32_t idx, const trr_pyframe *frames, uint32_t n);
 int tr_ring_add_blob(uint32_t kind, const void *head, size_t head_len, const void *tail, size_t tail_len);
 /* A stack (native or Python) not stored: counted in the header's stacks_dropped. */
 void tr_ring_stack_dropped(void);
+
+/* Backs the next record slots on disk ahead of use when the ring file is
+ * filling (the completion poller, each turn: one load when nothing to do). */
+void tr_ring_grow_ahead(void);
+/* The writer named the traces after job_part (tr_job_file_part): the ring
+ * file, named at activation, takes the same job (renamed once, in folder
+ * dfd; left as it is when that fails). With the writer's lock held. */
+void tr_ring_name_job(int dfd, const char *job_part);
+/* After a clean exit wrote every trace: the ring file is removed (the
+ * mapping stays for whatever still records). */
+void tr_ring_retire(void);
 
 /* Process state in the header; async-signal-safe. */
 void tr_ring_set_state(int state, int signo);

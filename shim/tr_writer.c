@@ -296,6 +296,8 @@ static void fill_trace(FILE *f, const void *arg)
     trj_int(&j, "hang_sec", cfg->hang_sec);
     trj_int(&j, "snapshot_signal", cfg->snapshot_signal);
     trj_bool(&j, "completion", cfg->completion);
+    trj_bool(&j, "keep_ring", cfg->keep_ring);
+    trj_bool(&j, "quiet", cfg->quiet);
     trj_object_end(&j);
     trj_object_begin(&j, "clock");
     trj_double(&j, "realtime", proc->start_realtime);
@@ -428,47 +430,36 @@ static void trace_name(char *out, size_t cap, const char *job_clean, const tr_ra
     snprintf(out, cap, TRSHIM_TRACE_PREFIX "%s.r%s.%s.%d.json", job_clean, rank, host_clean, (int)getpid());
 }
 
-/* Called with g_write_mu held. */
-static void write_all(tr_write_reason reason, int signo, int from_writer)
+/* Every rank's trace, called with g_write_mu held: 1 when each was written. */
+static int write_all(tr_write_reason reason, int signo, int from_writer)
 {
-    const tr_process *proc = tr_proc();
     query_versions(from_writer);
-    if (tr_dir_refused()) return;        /* said once, at activation */
+    if (tr_dir_refused()) return 0;      /* said once, at activation */
     const char *why = NULL;
     int dfd = tr_dir_open(&why);
     if (dfd < 0) {
         if (!tr_dir_refused()) tr_warn("cannot write traces in %s (%s: %s)", tr_dir_path(), why, strerror(errno));
-        return;
+        return 0;
     }
     char host[256], job[300], job_clean[64], host_clean[256];
     tr_host_name(host, sizeof host);
     utf8_clean(host);
     write_ctx w = {.host = host, .reason = reason, .signo = signo};
-    uint64_t first = tr_nccl_first_comm_id();
-    if (proc->job_source) {
-        snprintf(job, sizeof job, "%s", proc->job_id);
-        w.job_id = utf8_clean(job);
-        w.job_source = proc->job_source;
-    } else if (first) {
-        snprintf(job, sizeof job, "0x%llx", (unsigned long long)first);   /* as comms[].id */
-        w.job_id = job;
-        w.job_source = "comm";
-    } else {
-        snprintf(job, sizeof job, "%s-%d", host, (int)getpid());
-        w.job_id = job;
-        w.job_source = "process";
-    }
-    tr_clean_name(job_clean, sizeof job_clean, w.job_id, 48, 0);
+    tr_job_id(job, sizeof job, &w.job_source, tr_nccl_first_comm_id());
+    w.job_id = utf8_clean(job);
+    tr_job_file_part(job_clean, sizeof job_clean, w.job_id);
     tr_clean_name(host_clean, sizeof host_clean, host, sizeof host_clean, 1);
+    tr_ring_name_job(dfd, job_clean);     /* before the traces, which name the ring */
 
     tr_rank_view views[MAX_VIEWS];
     int nv = tr_nccl_ranks(views, MAX_VIEWS);
     char *names[MAX_VIEWS];          /* every trace this write is for */
-    int ok[MAX_VIEWS], nn = 0;
+    int ok[MAX_VIEWS], nn = 0, all_ok = nv > 0;
     for (int v = 0; v < nv; v++) {
         char name[700];
         trace_name(name, sizeof name, job_clean, &views[v], host_clean);
         int r = write_trace(dfd, name, &views[v], &w);
+        all_ok &= r == 0;
         if ((names[nn] = strdup(name))) ok[nn++] = r == 0;
     }
     /* a rank whose file name changed (rank learnt later, one rank became
@@ -506,6 +497,7 @@ static void write_all(tr_write_reason reason, int signo, int from_writer)
         forget_marker(m);
     }
     close(dfd);
+    return all_ok;
 }
 
 /* ---- the writer thread ---------------------------------------------------------------- */
@@ -565,9 +557,11 @@ void tr_writer_exit(void)
     pthread_mutex_lock(&g_write_mu);
     atomic_store(&g_exit_tid, tr_tid());
     if (!atomic_load(&g_exited)) {
-        write_all(TR_WRITE_EXIT, 0, 0);
+        int written = write_all(TR_WRITE_EXIT, 0, 0);
         atomic_store(&g_exited, 1);
         tr_ring_set_state(TRR_EXITED, 0);   /* after the write: EXITED means its trace is complete */
+        /* the traces hold all the ring has: the ring file is redundant */
+        if (written && !tr_cfg()->keep_ring) tr_ring_retire();
     }
     atomic_store(&g_exit_tid, 0);
     pthread_mutex_unlock(&g_write_mu);

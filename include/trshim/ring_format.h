@@ -34,7 +34,7 @@
 
 #define TRSHIM_RING_MAGIC "TRSHRING"      /* 8 bytes, no NUL */
 #define TRSHIM_RING_VERSION 1
-/* File names: TRSHIM_TRACE_PREFIX<host>.<pid>.ring (one per process) */
+/* File names: TRSHIM_TRACE_PREFIX<job>.<host>.<pid>.ring (one per process; the job as in the traces' names) */
 #define TRSHIM_RING_SUFFIX ".ring"
 
 #define TRR_HEADER_BYTES 4096

@@ -42,7 +42,8 @@ LAUNCHER_JOB_VARS = ("TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "OMPI_MCA_ess_base_j
 # carry those set here to every rank
 SHIM_SETTINGS = ("TRSHIM", "TRSHIM_DIR", "TRSHIM_JOB_ID", "TRSHIM_STACK_DEPTH", "TRSHIM_PYSTACK_DEPTH", "TRSHIM_RING",
                  "TRSHIM_HANG_SEC", "TRSHIM_SNAPSHOT_SIGNAL", "TRSHIM_COMPLETION", "TRSHIM_NANCHECK",
-                 "TRSHIM_NANCHECK_ENGINE", "TRSHIM_NANCHECK_MAX_MB", "TRSHIM_NANCHECK_POOL_MB", "TRSHIM_STACK_CACHE")
+                 "TRSHIM_NANCHECK_ENGINE", "TRSHIM_NANCHECK_MAX_MB", "TRSHIM_NANCHECK_POOL_MB", "TRSHIM_STACK_CACHE",
+                 "TRSHIM_KEEP_RING", "TRSHIM_QUIET")
 # CPython versions whose frames the shim reads (Python call sites; shim/tr_python*.c)
 PY_SUPPORTED = ((3, 10), (3, 14))
 # Default trace folder of the shim (TRSHIM_DIR unset): relative to each process's working folder
@@ -299,6 +300,8 @@ def job_environment(args, env, cmd=None, launcher=None):
     job, why = choose_job_id(args.job_id, env, cmd, launcher)
     if job:
         out["TRSHIM_JOB_ID"] = job
+    if getattr(args, "quiet", False):
+        out["TRSHIM_QUIET"] = "1"     # the "recording to" line is the shim's, once per host
     for k, v in trshim_settings(env).items():
         out.setdefault(k, v)
     return lib, out, why
@@ -541,8 +544,6 @@ def cmd_run(args):
     except OSError as e:
         say("run: cannot make the trace folder %s: %s" % (jobenv["TRSHIM_DIR"], e.strerror))
         return 2
-    if not args.quiet:
-        say("recording to %s (job %s)" % (jobenv["TRSHIM_DIR"], jobenv.get("TRSHIM_JOB_ID") or why))
     env.update(jobenv)
     if not ds_file:
         try:
@@ -1028,7 +1029,7 @@ def parser():
                        "environment is enough.")
     common(r)
     r.add_argument("--dry-run", action="store_true", help="print the environment, files and command; run nothing")
-    r.add_argument("--quiet", "-q", action="store_true", help="no 'recording to' line")
+    r.add_argument("--quiet", "-q", action="store_true", help="no 'recording to' line from the shim (TRSHIM_QUIET=1)")
     r.add_argument("--mpi", choices=("openmpi", "hydra"), help="mpirun's kind (default: from mpirun --version)")
     r.add_argument("--keep-env-file", action="store_true", help="deepspeed: leave .deepspeed_env as written")
     r.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ...")

@@ -2,6 +2,7 @@
 Failure with a message naming what differed; the driver reports it
 (run_case)."""
 import os
+import re
 import sys
 
 
@@ -21,6 +22,16 @@ def check(cond, msg):
 def eq(got, want, what):
     if got != want:
         raise Failure("%s: got %r, expected %r" % (what, got, want))
+
+
+RECORDING_LINE = re.compile(r"^trshim: recording to \S.* \(job .*\)$")
+
+
+def shim_lines(stderr):
+    """The "trshim:" lines of stderr, less the shim's "recording to" line
+    (one per job and host, from local rank 0: tests/shim's recording-line
+    checks it)."""
+    return [l for l in stderr.splitlines() if l.startswith("trshim:") and not RECORDING_LINE.match(l)]
 
 
 def path_of(name):

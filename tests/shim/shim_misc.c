@@ -19,7 +19,12 @@
  *   fsize N    as basic, but lowers its file-size limit (RLIMIT_FSIZE, soft)
  *              to N bytes after the AllReduces: the trace writes at destroy
  *              and exit would cross it
+ *   fill N     100 AllReduces, then fills the file system of the file
+ *              TRSHIM_TEST_FILLER (written until ENOSPC), N more, removes
+ *              the filler and finishes as basic
  * Prints "pid N" for each process that records. */
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -195,6 +200,25 @@ int main(int argc, char **argv)
         if (getrlimit(RLIMIT_FSIZE, &rl) != 0) FAIL("getrlimit: %s", strerror(errno));
         rl.rlim_cur = argc > 2 ? (rlim_t)atoll(argv[2]) : 0;
         if (setrlimit(RLIMIT_FSIZE, &rl) != 0) FAIL("setrlimit: %s", strerror(errno));
+        misc_finish();
+    } else if (!strcmp(mode, "fill")) {
+        int n = argc > 2 ? atoi(argv[2]) : 0;
+        const char *filler = getenv("TRSHIM_TEST_FILLER");
+        if (!filler) FAIL("TRSHIM_TEST_FILLER is not set");
+        misc_init();
+        for (int i = 1; i <= 100; i++) misc_allreduce(1 + i % 64);
+        int fd = open(filler, O_WRONLY | O_CREAT | O_EXCL, 0600);
+        if (fd < 0) FAIL("cannot create %s: %s", filler, strerror(errno));
+        static char block[65536];
+        for (size_t chunk = sizeof block; chunk;) {
+            if (write(fd, block, chunk) < 0) {
+                if (errno != ENOSPC) FAIL("writing %s: %s", filler, strerror(errno));
+                chunk /= 2;
+            }
+        }
+        close(fd);
+        for (int i = 1; i <= n; i++) misc_allreduce(1 + i % 64);
+        if (unlink(filler) != 0) FAIL("cannot remove %s: %s", filler, strerror(errno));
         misc_finish();
     } else if (!strcmp(mode, "chdir")) {
         misc_init();

@@ -28,7 +28,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
-from checks import Failure, Skip, check, eq, path_of, run_case  # noqa: E402
+from checks import Failure, Skip, check, eq, path_of, run_case, shim_lines  # noqa: E402
 import ring  # noqa: E402
 
 ATTACKER = 65533
@@ -50,7 +50,7 @@ def trace_name(pid):
 
 
 def ring_name(pid):
-    return "trshim.%s.%d.ring" % (host_clean(), pid)
+    return "trshim.%s.%s.%d.ring" % (JOB, host_clean(), pid)
 
 
 def marker_name(pid):
@@ -58,7 +58,7 @@ def marker_name(pid):
 
 
 def warnings(stderr):
-    return [l for l in stderr.splitlines() if l.startswith("trshim:")]
+    return shim_lines(stderr)
 
 
 def mode_of(path):
@@ -93,6 +93,7 @@ class Case:
         env = {k: v for k, v in os.environ.items() if not SCRUB.match(k)}
         env["TRSHIM_DIR"] = traces
         env["TRSHIM_JOB_ID"] = JOB
+        env["TRSHIM_KEEP_RING"] = "1"       # the cases look at the ring file after the exit
         if preload:
             env["LD_PRELOAD"] = path_of("TRSHIM_LIB")
         for k, v in (extra or {}).items():
@@ -169,7 +170,7 @@ def check_ring(path, pid, uid=0):
     return r
 
 
-RANDOM_RING = r"^trshim\.%s\.%d\.[A-Za-z0-9]{8}\.ring$"
+RANDOM_RING = r"^trshim\." + JOB + r"\.%s\.%d\.[A-Za-z0-9]{8}\.ring$"
 
 
 # ---- links planted in the folder --------------------------------------------------------------------
@@ -198,7 +199,7 @@ def case_links(c, where):
     ln = "ln -s %s \"$TRSHIM_DIR\"/%s"
     plant = "; ".join([ln % (targets["tmp"], "trshim.%s.r0.%s.$$.json.tmp.$$" % (JOB, host_clean())),
                        ln % (targets["final"], "trshim.%s.r0.%s.$$.json" % (JOB, host_clean())),
-                       ln % (targets["ring"], "trshim.%s.$$.ring" % host_clean())])
+                       ln % (targets["ring"], "trshim.%s.%s.$$.ring" % (JOB, host_clean()))])
     if where == "shared":
         plant = " ".join(as_user(ATTACKER, ["sh", "-c", "'%s'" % plant.replace("$$", "$PPID")]))
     plain = c.plain()
@@ -232,9 +233,9 @@ def case_ring_taken(c):
     d = os.path.join(c.tmp, "traces")
     os.makedirs(d)
     os.chmod(d, 0o1777)
-    plant = " ".join(as_user(ATTACKER, ["sh", "-c", "'echo planted > \"$TRSHIM_DIR\"/trshim.%s.$PPID.ring; "
-                                                    "chmod 666 \"$TRSHIM_DIR\"/trshim.%s.$PPID.ring'"
-                                        % (host_clean(), host_clean())]))
+    plant = " ".join(as_user(ATTACKER, ["sh", "-c", "'echo planted > \"$TRSHIM_DIR\"/trshim.%s.%s.$PPID.ring; "
+                                                    "chmod 666 \"$TRSHIM_DIR\"/trshim.%s.%s.$PPID.ring'"
+                                        % (JOB, host_clean(), JOB, host_clean())]))
     plain = c.plain(user=NOBODY)
     p, pid = c.job(d, plant=plant, user=NOBODY)
     same_output(p, plain, "ring taken")
@@ -431,10 +432,10 @@ def case_full(c):
     mnt = os.path.join(c.tmp, "mnt")
     c.mount_tmpfs(mnt, 4 << 20)
     d = os.path.join(mnt, "traces")
-    # TRSHIM_RING=64: the ring's allocated part is header + 1024 communicator slots + 64 records,
-    # and the blob area's first MiB (the loaded NCCL's description, at the first communicator);
+    # TRSHIM_RING=64: the ring's backed part is header + 16 communicator slots + 64 records,
+    # and the blob area's first 64 KiB (the loaded NCCL's description, at the first communicator);
     # no stacks: it grows no further
-    ring_bytes = 4096 + 1024 * 1024 + 64 * 128 + (1 << 20)
+    ring_bytes = 4096 + 16 * 1024 + 64 * 128 + (64 << 10)
     st = os.statvfs(mnt)
     free = st.f_bavail * st.f_frsize
     with open(os.path.join(mnt, "filler"), "wb") as f:
@@ -456,6 +457,41 @@ def case_full(c):
     check_ring(os.path.join(d, ring_name(pid)), pid)
 
 
+
+def case_ring_full(c):
+    """The disk fills while the ring file grows (a tmpfs filled by the job
+    itself after 100 calls, freed before its end): one line, the newer
+    records go to memory instead of a hole (a store there would be
+    SIGBUS), the trace holds every call, the ring file the ones it could."""
+    mnt = os.path.join(c.tmp, "mnt")
+    c.mount_tmpfs(mnt, 8 << 20)
+    d = os.path.join(mnt, "traces")
+    n = 5000
+    extra = {"TRSHIM_TEST_FILLER": os.path.join(mnt, "filler")}
+    plain = c.plain(("loop", "0"))
+    p, pid = c.job(d, mode=("fill", str(n)), extra=extra)
+    eq(p.returncode, plain.returncode, "exit status as without the shim")
+    w = warnings(p.stderr)
+    eq(len(w), 1, "one trshim: line (%s)" % w)
+    path = os.path.join(d, ring_name(pid))
+    eq(w[0], "trshim: the ring file %s cannot grow (No space left on device): newer calls are kept in memory only, "
+       "lost if the process is killed" % path, "the line")
+    eq(sorted(os.listdir(d)), sorted([ring_name(pid), trace_name(pid)]), "the folder's files")
+    with open(os.path.join(d, trace_name(pid)), encoding="utf-8") as f:
+        t = json.load(f)
+    eq(len(t["calls"]), 100 + n, "calls in the trace")
+    seq = t["call_fields"].index("seq")
+    eq([x[seq] for x in t["calls"]], list(range(1, 101 + n)), "their sequence numbers")
+    eq(t["ring"]["lost"], 0, "ring.lost")
+    r = ring.read_ring(path)
+    eq((r["header"]["state"], r["header"]["head"]), (2, 100 + n), "ring header state (exited), records")
+    idx = [x["index"] for x in r["records"]]
+    # the first REC_STEP (2048) slots are backed at activation, more as
+    # the ring fills; the slots past the last backed step stay holes
+    check(idx and idx == list(range(len(idx))) and len(idx) % 2048 == 0 and len(idx) < 100 + n,
+          "ring records: %d, from %s to %s" % (len(idx), idx[:1], idx[-1:]))
+
+
 CASES = {
     "links": case_links,
     "ring-taken": case_ring_taken,
@@ -465,6 +501,7 @@ CASES = {
     "fsize": case_fsize,
     "fsize-trace": case_fsize_trace,
     "full": case_full,
+    "ring-full": case_ring_full,
 }
 
 

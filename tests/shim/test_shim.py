@@ -19,7 +19,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from checks import Failure, check, eq, path_of, run_case  # noqa: E402
+from checks import Failure, check, eq, path_of, run_case, shim_lines  # noqa: E402
 import ring  # noqa: E402
 import vocab  # noqa: E402
 
@@ -54,6 +54,9 @@ class Case:
         env = {k: v for k, v in os.environ.items() if not SCRUB.match(k)}
         env["TRSHIM_DIR"] = self.traces
         env["TRSHIM_TEST_MARKERS"] = self.markers
+        # the cases compare each trace with its ring file; ring-lifetime
+        # checks the default (removed after a clean exit)
+        env["TRSHIM_KEEP_RING"] = "1"
         if preload:
             env["LD_PRELOAD"] = " ".join(preload)
         for k, v in (extra or {}).items():
@@ -124,7 +127,7 @@ def load_traces(d):
         eq(t["settings"].get("pystack_depth"), 64, "%s: settings.pystack_depth" % n)
         rg = t["ring"]
         eq(sorted(rg), ["capacity", "file", "first", "lost", "next"], "%s: ring members" % n)
-        eq(os.path.realpath(rg["file"]), os.path.realpath(ring_path(d, t["host"], t["pid"])), "%s: ring file" % n)
+        eq(os.path.realpath(rg["file"]), os.path.realpath(ring_path(d, t)), "%s: ring file" % n)
         eq((rg["lost"], t["dropped"]), (rg["first"], rg["first"]), "%s: ring.lost and dropped" % n)
         t["calls"] = [dict(zip(CALL_FIELDS, c)) for c in t["calls"]]
         for c in t["calls"]:
@@ -135,8 +138,9 @@ def load_traces(d):
     return out
 
 
-def ring_path(d, host, pid):
-    return os.path.join(d, "trshim.%s.%d.ring" % (clean(host, True), pid))
+def ring_path(d, t):
+    """the ring file of trace t: named after the job, as the trace is"""
+    return os.path.join(d, "trshim.%s.%s.%d.ring" % (clean(t["job"]["id"])[:48], clean(t["host"], True), t["pid"]))
 
 
 def ring_files(d):
@@ -605,7 +609,7 @@ def case_hang_sigint(c):
 
 
 def warnings(stderr):
-    return [l for l in stderr.splitlines() if l.startswith("trshim:")]
+    return shim_lines(stderr)
 
 
 def case_unwritable(c):
@@ -656,16 +660,16 @@ def case_settings(c):
     p = c.run([path_of("SHIM_MISC"), "basic", "arg\udcff\u00e9"], preload=[path_of("TRSHIM_LIB")],
               extra={"TRSHIM": "maybe", "TRSHIM_STACK_DEPTH": "deep", "TRSHIM_PYSTACK_DEPTH": "257", "TRSHIM_RING": "-5",
                      "TRSHIM_HANG_SEC": "soon", "TRSHIM_SNAPSHOT_SIGNAL": "KILL", "TRSHIM_COMPLETION": "yes",
-                     "NCCL_ODD\udcfe": "v\udcc3\u00e9"})
+                     "TRSHIM_KEEP_RING": "2", "TRSHIM_QUIET": "yes", "NCCL_ODD\udcfe": "v\udcc3\u00e9"})
     w = warnings(p.stderr)
-    eq(len(w), 7, "one trshim: line per bad setting (%s)" % w)
+    eq(len(w), 9, "one trshim: line per bad setting (%s)" % w)
     for var in ("TRSHIM=", "TRSHIM_STACK_DEPTH=", "TRSHIM_PYSTACK_DEPTH=", "TRSHIM_RING=", "TRSHIM_HANG_SEC=",
-                "TRSHIM_SNAPSHOT_SIGNAL=", "TRSHIM_COMPLETION="):
+                "TRSHIM_SNAPSHOT_SIGNAL=", "TRSHIM_COMPLETION=", "TRSHIM_KEEP_RING=", "TRSHIM_QUIET="):
         check(any(var in l for l in w), "no warning about %s" % var)
     (t,) = load_traces(c.traces)
     eq(t["settings"], {"enabled": True, "dir": c.traces, "stack_depth": 64, "pystack_depth": 64, "ring": 131072,
-                       "hang_sec": 300,
-                       "snapshot_signal": int(signal.SIGUSR1), "completion": True}, "settings")
+                       "hang_sec": 300, "snapshot_signal": int(signal.SIGUSR1), "completion": True,
+                       "keep_ring": False, "quiet": False}, "settings")
     eq(t["cmdline"][1:], ["basic", "arg?\u00e9"], "cmdline with a byte that is not UTF-8")
     eq(t["env"].get("NCCL_ODD?"), "v?\u00e9", "environment with bytes that are not UTF-8")
     eq(len(t["calls"]), 5, "calls")
@@ -684,7 +688,7 @@ def case_ring(c):
     (t,) = load_traces(c.traces)
     eq([(x["op"], x["seq"], x["count"]) for x in t["calls"]],
        [("AllReduce", i, i) for i in range(137, 201)], "calls kept")
-    eq(t["ring"], {"file": ring_path(c.traces, t["host"], t["pid"]), "capacity": 64, "first": 136, "next": 200,
+    eq(t["ring"], {"file": ring_path(c.traces, t), "capacity": 64, "first": 136, "next": 200,
                    "lost": 136}, "ring")
     eq(t["dropped"], 136, "dropped")
     eq(t["comms"][0]["colls"], 200, "collectives numbered past the ring")
@@ -710,7 +714,7 @@ def case_ring_file(c):
     p = c.run([path_of("SHIM_MISC"), "basic"], preload=[path_of("TRSHIM_LIB")])
     (t,) = load_traces(c.traces)
     files = ring_files(c.traces)
-    eq(files, [ring_path(c.traces, t["host"], t["pid"])], "ring files")
+    eq(files, [ring_path(c.traces, t)], "ring files")
     eq(t["ring"], {"file": files[0], "capacity": 131072, "first": 0, "next": 5, "lost": 0}, "ring")
     rg = check_ring_matches(t, "basic")
     h = rg["header"]
@@ -980,6 +984,51 @@ def case_real_sim(c):
            [("InitRank", 4, r, "Destroy")], "rank %d comms" % r)
         check_site(t, t["calls"][0]["stack"], "main", "Broadcast")
     eq(len({t["comms"][0]["id"] for t in traces}), 1, "one communicator id")
+
+
+def disk_bytes(path):
+    return os.stat(path).st_blocks * 512
+
+
+def case_ring_lifetime(c):
+    """The defaults on a 4-rank job of 1,000 collectives: one "recording to"
+    line for the job (local rank 0), the ring files named after the job and
+    removed by the clean exit; kept (TRSHIM_KEEP_RING=1), each holds the
+    trace's records and takes at most 1 MiB of disk, and a rank's files
+    together at most 2 MiB (docs/trace-format.md, "Disk"); TRSHIM_QUIET=1:
+    no line."""
+    prog = [path_of("SHIM_TRAIN_DP_SIM"), "1000", "64"]
+    p = c.launch(4, prog, extra={"TRSHIM_KEEP_RING": None})
+    traces = load_traces(c.traces)
+    eq(sorted(t["rank"] for t in traces), [0, 1, 2, 3], "ranks")
+    jobs = {t["job"]["id"] for t in traces}
+    eq(len(jobs), 1, "one job")
+    eq([l for l in p.stderr.splitlines() if l.startswith("trshim:")],
+       ["trshim: recording to %s (job %s)" % (c.traces, jobs.pop())], "trshim: lines of the job")
+    eq(ring_files(c.traces), [], "ring files after the clean exit")
+    for t in traces:
+        eq(len(t["calls"]), 1002, "rank %d: calls" % t["rank"])
+        eq(t["ring"]["file"], ring_path(c.traces, t), "rank %d: ring.file" % t["rank"])
+        eq(t["settings"]["keep_ring"], False, "settings.keep_ring")
+    shutil.rmtree(c.traces)
+
+    p = c.launch(4, prog, extra={"TRSHIM_QUIET": "1"})
+    eq([l for l in p.stderr.splitlines() if l.startswith("trshim:")], [], "trshim: lines with TRSHIM_QUIET=1")
+    traces = load_traces(c.traces)
+    eq(ring_files(c.traces), sorted(ring_path(c.traces, t) for t in traces), "ring files kept")
+    for t in traces:
+        w = "rank %d" % t["rank"]
+        check_ring_matches(t, w)
+        ring_disk = disk_bytes(t["ring"]["file"])
+        trace_disk = disk_bytes(os.path.join(c.traces, trace_file_name(t)))
+        sys.stdout.write("%s: ring %d bytes of disk (%d apparent), trace %d\n" % (
+            w, ring_disk, os.path.getsize(t["ring"]["file"]), trace_disk))
+        check(ring_disk <= 1 << 20, "%s: the ring file takes %d bytes of disk" % (w, ring_disk))
+        check(ring_disk + trace_disk <= 2 << 20, "%s: ring and trace take %d bytes" % (w, ring_disk + trace_disk))
+
+
+def trace_file_name(t):
+    return "trshim.%s.r%d.%s.%d.json" % (clean(t["job"]["id"])[:48], t["rank"], clean(t["host"], True), t["pid"])
 
 
 def case_exports(c):
@@ -1411,7 +1460,7 @@ CASES = {
     "job": case_job, "initall": case_initall, "hang-timeout": case_hang_timeout, "hang-sigint": case_hang_sigint,
     "unwritable": case_unwritable, "settings": case_settings, "ring": case_ring, "ring-file": case_ring_file,
     "ring-kill": case_ring_kill, "ring-torn": case_ring_torn, "fingerprint": case_fingerprint,
-    "ring-anon": case_ring_anon,
+    "ring-anon": case_ring_anon, "ring-lifetime": case_ring_lifetime,
     "disabled": case_disabled, "nocuda": case_nocuda, "fork": case_fork, "forkfirst": case_forkfirst,
     "sigign": case_sigign, "dlopen": case_dlopen, "lifecycle": case_lifecycle, "default-dir": case_default_dir, "rank-sources": case_rank_sources, "cxx": case_cxx, "real": case_real,
     "real-sim": case_real_sim, "exports": case_exports, "nccl232": case_nccl232, "newer-nccl": case_newer_nccl,

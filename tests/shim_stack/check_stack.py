@@ -20,7 +20,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from checks import Failure, check  # noqa: E402
+from checks import Failure, check, shim_lines  # noqa: E402
 
 
 CHAIN = ["leaf_d", "stat_c", "level_b", "level_a", "scenario_chain", "main"]
@@ -36,7 +36,7 @@ def run(prog, **env):
         e.update(env)
         p = subprocess.run([prog, out], env=e, capture_output=True, text=True, timeout=100)
         check(p.returncode == 0, f"{prog} {env} exited {p.returncode}: {p.stderr}")
-        check("trshim:" not in p.stderr, f"unexpected warning: {p.stderr}")
+        check(not shim_lines(p.stderr), f"unexpected warning: {p.stderr}")
         with open(out) as f:
             return json.load(f)
 

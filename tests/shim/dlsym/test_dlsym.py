@@ -19,7 +19,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common"))
-from checks import Failure, check, eq, path_of, run_case  # noqa: E402
+from checks import Failure, check, eq, path_of, run_case, shim_lines  # noqa: E402
 
 SHIM = "libtrshim.so"
 SIM = "libtrsim.so"
@@ -43,7 +43,7 @@ class Run:
         return out
 
     def warnings(self):
-        return [l for l in self.err.splitlines() if l.startswith("trshim:")]
+        return shim_lines(self.err)
 
 
 class Case:

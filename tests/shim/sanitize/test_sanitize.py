@@ -35,7 +35,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common"))
-from checks import Failure, check, eq, path_of, run_case  # noqa: E402
+from checks import Failure, check, eq, path_of, run_case, shim_lines  # noqa: E402
 
 SHIM = "libtrshim.so"
 SCRUB = re.compile(r"^(RANK|WORLD_SIZE|LOCAL_RANK|LOCAL_WORLD_SIZE|GROUP_RANK|OMPI_.*|PMI_.*|PMIX_.*|SLURM_.*|"
@@ -147,7 +147,7 @@ class Case:
         eq(r.rc, 0, "[%s] exit status" % how)
         eq(r.out.splitlines()[-1:], ["ok"], "[%s] last line of the output" % how)
         eq([l for l in r.err.splitlines() if REPORT.search(l)], [], "[%s] sanitizer report" % how)
-        eq([l for l in r.err.splitlines() if l.startswith("trshim:")], [], "[%s] trshim: lines" % how)
+        eq(shim_lines(r.err), [], "[%s] trshim: lines" % how)
         if how in ("plain", "off"):
             eq(r.traces, [], "[%s] traces" % how)
         return r
