@@ -343,6 +343,9 @@ def find_launcher(cmd):
             return "srun", i
         if base in ("torchrun", "torch-run"):
             return "torchrun", i
+        if base == "colossalai" and i + 1 < len(cmd) and cmd[i + 1] == "run":
+            # its ssh runner hands every node the whole environment (one-line values): nothing to add
+            return "colossalai", i
         if base in ("ssh", "pdsh", "clush", "parallel-ssh", "pssh"):
             return "ssh", i
         return None, i

@@ -387,6 +387,12 @@ def test_run_dry(tmp):
         check("LD_PRELOAD=" + lib in o["file_lines"], "%s: file lines %s" % (args, o["file_lines"]))
         check(o.get("command") == args, "%s: command unchanged" % args)
     check(not os.path.exists(os.path.join(cwd, ".deepspeed_env")), "a dry run writes no .deepspeed_env")
+    # colossalai run: its runner gives each node the whole environment, the job id included
+    args = ["colossalai", "run", "--nproc_per_node", "4", "--hostfile", "hosts", "t.py"]
+    o = dry(inst, ["--"] + args, cwd=cwd)
+    check(o["launcher"] == "colossalai" and o.get("command") == args and o["file"] is None,
+          "colossalai run: launcher %s, command %s" % (o["launcher"], o.get("command")))
+    check(o["env"].get("LD_PRELOAD") == lib and o["env"].get("TRSHIM_JOB_ID"), "colossalai run: env %s" % o["env"])
     o = dry(inst, ["--", "ssh", "node2", "python", "t.py"], cwd=cwd)
     check(any("ssh" in n for n in o["notes"]), "ssh: a note %s" % o["notes"])
     # a library path LD_PRELOAD cannot hold
