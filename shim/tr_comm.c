@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tr_envsnap.h"
 #include "tr_nccl_int.h"
 
 static _Atomic(tr_comm *) g_comms[TR_MAX_COMMS];
@@ -146,6 +147,7 @@ int32_t tr_comm_add(const tr_comm_init *in)
 {
     if (in->from_uid) note_uid_comm(in->id);
     tr_nccl_library_info(1);          /* the library's exports, once */
+    tr_env_capture(in->id);           /* what NCCL reads now */
     tr_comm *c = calloc(1, sizeof *c);
     if (!c) return -1;
     int32_t idx = atomic_fetch_add(&g_ncomms, 1);

@@ -23,7 +23,8 @@
  *  4 JSON     tr_calls_json.c ("calls"), tr_comm_json.c ("comms"),
  *             tr_memjson.c ("memory")
  *  3 parts    what the wrappers keep and the writer reads: tr_comm.c
- *             (communicators, groups, the last collective), tr_vocab.c
+ *             (communicators, groups, the last collective), tr_envsnap.c
+ *             (the environment each communicator was created in), tr_vocab.c
  *             (operation names, the loaded NCCL), tr_nccl_config.c,
  *             tr_nancheck.c over tr_nanresults.c, tr_nanscan.c,
  *             tr_nangpu.c (NaN/Inf checks), tr_complete.c over
@@ -36,6 +37,7 @@
  *             communicators; tr_ring_blobs.c over it: the blob area
  *  0 ground   tr_core.c (settings, process, clocks, per-thread depth,
  *             warnings, threads, the write queue), tr_json.c (streaming JSON),
+ *             tr_redact.c (secrets kept off disk),
  *             tr_hash.h, tr_files.c (the trace folder, safe files, the host
  *             name in file names), tr_real.c over tr_dlreal.c, tr_dynsym.c
  *             (the real function behind each wrapper), tr_cuda.c (every
@@ -186,6 +188,18 @@ typedef struct {
     int err;
 } tr_out;
 FILE *tr_out_open(tr_out *o, int fd);
+
+/* ---- redaction (tr_redact.c) ------------------------------------------------
+ * Secrets never reach a file: every value from the environment or the
+ * command line passes through here before it is kept. */
+/* 1 when a variable or option named name[0..len) must have its value hidden. */
+int tr_redact_name(const char *name, size_t len);
+/* A copy of value (malloc) with credentials in URLs and token-shaped words
+ * replaced by "<redacted>"; NULL without memory. */
+char *tr_redact_value(const char *value);
+/* argv[0..argc) (each malloc'd, replaced in place): secret options' values
+ * ("--token=X", "--password X") and secrets inside any argument hidden. */
+void tr_redact_argv(char **argv, int argc);
 
 /* ---- real functions (tr_real.c) --------------------------------------------
  * The next definition of name after the shim (dlsym RTLD_NEXT); when the

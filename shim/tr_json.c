@@ -106,3 +106,29 @@ void trj_raw_row(tr_json *j, const char *buf, size_t len)
     member(j, NULL);
     fwrite(buf, 1, len, j->f);
 }
+
+/* Replaces, in place, every byte that is not part of valid UTF-8 with '?':
+ * command lines and environments may hold anything, a trace must parse. */
+char *tr_utf8_clean(char *str)
+{
+    unsigned char *p = (unsigned char *)str;
+    while (*p) {
+        int n = *p < 0x80 ? 0 : (*p & 0xe0) == 0xc0 ? 1 : (*p & 0xf0) == 0xe0 ? 2 : (*p & 0xf8) == 0xf0 ? 3 : -1;
+        int ok = n >= 0 && !(n == 1 && *p < 0xc2) && !(n == 3 && *p > 0xf4);
+        for (int k = 1; ok && k <= n; k++) ok = (p[k] & 0xc0) == 0x80;
+        if (ok && n == 2) {
+            unsigned cp = (unsigned)(p[0] & 0x0f) << 12 | (unsigned)(p[1] & 0x3f) << 6;
+            ok = cp >= 0x800 && !(cp >= 0xd800 && cp <= 0xdfff);
+        }
+        if (ok && n == 3) {
+            unsigned cp = (unsigned)(p[0] & 0x07) << 18 | (unsigned)(p[1] & 0x3f) << 12;
+            ok = cp >= 0x10000 && cp <= 0x10ffff;
+        }
+        if (!ok) {
+            *p++ = '?';
+            continue;
+        }
+        p += n + 1;
+    }
+    return str;
+}

@@ -82,4 +82,9 @@ static inline char *trj_put_hex(char *p, uint64_t v)
     return p;
 }
 
+/* Replaces, in place, every byte that is not part of valid UTF-8 with '?'
+ * (command lines and environments may hold anything, a trace must parse);
+ * returns str. */
+char *tr_utf8_clean(char *str);
+
 #endif

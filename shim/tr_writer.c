@@ -38,6 +38,7 @@
 #include "trshim/trace_format.h"
 #include "tr_cuda.h"
 #include "tr_nancheck.h"
+#include "tr_envsnap.h"
 #include "tr_ring.h"
 
 static atomic_int g_signo;                  /* the fatal signal of a TR_WRITE_SIGNAL write */
@@ -88,71 +89,23 @@ static char *read_proc(const char *path, size_t *len)
     return buf;
 }
 
-/* Replaces, in place, every byte that is not part of valid UTF-8 with '?':
- * command lines and environments may hold anything, a trace must parse. */
-static char *utf8_clean(char *str)
-{
-    unsigned char *p = (unsigned char *)str;
-    while (*p) {
-        int n = *p < 0x80 ? 0 : (*p & 0xe0) == 0xc0 ? 1 : (*p & 0xf0) == 0xe0 ? 2 : (*p & 0xf8) == 0xf0 ? 3 : -1;
-        int ok = n >= 0 && !(n == 1 && *p < 0xc2) && !(n == 3 && *p > 0xf4);
-        for (int k = 1; ok && k <= n; k++) ok = (p[k] & 0xc0) == 0x80;
-        if (ok && n == 2) {
-            unsigned cp = (unsigned)(p[0] & 0x0f) << 12 | (unsigned)(p[1] & 0x3f) << 6;
-            ok = cp >= 0x800 && !(cp >= 0xd800 && cp <= 0xdfff);
-        }
-        if (ok && n == 3) {
-            unsigned cp = (unsigned)(p[0] & 0x07) << 18 | (unsigned)(p[1] & 0x3f) << 12;
-            ok = cp >= 0x10000 && cp <= 0x10ffff;
-        }
-        if (!ok) {
-            *p++ = '?';
-            continue;
-        }
-        p += n + 1;
-    }
-    return str;
-}
-
-static int secret_name(const char *name, size_t len)
-{
-    static const char *const words[] = {"KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL"};
-    for (size_t w = 0; w < sizeof words / sizeof words[0]; w++) {
-        size_t wl = strlen(words[w]);
-        for (size_t i = 0; i + wl <= len; i++)
-            if (!strncasecmp(name + i, words[w], wl)) return 1;
-    }
-    return 0;
-}
-
-static void write_strings(tr_json *j, const char *key, const char *path)
+/* The command line, each argument redacted (tr_redact_argv) and made valid UTF-8. */
+static void write_cmdline(tr_json *j)
 {
     size_t n = 0;
-    char *buf = read_proc(path, &n);
-    trj_array_begin(j, key);
-    for (size_t i = 0; buf && i < n; i += strlen(buf + i) + 1) trj_str(j, NULL, utf8_clean(buf + i));
+    char *buf = read_proc("/proc/self/cmdline", &n);
+    int argc = 0;
+    for (size_t i = 0; buf && i < n; i += strlen(buf + i) + 1) argc++;
+    char **argv = calloc((size_t)argc + 1, sizeof *argv);
+    int k = 0;
+    for (size_t i = 0; argv && buf && i < n; i += strlen(buf + i) + 1)
+        if ((argv[k] = strdup(buf + i))) k++;
+    if (argv) tr_redact_argv(argv, k);
+    trj_array_begin(j, "cmdline");
+    for (int i = 0; argv && i < k; i++) trj_str(j, NULL, tr_utf8_clean(argv[i]));
     trj_array_end(j);
-    free(buf);
-}
-
-static void write_env(tr_json *j)
-{
-    static const char *const prefixes[] = {"NCCL_", "CUDA_", "TORCH_", "TRSHIM_"};
-    size_t n = 0;
-    char *buf = read_proc("/proc/self/environ", &n);
-    trj_object_begin(j, "env");
-    for (size_t i = 0; buf && i < n; i += strlen(buf + i) + 1) {
-        char *var = buf + i, *eq = strchr(var, '=');
-        if (!eq) continue;
-        int keep = 0;
-        for (size_t p = 0; p < sizeof prefixes / sizeof prefixes[0]; p++)
-            keep |= !strncmp(var, prefixes[p], strlen(prefixes[p]));
-        if (!keep) continue;
-        *eq = 0;
-        trj_str(j, utf8_clean(var), secret_name(var, (size_t)(eq - var)) ? "<redacted>" : utf8_clean(eq + 1));
-        *eq = '=';
-    }
-    trj_object_end(j);
+    for (int i = 0; argv && i < k; i++) free(argv[i]);
+    free(argv);
     free(buf);
 }
 
@@ -178,7 +131,7 @@ static void write_ring(tr_json *j)
     trj_object_begin(j, "ring");
     if (file) {
         snprintf(path, sizeof path, "%s", file);
-        trj_str(j, "file", utf8_clean(path));
+        trj_str(j, "file", tr_utf8_clean(path));
     } else {
         trj_null(j, "file");
     }
@@ -274,7 +227,7 @@ static void fill_trace(FILE *f, const void *arg)
     int_or_null(&j, "device", view->trace_device);
     trj_str(&j, "host", w->host);
     trj_int(&j, "pid", getpid());
-    write_strings(&j, "cmdline", "/proc/self/cmdline");
+    write_cmdline(&j);
     trj_double(&j, "start_time", proc->start_realtime);
     trj_double(&j, "write_time", (double)now.tv_sec + (double)now.tv_nsec * 1e-9);
     trj_object_begin(&j, "versions");
@@ -284,12 +237,12 @@ static void fill_trace(FILE *f, const void *arg)
     version_or_null(&j, "nccl", g_ver_nccl);
     trj_object_end(&j);
     tr_nccl_library_write_json(&j);
-    write_env(&j);
+    tr_env_write_json(&j);
     trj_object_begin(&j, "settings");
     trj_bool(&j, "enabled", cfg->enabled);
     char dir[sizeof cfg->dir];
     snprintf(dir, sizeof dir, "%s", cfg->dir);
-    trj_str(&j, "dir", utf8_clean(dir));
+    trj_str(&j, "dir", tr_utf8_clean(dir));
     trj_int(&j, "stack_depth", cfg->stack_depth);
     trj_int(&j, "pystack_depth", cfg->pystack_depth);
     trj_uint(&j, "ring", cfg->ring);
@@ -349,7 +302,7 @@ static void fill_marker(FILE *f, const void *arg)
     int_or_null(&j, "rank", m->view->rank);
     trj_str(&j, "host", m->w->host);
     trj_int(&j, "pid", getpid());
-    trj_str(&j, "trace", utf8_clean(trace));
+    trj_str(&j, "trace", tr_utf8_clean(trace));
     trj_str(&j, "reason", g_reasons[m->w->reason]);
     trj_double(&j, "time", (double)now.tv_sec + (double)now.tv_nsec * 1e-9);
     trj_int(&j, "errno", m->err);
@@ -443,10 +396,10 @@ static int write_all(tr_write_reason reason, int signo, int from_writer)
     }
     char host[256], job[300], job_clean[64], host_clean[256];
     tr_host_name(host, sizeof host);
-    utf8_clean(host);
+    tr_utf8_clean(host);
     write_ctx w = {.host = host, .reason = reason, .signo = signo};
     tr_job_id(job, sizeof job, &w.job_source, tr_nccl_first_comm_id());
-    w.job_id = utf8_clean(job);
+    w.job_id = tr_utf8_clean(job);
     tr_job_file_part(job_clean, sizeof job_clean, w.job_id);
     tr_clean_name(host_clean, sizeof host_clean, host, sizeof host_clean, 1);
     tr_ring_name_job(dfd, job_clean);     /* before the traces, which name the ring */

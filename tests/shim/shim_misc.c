@@ -19,6 +19,9 @@
  *   fsize N    as basic, but lowers its file-size limit (RLIMIT_FSIZE, soft)
  *              to N bytes after the AllReduces: the trace writes at destroy
  *              and exit would cross it
+ *   envchange  sets NCCL_ALGO=Tree, makes a communicator (AllReduce), then
+ *              sets NCCL_PROTO=Simple and unsets NCCL_ALGO, makes a second
+ *              one (AllReduce); destroys both
  *   fill N     100 AllReduces, then fills the file system of the file
  *              TRSHIM_TEST_FILLER (written until ENOSPC), N more, removes
  *              the filler and finishes as basic
@@ -200,6 +203,21 @@ int main(int argc, char **argv)
         if (getrlimit(RLIMIT_FSIZE, &rl) != 0) FAIL("getrlimit: %s", strerror(errno));
         rl.rlim_cur = argc > 2 ? (rlim_t)atoll(argv[2]) : 0;
         if (setrlimit(RLIMIT_FSIZE, &rl) != 0) FAIL("setrlimit: %s", strerror(errno));
+        misc_finish();
+    } else if (!strcmp(mode, "envchange")) {
+        setenv("NCCL_ALGO", "Tree", 1);
+        misc_init();
+        misc_allreduce(1);
+        CUDACHECK(cudaStreamSynchronize(stream));
+        setenv("NCCL_PROTO", "Simple", 1);
+        unsetenv("NCCL_ALGO");
+        ncclUniqueId id;
+        ncclComm_t second;
+        NCCLCHECK(ncclGetUniqueId(&id));
+        NCCLCHECK(ncclCommInitRank(&second, 1, id, 0));
+        NCCLCHECK(ncclAllReduce(buf, buf, 2, ncclFloat32, ncclSum, second, stream));
+        CUDACHECK(cudaStreamSynchronize(stream));
+        NCCLCHECK(ncclCommDestroy(second));
         misc_finish();
     } else if (!strcmp(mode, "fill")) {
         int n = argc > 2 ? atoi(argv[2]) : 0;

@@ -655,6 +655,73 @@ def case_ring_anon(c):
                                                                    "checkpoints": []}), "comm")
 
 
+# secrets planted in every place a trace could take them from: the planted
+# values (PLANTED) must appear in no file of the folder and no output of tranalyze
+REDACT_ENV = {
+    "CUDA_PASSWD": "pw-cuda-1",
+    "TORCH_AUTH": "Bearer tok-bearer-2",
+    "MASTER_ADDR": "tcp://admin:pw-url-3@host:1234",
+    "TORCH_NCCL_API_KEY": "key-4",
+    "NCCL_FOO_SECRET": "secret-5",
+    "NCCL_MY_SESSION": "sess-6",
+    "NCCL_CONN_STR": "conn-7",
+    "PYTORCH_REPO": "hf_abcdefghijklmnopqrstu8",
+    "NCCL_SOCKET_IFNAME": "https://host/p?x=1&access_token=q-14&y=2",
+    "TRSHIM_REDACT": "nccl_conn*",
+    "NCCL_IB_PKEY": "0x8001",
+    "NCCL_DEBUG": "WARN",
+}
+REDACT_ARGS = ["--hf-token=tok-cli-9", "--password", "pw-cli-10", "--api-key", "key-cli-11",
+               "hf_ABCDEFGHIJKLMNOPQRSTUV", "https://user:pw-cli-12@host/x?token=q-13", "--lr", "0.1"]
+PLANTED = ["pw-cuda-1", "tok-bearer-2", "pw-url-3", "key-4", "secret-5", "sess-6", "conn-7",
+           "abcdefghijklmnopqrstu8", "tok-cli-9", "pw-cli-10", "key-cli-11", "ABCDEFGHIJKLMNOPQRSTUV",
+           "pw-cli-12", "q-13", "q-14"]
+
+
+def case_redact(c):
+    """Secrets in variables of every kind, inside a URL and on the command
+    line reach no file (traces, the ring) and no output of tranalyze;
+    harmless values stay."""
+    p = c.run([path_of("SHIM_MISC"), "basic"] + REDACT_ARGS, preload=[path_of("TRSHIM_LIB")], extra=REDACT_ENV)
+    check(not any(x in p.stderr for x in PLANTED), "a secret on stderr: %s" % p.stderr)
+    (t,) = load_traces(c.traces)
+    env = t["env"]
+    eq({k: env.get(k) for k in REDACT_ENV},
+       {"CUDA_PASSWD": "<redacted>", "TORCH_AUTH": "<redacted>", "MASTER_ADDR": "tcp://<redacted>@host:1234",
+        "TORCH_NCCL_API_KEY": "<redacted>", "NCCL_FOO_SECRET": "<redacted>", "NCCL_MY_SESSION": "<redacted>",
+        "NCCL_CONN_STR": "<redacted>", "PYTORCH_REPO": "<redacted>",
+        "NCCL_SOCKET_IFNAME": "https://host/p?x=1&access_token=<redacted>&y=2", "TRSHIM_REDACT": "nccl_conn*",
+        "NCCL_IB_PKEY": "0x8001", "NCCL_DEBUG": "WARN"}, "the environment in the trace")
+    eq(t["cmdline"][1:], ["basic", "--hf-token=<redacted>", "--password", "<redacted>", "--api-key", "<redacted>",
+                          "<redacted>", "https://<redacted>@host/x?token=<redacted>", "--lr", "0.1"], "cmdline")
+    outs = {}
+    for how in ([], ["--json"], ["--markdown"]):
+        a = subprocess.run([path_of("TRANALYZE")] + how + [c.traces], capture_output=True, text=True, timeout=120)
+        outs[" ".join(how) or "text"] = a.stdout + a.stderr
+    for name in sorted(os.listdir(c.traces)):
+        with open(os.path.join(c.traces, name), "rb") as f:
+            outs[name] = f.read().decode("latin-1")
+    check(any(n.endswith(".ring") for n in outs), "no ring file kept: %s" % sorted(outs))
+    for where, text in outs.items():
+        found = [x for x in PLANTED if x in text]
+        eq(found, [], "secrets in %s" % where)
+
+
+def case_env_change(c):
+    """The environment of each communicator from the live environment:
+    what the program set before its first communicator (NCCL_ALGO, absent
+    from /proc/self/environ) is the trace's env, what it changed before the
+    second is in env_changes."""
+    c.run([path_of("SHIM_MISC"), "envchange"], preload=[path_of("TRSHIM_LIB")], extra={"NCCL_ALGO": None,
+                                                                                      "NCCL_PROTO": None})
+    (t,) = load_traces(c.traces)
+    eq((t["env"].get("NCCL_ALGO"), t["env"].get("NCCL_PROTO")), ("Tree", None), "env at the first communicator")
+    eq(len(t["comms"]), 2, "communicators")
+    eq(t["env_changes"], [{"comm": t["comms"][1]["id"], "set": {"NCCL_PROTO": "Simple"}, "unset": ["NCCL_ALGO"]}],
+       "env_changes")
+    eq(t["env_changes_dropped"], 0, "env_changes_dropped")
+
+
 def case_settings(c):
     # bytes that are not UTF-8 (\udcff is byte 0xff) in the command line and environment
     p = c.run([path_of("SHIM_MISC"), "basic", "arg\udcff\u00e9"], preload=[path_of("TRSHIM_LIB")],
@@ -1460,7 +1527,8 @@ CASES = {
     "job": case_job, "initall": case_initall, "hang-timeout": case_hang_timeout, "hang-sigint": case_hang_sigint,
     "unwritable": case_unwritable, "settings": case_settings, "ring": case_ring, "ring-file": case_ring_file,
     "ring-kill": case_ring_kill, "ring-torn": case_ring_torn, "fingerprint": case_fingerprint,
-    "ring-anon": case_ring_anon, "ring-lifetime": case_ring_lifetime,
+    "ring-anon": case_ring_anon, "ring-lifetime": case_ring_lifetime, "redact": case_redact,
+    "env-change": case_env_change,
     "disabled": case_disabled, "nocuda": case_nocuda, "fork": case_fork, "forkfirst": case_forkfirst,
     "sigign": case_sigign, "dlopen": case_dlopen, "lifecycle": case_lifecycle, "default-dir": case_default_dir, "rank-sources": case_rank_sources, "cxx": case_cxx, "real": case_real,
     "real-sim": case_real_sim, "exports": case_exports, "nccl232": case_nccl232, "newer-nccl": case_newer_nccl,
