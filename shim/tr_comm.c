@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "tr_envsnap.h"
+#include "tr_sysinfo.h"
 #include "tr_nccl_int.h"
 
 static _Atomic(tr_comm *) g_comms[TR_MAX_COMMS];
@@ -148,6 +149,7 @@ int32_t tr_comm_add(const tr_comm_init *in)
     if (in->from_uid) note_uid_comm(in->id);
     tr_nccl_library_info(1);          /* the library's exports, once */
     tr_env_capture(in->id);           /* what NCCL reads now */
+    if (in->device >= 0) tr_sysinfo_note_device(in->device);
     tr_comm *c = calloc(1, sizeof *c);
     if (!c) return -1;
     int32_t idx = atomic_fetch_add(&g_ncomms, 1);

@@ -24,7 +24,9 @@
  *             tr_memjson.c ("memory")
  *  3 parts    what the wrappers keep and the writer reads: tr_comm.c
  *             (communicators, groups, the last collective), tr_envsnap.c
- *             (the environment each communicator was created in), tr_vocab.c
+ *             (the environment each communicator was created in),
+ *             tr_sysinfo.c (versions, devices, frameworks, launchers),
+ *             tr_vocab.c
  *             (operation names, the loaded NCCL), tr_nccl_config.c,
  *             tr_nancheck.c over tr_nanresults.c, tr_nanscan.c,
  *             tr_nangpu.c (NaN/Inf checks), tr_complete.c over
@@ -294,6 +296,10 @@ int32_t tr_pystack_capture(void);
 /* Writes "python", "pycodes" and "pystacks" into the open top-level object
  * (indexes are process-wide, like "stacks"). Writer thread. */
 void tr_pystack_write_json(tr_json *j);
+/* The file of Python code object i below tr_pystack_code_count() (the
+ * folders the Python code came from: tr_sysinfo.c's packages). */
+uint32_t tr_pystack_code_count(void);
+const char *tr_pystack_code_file(uint32_t i);
 
 typedef struct {
     uint64_t stacks, codes;   /* distinct Python stacks and code objects kept */

@@ -15,6 +15,7 @@
  * a few times only). */
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -52,9 +53,24 @@ _Atomic(tr_cuda_getdev_t) tr_cuda_getdev;
 
 tr_cuda_getdev_t tr_cuda_getdev_miss(void)
 {
+    /* The first lookup is waited for by every thread that misses meanwhile:
+     * threads allocating at once at start-up would otherwise find no
+     * function while the first one is still looking, and leave their
+     * allocations' device unknown (unaccounted). Later misses (no runtime
+     * loaded) look again every 1024th time only. */
     static atomic_uint miss;
-    if ((atomic_fetch_add_explicit(&miss, 1, memory_order_relaxed) & 1023) != 0) return NULL;
-    tr_cuda_getdev_t f = (tr_cuda_getdev_t)tr_real("cudaGetDevice", TR_LIB_CUDART);
+    static atomic_int first;              /* 0 not looked, 1 looking, 2 looked */
+    int st = atomic_load_explicit(&first, memory_order_acquire);
+    if (st == 0 && atomic_compare_exchange_strong(&first, &st, 1)) {
+        tr_cuda_getdev_t f = (tr_cuda_getdev_t)tr_real("cudaGetDevice", TR_LIB_CUDART);
+        if (f) atomic_store_explicit(&tr_cuda_getdev, f, memory_order_release);
+        atomic_store_explicit(&first, 2, memory_order_release);
+        return f;
+    }
+    while (atomic_load_explicit(&first, memory_order_acquire) == 1) sched_yield();
+    tr_cuda_getdev_t f = atomic_load_explicit(&tr_cuda_getdev, memory_order_acquire);
+    if (f || (atomic_fetch_add_explicit(&miss, 1, memory_order_relaxed) & 1023) != 0) return f;
+    f = (tr_cuda_getdev_t)tr_real("cudaGetDevice", TR_LIB_CUDART);
     if (f) atomic_store_explicit(&tr_cuda_getdev, f, memory_order_release);
     return f;
 }
@@ -102,6 +118,39 @@ int tr_cuda_context_device(void)
     CUdevice cd;
     if (drv && drv(&cd) == CUDA_SUCCESS) return (int)cd;
     return -1;
+}
+
+typedef cudaError_t (*f_props)(struct cudaDeviceProp *, int);
+typedef cudaError_t (*f_pcibus)(char *, int, int);
+
+int tr_cuda_device_identity(int dev, char *name, size_t name_cap, unsigned char uuid[16], char *pci, size_t pci_cap)
+{
+    /* CUDA 12 exports its layout as _v2 beside the old one; 13 under the plain name */
+    TR_REAL_OPT(props2, f_props, "cudaGetDeviceProperties_v2", TR_LIB_CUDART);
+    TR_REAL_OPT(props1, f_props, "cudaGetDeviceProperties", TR_LIB_CUDART);
+    TR_REAL_OPT(pcibus, f_pcibus, "cudaDeviceGetPCIBusId", TR_LIB_CUDART);
+    f_props props = props2 ? props2 : props1;
+    f_err peek = opt_peek();
+    f_err getlast = opt_getlast();
+    if (!peek || !props || peek() != cudaSuccess) return 0;
+    /* room for the largest layout a runtime may write */
+    union {
+        struct cudaDeviceProp p;
+        char room[4096];
+    } u;
+    memset(&u, 0, sizeof u);
+    if (props(&u.p, dev) != cudaSuccess) {
+        if (getlast) getlast();
+        return 0;
+    }
+    snprintf(name, name_cap, "%.*s", (int)sizeof u.p.name, u.p.name);
+    memcpy(uuid, u.p.uuid.bytes, 16);
+    pci[0] = 0;
+    if (pcibus && pcibus(pci, (int)pci_cap, dev) != cudaSuccess) {
+        pci[0] = 0;
+        if (getlast) getlast();
+    }
+    return 1;
 }
 
 int tr_cuda_stream_device(cudaStream_t s, int *device)

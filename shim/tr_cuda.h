@@ -56,6 +56,11 @@ int tr_cuda_mem_info(size_t *free_bytes, size_t *total_bytes);
  * of a CUresult (cuGetErrorName); NULL when unknown. */
 const char *tr_cuda_error_name(int err);
 const char *tr_cu_error_name(int err);
+/* The name, UUID and PCI bus id of device dev (cudaGetDeviceProperties,
+ * whose name and uuid come first in every CUDA's layout, and
+ * cudaDeviceGetPCIBusId), asked by the rules above: 1, or 0 when it cannot
+ * be asked. */
+int tr_cuda_device_identity(int dev, char *name, size_t name_cap, unsigned char uuid[16], char *pci, size_t pci_cap);
 /* cudaRuntimeGetVersion, cudaDriverGetVersion; 0 when unknown (a missing
  * function is looked up again at each call). The driver's version getter
  * sets the calling thread's last error when there is no driver: only the

@@ -319,6 +319,13 @@ static void write_python(tr_json *j)
     trj_object_end(j);
 }
 
+uint32_t tr_pystack_code_count(void) { return atomic_load_explicit(&g_ncodes, memory_order_acquire); }
+
+const char *tr_pystack_code_file(uint32_t i)
+{
+    return i < tr_pystack_code_count() ? code_at(i)->file : NULL;
+}
+
 void tr_pystack_write_json(tr_json *j)
 {
     write_python(j);

@@ -39,6 +39,7 @@
 #include "tr_cuda.h"
 #include "tr_nancheck.h"
 #include "tr_envsnap.h"
+#include "tr_sysinfo.h"
 #include "tr_ring.h"
 
 static atomic_int g_signo;                  /* the fatal signal of a TR_WRITE_SIGNAL write */
@@ -238,6 +239,7 @@ static void fill_trace(FILE *f, const void *arg)
     trj_object_end(&j);
     tr_nccl_library_write_json(&j);
     tr_env_write_json(&j);
+    tr_sysinfo_write_json(&j, g_ver_nccl, g_ver_rt, g_ver_drv);
     trj_object_begin(&j, "settings");
     trj_bool(&j, "enabled", cfg->enabled);
     char dir[sizeof cfg->dir];

@@ -119,7 +119,8 @@ def load_traces(d):
         eq(t["call_fields"], CALL_FIELDS, "call_fields")
         for k in ("job", "rank", "rank_source", "world_size", "local_rank", "device", "host", "pid", "cmdline",
                   "start_time", "write_time", "end", "versions", "env", "settings", "clock", "comms", "calls",
-                  "memory", "modules", "stacks", "dropped", "ring", "python", "pycodes", "pystacks"):
+                  "memory", "modules", "stacks", "dropped", "ring", "python", "pycodes", "pystacks", "system",
+                  "env_changes", "env_changes_dropped"):
             check(k in t, "%s: no %s" % (n, k))
         # these programs are C: no interpreter, no Python stacks, nothing else changed
         eq(t["python"], {"state": "none", "version": None, "detail": None, "dropped": 0}, "%s: python" % n)
@@ -421,6 +422,20 @@ def check_common(t, what, reason="exit", in_call=False, signal_no=None):
     check(isinstance(t["versions"]["cuda_runtime"], int) and t["versions"]["cuda_runtime"] > 0,
           what + ": cuda_runtime version %r" % t["versions"]["cuda_runtime"])
     check(t["clock"]["monotonic_ns"] > 0, what + " clock")
+    sy = t["system"]
+    rt = t["versions"]["cuda_runtime"]
+    eq((sy["nccl"], sy["cuda_runtime"]), ("2.32.3", "%d.%d" % (rt // 1000, rt % 1000 // 10)),
+       what + " version strings")
+    eq((sy["packages"], sy["kernel_driver"]), ({}, None), what + " packages and kernel driver (a C job, no NVIDIA "
+                                                                  "driver)")
+    devs = sorted({k["device"] for k in t["comms"] if k["device"] is not None and k["device"] >= 0})
+    # the process's devices: a process driving several (InitAll) lists them all in each rank's trace
+    gdevs = [g["device"] for g in sy["gpus"]]
+    check(gdevs == sorted(gdevs) and set(devs) <= set(gdevs), what + " gpus %s: the devices of its communicators %s"
+          % (gdevs, devs))
+    for g in sy["gpus"]:
+        eq((g["name"], g["pci_bus_id"]), ("trsim simulated GPU", "0000:%02X:00.0" % g["device"]), what + " gpu")
+        check(re.match(r"^GPU-[0-9a-f]{8}-([0-9a-f]{4}-){3}[0-9a-f]{12}$", g["uuid"]), what + " uuid %s" % g["uuid"])
 
 
 # ---- cases ---------------------------------------------------------------------------------
@@ -720,6 +735,33 @@ def case_env_change(c):
     eq(t["env_changes"], [{"comm": t["comms"][1]["id"], "set": {"NCCL_PROTO": "Simple"}, "unset": ["NCCL_ALGO"]}],
        "env_changes")
     eq(t["env_changes_dropped"], 0, "env_changes_dropped")
+
+
+def case_config_mismatch(c):
+    """A 4-rank job whose rank 2 runs with NCCL_ALGO=Tree, the others Ring
+    (set by a wrapper, as a per-node profile would): tranalyze's only
+    finding is config_mismatch naming rank 2 and both values."""
+    wrap = 'if [ "$RANK" = 2 ]; then export NCCL_ALGO=Tree; else export NCCL_ALGO=Ring; fi; exec "$@"'
+    c.launch(4, ["sh", "-c", wrap, "sh", path_of("SHIM_TRAIN_DP_SIM"), "20", "64"])
+    traces = load_traces(c.traces)
+    eq(sorted((t["rank"], t["env"].get("NCCL_ALGO")) for t in traces),
+       [(0, "Ring"), (1, "Ring"), (2, "Tree"), (3, "Ring")], "NCCL_ALGO in the traces")
+    a = subprocess.run([path_of("TRANALYZE"), "--json", c.traces], capture_output=True, text=True, timeout=120)
+    eq(a.returncode, 1, "tranalyze exit status (findings)")
+    out = json.loads(a.stdout)
+    eq([(f["kind"], f["subkind"], f["ranks"]) for f in out["findings"]], [("config_mismatch", "env", [2])],
+       "findings")
+    eq(out["findings"][0]["mismatches"], [{"name": "NCCL_ALGO", "value": "Ring", "odd_value": "Tree",
+                                           "odd_ranks": [2], "values": 2}], "mismatches")
+    eq(out["environment"].get("NCCL_ALGO"), None, "NCCL_ALGO is not shared")
+    eq({r["rank"]: r["environment"]["env"].get("NCCL_ALGO") for r in out["ranks"]},
+       {0: "Ring", 1: "Ring", 2: "Tree", 3: "Ring"}, "per-rank NCCL_ALGO in --json")
+    eq({r["rank"]: r["environment"]["system"]["nccl"] for r in out["ranks"]}, {r: "2.32.3" for r in range(4)},
+       "per-rank NCCL version")
+    t = subprocess.run([path_of("TRANALYZE"), c.traces], capture_output=True, text=True, timeout=120)
+    first = t.stdout.splitlines()[2] if len(t.stdout.splitlines()) > 2 else ""
+    eq(first, "ROOT CAUSE: config_mismatch / env", "the text's root cause line")
+    check("NCCL_ALGO is Tree on rank 2, Ring on the others" in t.stdout, "the message: %s" % t.stdout[:800])
 
 
 def case_settings(c):
@@ -1528,7 +1570,7 @@ CASES = {
     "unwritable": case_unwritable, "settings": case_settings, "ring": case_ring, "ring-file": case_ring_file,
     "ring-kill": case_ring_kill, "ring-torn": case_ring_torn, "fingerprint": case_fingerprint,
     "ring-anon": case_ring_anon, "ring-lifetime": case_ring_lifetime, "redact": case_redact,
-    "env-change": case_env_change,
+    "env-change": case_env_change, "config-mismatch": case_config_mismatch,
     "disabled": case_disabled, "nocuda": case_nocuda, "fork": case_fork, "forkfirst": case_forkfirst,
     "sigign": case_sigign, "dlopen": case_dlopen, "lifecycle": case_lifecycle, "default-dir": case_default_dir, "rank-sources": case_rank_sources, "cxx": case_cxx, "real": case_real,
     "real-sim": case_real_sim, "exports": case_exports, "nccl232": case_nccl232, "newer-nccl": case_newer_nccl,
