@@ -271,6 +271,7 @@ static ta_trace *parse_file(ta_an *a, const char *path, int fd, const struct sta
             if (cJSON_IsString(e) && e->string) t->env[k++] = xasprintf("%s=%s", e->string, e->valuestring);
         t->nenv = k;
     }
+    conv_env_sections(root, t);
     if (get_i64(&x, root, "dropped", &t->dropped, 0, "") < 0) { t->dropped = 0; x.err[0] = 0; }
     /* the ring (newer shims; optional): its file, and the window of records
      * this write holds */

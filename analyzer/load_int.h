@@ -35,6 +35,8 @@ int opt_index(const cJSON *o, const char *name, int n);
 int conv_comm(pctx *x, const cJSON *o, ta_comm *m, int i);
 int conv_stacks(pctx *x, const cJSON *root, ta_trace *t, ta_an *a, pthread_mutex_t *lk);
 void conv_python(pctx *x, const cJSON *root, ta_trace *t);
+/* load_env.c: "system" and "env_changes", optional, never fatal */
+void conv_env_sections(const cJSON *root, ta_trace *t);
 int conv_nan(pctx *x, const cJSON *root, ta_trace *t, const char *buf, size_t n, int have_checks,
              size_t vs, size_t ve);
 int conv_memory(pctx *x, const cJSON *root, ta_trace *t);

@@ -41,6 +41,12 @@ static void usage(FILE *o)
           "  --job ID                   analyse job ID (default: the newest job found)\n"
           "  --json                     machine-readable output (docs/analysis-format.md)\n"
           "  --markdown                 a summary to paste into a bug report\n"
+          "  --anonymize                host names as host1, host2..., home folders as ~, their users'\n"
+          "                             names as user1... in everything printed (with any output)\n"
+          "  --timeline FILE            also write FILE: the job as trace events for ui.perfetto.dev or\n"
+          "                             chrome://tracing (a track per rank, root cause and hang marked)\n"
+          "  --html FILE                also write FILE: one self-contained page, the diagnosis with a\n"
+          "                             timeline around the root cause and peak memory per rank\n"
           "  --modules DIR              also look for the job's modules (executables, libraries) in DIR\n"
           "  --full-stacks              every frame of the stacks in --json (default: 8), and call sites\n"
           "                             with every Python frame (innermost first) and the native site\n"
@@ -84,13 +90,20 @@ int main(int argc, char **argv)
         {"modules", required_argument, 0, 'M'}, {"full-stacks", no_argument, 0, 'F'},
         {"imbalance-threshold", required_argument, 0, 'i'}, {"straggler-ms", required_argument, 0, 'S'},
         {"straggler-fraction", required_argument, 0, 'f'}, {"max-trace-mb", required_argument, 0, 'X'},
+        {"timeline", required_argument, 0, 'T'}, {"html", required_argument, 0, 'H'},
+        {"anonymize", no_argument, 0, 'A'},
         {"help", no_argument, 0, 'h'}, {"version", no_argument, 0, 'V'}, {0, 0, 0, 0}};
+    int anonymize = 0;                                     /* --anonymize */
+    const char *timeline_path = NULL, *html_path = NULL;   /* --timeline, --html */
     int c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'j': a.job_wanted = optarg; break;
         case 'J': a.json = 1; break;
         case 'm': a.markdown = 1; break;
+        case 'A': anonymize = 1; break;
+        case 'T': timeline_path = optarg; break;
+        case 'H': html_path = optarg; break;
         case 'F': a.full_stacks = 1; break;
         case 'M':
             a.module_dirs = xrealloc(a.module_dirs, sizeof(char *) * (size_t)(a.nmodule_dirs + 1));
@@ -122,6 +135,7 @@ int main(int argc, char **argv)
     }
     if (optind >= argc) { usage(stderr); return 2; }
     if (a.json && a.markdown) { fputs("tranalyze: --json and --markdown exclude each other\n", stderr); return 2; }
+    if (anonymize && ta_anon_begin() < 0) return 2;      /* what is printed is held back until the end */
 
     timing = getenv("TRANALYZE_TIMING") != NULL;
     t_start = now();
@@ -137,6 +151,7 @@ int main(int argc, char **argv)
                 fprintf(stderr, "  %s%s%s\n", a.notes[i].file ? a.notes[i].file : "", a.notes[i].file ? ": " : "",
                         a.notes[i].text);
         }
+        if (anonymize) ta_anon_end(&a, a.json);
         return 2;
     }
     ta_align(&a);
@@ -148,11 +163,18 @@ int main(int argc, char **argv)
 
     ta_module_notes(&a);
     ta_warnings_nccl(&a);
+    char *text = html_path ? ta_text_capture(&a) : NULL;   /* the text document once: --html's and stdout's */
     if (a.json) ta_out_json(&a, stdout);
     else if (a.markdown) ta_out_markdown(&a, stdout);
+    else if (text) fputs(text, stdout);
     else ta_out_text(&a, stdout);
     fflush(stdout);
+    int vis = 0;                     /* --timeline, --html: 2 when a file could not be written */
+    if (html_path && ta_out_html(&a, html_path, text) < 0) vis = 2;
+    if (timeline_path && ta_out_timeline(&a, timeline_path) < 0) vis = 2;
+    free(text);
     phase("output");
+    if (anonymize) ta_anon_end(&a, a.json);
     ta_symbolize_done();
-    return a.nf ? 1 : 0;
+    return vis ? vis : a.nf ? 1 : 0;
 }

@@ -4,6 +4,7 @@
 
 #include "ta_finding.h"
 #include "ta_jw.h"
+#include "ta_env.h"
 #include "ta_out.h"
 
 static void comm_members(ta_jw *w, ta_an *a, const char *k, int g)
@@ -158,6 +159,9 @@ void ta_out_json(ta_an *a, FILE *o)
     }
     jw_close(&w, ']');
 
+    int nshared;
+    char **shared = ta_env_shared(a, &nshared);
+    ta_json_env_shared(&w, shared, nshared);
     jw_key(&w, "ranks");
     jw_open(&w, '[');
     for (int i = 0; i < a->ntr; i++) {
@@ -218,6 +222,7 @@ void ta_out_json(ta_an *a, FILE *o)
         } else {
             fputs("null", o);
         }
+        ta_json_env_rank(&w, t, shared, nshared);
         jw_key(&w, "nccl");             /* the trace's "nccl" (null: not known) */
         if (t->has_nccl) {
             jw_open(&w, '{');
@@ -282,6 +287,7 @@ void ta_out_json(ta_an *a, FILE *o)
         jw_close(&w, '}');
     }
     jw_close(&w, ']');
+    free(shared);
 
     jw_key(&w, "comms");
     jw_open(&w, '[');

@@ -1,6 +1,7 @@
-/* Text for people, and --markdown for bug reports: the root cause on top in
- * a few lines, then its consequences, other findings, the per-rank table and
- * what was wrong with the input. */
+/* Text for people: the root cause on top in a few lines, then its
+ * consequences, other findings, the per-rank table and what was wrong with
+ * the input. A finding's lines (ta_out_finding) serve --markdown too
+ * (out_md.c, which writes the rest of that document itself). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,7 +59,7 @@ static void members_lines(ta_an *a, FILE *o, const char *indent, const ta_findin
     free(r);
 }
 
-static void finding(ta_an *a, FILE *o, const ta_finding *f, int md, int top)
+void ta_out_finding(ta_an *a, FILE *o, const ta_finding *f, int md, int top)
 {
     const char *ind = md ? "" : "  ";
     ta_tx x = {a, o, md, top, ind};
@@ -85,23 +86,15 @@ static void finding(ta_an *a, FILE *o, const ta_finding *f, int md, int top)
     fputc('\n', o);
 }
 
-static void rank_table(ta_an *a, FILE *o, int md)
+static void rank_table(ta_an *a, FILE *o)
 {
     /* families of communicators: one column each (the first 4) */
     int nfam = 0;
     for (int i = 0; i < a->ntr; i++) if (a->tr[i]->ncomms > nfam) nfam = a->tr[i]->ncomms;
     if (nfam > 4) nfam = 4;
-    if (md) {
-        fprintf(o, "| rank | host | pid | ended |");
-        for (int k = 0; k < nfam; k++) fprintf(o, " comm #%d last seq |", k);
-        fprintf(o, " peak memory |\n|---|---|---|---|");
-        for (int k = 0; k < nfam; k++) fprintf(o, "---|");
-        fprintf(o, "---|\n");
-    } else {
-        fprintf(o, "RANKS (last seq: per communicator, in the order each rank created them)\n");
-        fprintf(o, "  %-5s %-16s %-8s %-10s %-24s %s\n", "rank", "host", "pid", "peak", "last seq", "ended");
-    }
-    int limit = a->ntr > 64 && !md ? 64 : a->ntr;
+    fprintf(o, "RANKS (last seq: per communicator, in the order each rank created them)\n");
+    fprintf(o, "  %-5s %-16s %-8s %-10s %-24s %s\n", "rank", "host", "pid", "peak", "last seq", "ended");
+    int limit = a->ntr > 64 ? 64 : a->ntr;
     for (int i = 0; i < limit; i++) {
         ta_trace *t = a->tr[i];
         int64_t pk = -1;
@@ -110,17 +103,8 @@ static void rank_table(ta_an *a, FILE *o, int md)
         char seqs[128] = "";
         for (int k = 0; k < t->ncomms && k < nfam; k++)
             snprintf(seqs + strlen(seqs), sizeof seqs - strlen(seqs), "%s%u", k ? " " : "", t->comms[k].nseq);
-        if (md) {
-            fprintf(o, "| %d%s | %s | %lld | %s |", t->rank, a->root && a->root[i] ? " **(root cause)**" : "", t->host,
-                    (long long)t->pid, e);
-            for (int k = 0; k < nfam; k++)
-                if (k < t->ncomms) fprintf(o, " %u |", t->comms[k].nseq);
-                else fprintf(o, " |");
-            fprintf(o, " %s |\n", p);
-        } else {
-            fprintf(o, "  %-5d %-16.16s %-8lld %-10s %-24s %s%s\n", t->rank, t->host, (long long)t->pid, p, seqs, e,
-                    a->root && a->root[i] ? "  <- root cause" : "");
-        }
+        fprintf(o, "  %-5d %-16.16s %-8lld %-10s %-24s %s%s\n", t->rank, t->host, (long long)t->pid, p, seqs, e,
+                a->root && a->root[i] ? "  <- root cause" : "");
         free(p); free(e);
     }
     if (limit < a->ntr) fprintf(o, "  ... %d more ranks (--json has them all)\n", a->ntr - limit);
@@ -138,81 +122,60 @@ static void rank_table(ta_an *a, FILE *o, int md)
         char rk[32];
         if (k - i > 1) snprintf(rk, sizeof rk, "%d-%d", a->missing_ranks[i], a->missing_ranks[k - 1]);
         else snprintf(rk, sizeof rk, "%d", a->missing_ranks[i]);
-        if (md) fprintf(o, "| %s | | | %s |%*s\n", rk, e, nfam * 2 + 2, "");
-        else fprintf(o, "  %-5s %-16s %-8s %-10s %-24s %s\n", rk, "-", "-", "-", "-", e);
+        fprintf(o, "  %-5s %-16s %-8s %-10s %-24s %s\n", rk, "-", "-", "-", "-", e);
         free(e);
         i = k;
     }
-    if (a->missing_unlisted)
-        fprintf(o, md ? "| ... | | | %d more ranks without a trace |%*s\n" : "  ... %d more ranks without a trace%*s\n",
-                a->missing_unlisted, md ? nfam * 2 + 2 : 0, "");
+    if (a->missing_unlisted) fprintf(o, "  ... %d more ranks without a trace\n", a->missing_unlisted);
     fputc('\n', o);
 }
 
-static void warnings(ta_an *a, FILE *o, int md)
+static void warnings(ta_an *a, FILE *o)
 {
     if (!a->nwarns) return;
-    fprintf(o, md ? "### Warnings\n\n" : "WARNINGS\n");
-    for (int i = 0; i < a->nwarns; i++) fprintf(o, md ? "- %s\n" : "  %s\n", a->warns[i].text);
+    fprintf(o, "WARNINGS\n");
+    for (int i = 0; i < a->nwarns; i++) fprintf(o, "  %s\n", a->warns[i].text);
     fputc('\n', o);
 }
 
-static void notes(ta_an *a, FILE *o, int md)
+static void notes(ta_an *a, FILE *o)
 {
     if (!a->nnotes) return;
-    fprintf(o, md ? "#### Input problems\n\n" : "INPUT PROBLEMS\n");
+    fprintf(o, "INPUT PROBLEMS\n");
     for (int i = 0; i < a->nnotes; i++) {
         const ta_note *n = &a->notes[i];
-        if (md) fprintf(o, "- %s%s%s%s\n", n->file ? "`" : "", n->file ? n->file : "", n->file ? "`: " : "", n->text);
-        else fprintf(o, "  %s%s%s%s\n", n->file ? n->file : "", n->file ? ": " : "", n->text, n->fatal ? " (skipped)" : "");
+        fprintf(o, "  %s%s%s%s\n", n->file ? n->file : "", n->file ? ": " : "", n->text, n->fatal ? " (skipped)" : "");
     }
     fputc('\n', o);
 }
 
-static void header(ta_an *a, FILE *o, int md)
+static void header(ta_an *a, FILE *o)
 {
-    if (md) fprintf(o, "## tranalyze: job `%s`\n\n%d of %d ranks traced (%d files).", a->job, a->ntr, a->world, a->nfiles);
-    else fprintf(o, "tranalyze: job %s: %d of %d ranks traced (%d files)", a->job, a->ntr, a->world, a->nfiles);
+    fprintf(o, "tranalyze: job %s: %d of %d ranks traced (%d files)", a->job, a->ntr, a->world, a->nfiles);
     if (a->nother_jobs) {
-        fprintf(o, md ? " The folder holds %d jobs; this is the newest (others: " : "\n  the folder holds %d jobs; this is the newest (use --job ID for ", a->njobs);
+        fprintf(o, "\n  the folder holds %d jobs; this is the newest (use --job ID for ", a->njobs);
         for (int i = 0; i < a->nother_jobs; i++) fprintf(o, "%s%s", i ? ", " : "", a->other_jobs[i]);
         fputc(')', o);
     }
-    fputs(md ? "\n\n" : "\n\n", o);
+    fputs("\n\n", o);
 }
 
-static void out(ta_an *a, FILE *o, int md)
+void ta_out_text(ta_an *a, FILE *o)
 {
-    header(a, o, md);
+    header(a, o);
     int nroot = 0;
     for (int i = 0; i < a->nf; i++) nroot += a->f[i].root;
-    if (!a->nf) fprintf(o, md ? "**No problem found.**\n\n" : "No problem found: every collective and send/recv matched.\n\n");
+    if (!a->nf) fprintf(o, "No problem found: every collective and send/recv matched.\n\n");
     if (a->nf && !nroot)       /* only stragglers: slow, but nothing hung or failed */
-        fprintf(o, md ? "**Nothing hung or failed.**\n\n" : "Nothing hung or failed.\n\n");
-    if (md && nroot) fprintf(o, "### Root cause\n\n");
+        fprintf(o, "Nothing hung or failed.\n\n");
     for (int i = 0; i < a->nf; i++)
-        if (a->f[i].root) finding(a, o, &a->f[i], md, 1);
+        if (a->f[i].root) ta_out_finding(a, o, &a->f[i], 0, 1);
     if (a->nf > nroot) {
-        fprintf(o, md ? "### Other findings\n\n" : "OTHER FINDINGS\n");
+        fprintf(o, "OTHER FINDINGS\n");
         for (int i = 0; i < a->nf; i++)
-            if (!a->f[i].root) finding(a, o, &a->f[i], md, 0);
+            if (!a->f[i].root) ta_out_finding(a, o, &a->f[i], 0, 0);
     }
-    warnings(a, o, md);
-    if (md) fprintf(o, "### Ranks\n\n");
-    rank_table(a, o, md);
-    if (md && a->ntr) {
-        const ta_trace *t = a->tr[0];
-        fprintf(o, "#### Environment (rank %d)\n\n", t->rank);
-        fprintf(o, "- command: `%s`\n- host: %s\n", t->cmdline ? t->cmdline : "?", t->host);
-        if (t->v_nccl != TA_NULL64) fprintf(o, "- NCCL %lld\n", (long long)t->v_nccl);
-        if (t->v_cuda_rt != TA_NULL64) fprintf(o, "- CUDA runtime %lld, driver %lld\n", (long long)t->v_cuda_rt,
-                                               (long long)(t->v_cuda_drv == TA_NULL64 ? 0 : t->v_cuda_drv));
-        if (t->v_trshim) fprintf(o, "- trshim %s\n", t->v_trshim);
-        for (int i = 0; i < t->nenv && i < 40; i++) fprintf(o, "- `%s`\n", t->env[i]);
-        fputc('\n', o);
-    }
-    notes(a, o, md);
+    warnings(a, o);
+    rank_table(a, o);
+    notes(a, o);
 }
-
-void ta_out_text(ta_an *a, FILE *o) { out(a, o, 0); }
-void ta_out_markdown(ta_an *a, FILE *o) { out(a, o, 1); }

@@ -29,6 +29,7 @@ void ta_trace_free(ta_trace *t)
     free(t->cmdline);
     for (int i = 0; i < t->nenv; i++) free(t->env[i]);
     free(t->env);
+    ta_env_free(t);
     free(t->v_trshim);
     free(t->ring_file);
     free((void *)t->file);

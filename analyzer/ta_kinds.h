@@ -52,7 +52,8 @@ enum { TA_LOOK_CALLS, TA_LOOK_FINDINGS, TA_LOOKS };
     X(MISSING,    "missing",          8,   0,                NULL,                 NULL,               ta_text_missing)    \
     X(INIT,       "init",             6,   0,                NULL,                 NULL,               ta_text_init)       \
     X(NO_TRACE,   "no_trace",         8,   0,                NULL,                 NULL,               NULL)               \
-    X(SIGNAL,     "signal",           5,   0,                NULL,                 ta_json_signal,     ta_text_signal)
+    X(SIGNAL,     "signal",           5,   0,                NULL,                 ta_json_signal,     ta_text_signal)     \
+    X(CONFIG,     "config_mismatch",  6,   0,                ta_detect_config,     ta_json_config,     ta_text_config)
 
 #define TA_KIND_ENUM_(id, name, rank, flags, detect, json, text) K_##id,
 enum { TA_KINDS(TA_KIND_ENUM_) K_N };
@@ -92,6 +93,10 @@ void ta_json_divergence(struct ta_jw *w, struct ta_an *a, const struct ta_findin
 void ta_text_divergence(struct ta_tx *x, const struct ta_finding *f);
 void ta_findings_mispair(struct ta_an *a);       /* mispair.c: shifted calls although nothing hung */
 void ta_findings_fingerprint(struct ta_an *a);   /* fingerprint.c: divergences older than the ring windows */
+/* kind_config.c */
+void ta_detect_config(struct ta_an *a, int look);
+void ta_json_config(struct ta_jw *w, struct ta_an *a, const struct ta_finding *f);
+void ta_text_config(struct ta_tx *x, const struct ta_finding *f);
 /* kind_p2p.c */
 void ta_detect_p2p(struct ta_an *a, int look);
 void ta_text_p2p(struct ta_tx *x, const struct ta_finding *f);

@@ -7,7 +7,8 @@
  *                 ta_calls.h (calls.c: the "calls" array, a dedicated scanner),
  *                 load_int.h (load.c <-> load_fields.c), ta_ring.h (ring.c: ring
  *                 files read and checked; ring_trace.c: their traces, rings next
- *                 to JSON traces), ring_int.h (ring.c <-> ring_trace.c)
+ *                 to JSON traces), ring_int.h (ring.c <-> ring_trace.c),
+ *                 load_env.c (a trace's "system" and "env_changes")
  *   ta_align.h    align.c: communicator table, per-seq tables built, p2p matching,
  *                 completion simulation (what could never finish), ring windows
  *   ta_site.h     pystack.c (Python call sites), symbolize.c (libdw) or symbolize_plain.c (without)
@@ -15,10 +16,14 @@
  *                 members.c, diverge.c, rootcause.c (the hang analysis)
  *   ta_kinds.h    the table of finding kinds (kinds.c) and each kind's detector
  *                 and writers: kind_memory.c, kind_divergence.c (with mispair.c,
- *                 fingerprint.c), kind_p2p.c, kind_hang.c, nan.c, straggler.c
+ *                 fingerprint.c), kind_p2p.c, kind_hang.c, nan.c, straggler.c,
+ *                 kind_config.c
  *   ta_jw.h       jw.c: JSON writing (values, calls, sites, stacks)
  *   ta_tx.h       tx.c: text and Markdown writing (a finding's heading, sides)
- *   ta_out.h      out_json.c (--json), out_text.c (text, --markdown)
+ *   ta_out.h      out_json.c (--json; ta_env.h: out_env.c, the environment),
+ *                 out_text.c (text), out_md.c (--markdown, sized to fit),
+ *                 out_timeline.c (--timeline), out_html.c (--html),
+ *                 anon.c (--anonymize)
  *   main.c        options, the order of the phases
  * Layers, lowest first (each file calls only into its own layer's lower
  * files or lower layers; tests/common/callgraph.py checks there is no
@@ -235,6 +240,23 @@ typedef struct {
  * from the text so that a later source (traces that survive SIGKILL) can add
  * a state without changing the readers. */
 enum { END_EXITED, END_SIGNAL, END_COMM_END, END_SNAPSHOT, END_NO_TRACE, END_UNKNOWN, END_KILLED, END_HANG };
+
+/* trace "env_changes": a later communicator created in another environment */
+typedef struct {
+    char *comm;               /* its id as written, NULL */
+    char **set; int nset;     /* "NAME=value" */
+    char **unset; int nunset; /* names */
+} ta_envchg;
+/* trace "system".gpus */
+typedef struct { int device; char *name, *uuid, *pci; } ta_gpu;
+/* trace "system" (optional): strings as written, NULL when absent */
+typedef struct {
+    int present;
+    char *nccl, *cuda_runtime, *cuda_driver, *kernel_driver;
+    ta_gpu *gpus; int ngpus;
+    char **packages; int npackages;      /* "name=version" */
+    char **launchers; int nlaunchers;    /* "name" or "name=job id" */
+} ta_system;
 extern const char *const ta_end_names[];
 
 typedef struct {
@@ -248,6 +270,8 @@ typedef struct {
     int end_state, end_signal, end_in_call;
     char *cmdline;        /* joined with spaces */
     char **env; int nenv; /* "NAME=value" */
+    ta_envchg *envchg; int nenvchg;      /* env_changes (load_env.c) */
+    ta_system sys;                       /* system (load_env.c) */
     int64_t v_cuda_rt, v_cuda_drv, v_nccl;
     char *v_trshim;
     int64_t dropped;

@@ -1,14 +1,41 @@
-/* The documents: --json (out_json.c, docs/analysis-format.md), text and
- * --markdown (out_text.c). */
+/* The documents: --json (out_json.c, docs/analysis-format.md), text
+ * (out_text.c), --markdown (out_md.c), and --anonymize over any of them
+ * (anon.c). */
 #ifndef TA_OUT_H
 #define TA_OUT_H
 
 #include <stdio.h>
 
-#include "ta_model.h"
+#include "ta_finding.h"
 
 void ta_out_text(ta_an *a, FILE *o);
 void ta_out_json(ta_an *a, FILE *o);
-void ta_out_markdown(ta_an *a, FILE *o);
+void ta_out_markdown(ta_an *a, FILE *o);   /* at most TA_MD_LIMIT characters, whatever the job */
+#define TA_MD_LIMIT 60000
+/* one finding's lines, text (md 0) or Markdown; top: a root cause (out_text.c) */
+void ta_out_finding(ta_an *a, FILE *o, const ta_finding *f, int md, int top);
+
+/* --anonymize (anon.c): ta_anon_begin() holds back what the program writes on
+ * its standard output and error; ta_anon_end() writes it there with host
+ * names replaced (host1, host2, ... in order of first rank), home folders
+ * made ~ (/home/<user>, /Users/<user>, /root) and those users' names made
+ * user1, user2, ... (json: the document's keys are left alone). 0: done;
+ * -1: ta_anon_begin could not hold the output back (a message said so). */
+int ta_anon_begin(void);
+void ta_anon_end(ta_an *a, int json);
+
+/* --timeline FILE (out_timeline.c): the Chrome/Perfetto trace-event JSON; --html FILE
+ * (out_html.c): one self-contained page, its diagnosis the text document (text: from
+ * ta_text_capture, which runs ta_out_text: once per run, as it numbers the root causes).
+ * 0, or -1 when FILE could not be written (a message said so). */
+int ta_out_timeline(ta_an *a, const char *path);
+char *ta_text_capture(ta_an *a);
+int ta_out_html(ta_an *a, const char *path, const char *text);
+/* what they share (out_timeline.c): a trace's monotonic ns on the wall clock (ns, by its own
+ * realtime sample; saturated), its last sign of life (write, ring heartbeat; INT64_MIN: none),
+ * and per trace the call it is stuck in first (-1: none; <= -2: the init of comm -2-v) */
+int64_t ta_tl_wall_ns(const ta_trace *t, int64_t ns);
+int64_t ta_tl_last_ns(const ta_trace *t);
+int64_t *ta_tl_stuck(ta_an *a);
 
 #endif

@@ -50,5 +50,7 @@ int ta_ring_read(ta_an *a, const char *path, int fd, const struct stat *st, pthr
 void ta_ring_pair(ta_an *a, char **files, ta_file_traces *res, int nfiles);
 /* Everything a trace owns, and the trace. */
 void ta_trace_free(ta_trace *t);
+/* load_env.c: frees a trace's "system" and "env_changes" (ta_trace_free calls it) */
+void ta_env_free(ta_trace *t);
 
 #endif

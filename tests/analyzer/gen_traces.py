@@ -4,7 +4,7 @@ tests and benchmark, Python 3 standard library only.
 
     gen_traces.py SCENARIO OUTDIR          one scenario (writes OUTDIR/expected.json too)
     gen_traces.py --list                   the scenarios
-    gen_traces.py bench OUTDIR --ranks N --records M [--checks] [--nan-step S]
+    gen_traces.py bench OUTDIR --ranks N --records M [--checks] [--nan-step S] [--clean] [--env]
 
 Each scenario plants one failure from shared/failure-catalog.md (or none) and
 writes, besides the traces, expected.json: what tranalyze must answer
@@ -2639,8 +2639,69 @@ SCENARIOS.update({
 })
 
 
+# ---------------------------------------------------------------- reports (issue 15)
+def sc_env_differs(out):
+    """a clean 8-rank job whose ranks 3 and 7 run with NCCL_ALGO=Tree, the others Ring:
+    --markdown shows the shared variables once and only that difference, with its ranks"""
+    ranks, wid = world_job("envdiff", 8)
+    for step in range(3):
+        for r in ranks:
+            r.coll(0, count=1 << 16, site="train_step")
+    for r in ranks:
+        r.finish()
+    write(ranks, out)
+
+    def edit(d):
+        d["env"]["NCCL_ALGO"] = "Tree" if d["rank"] in (3, 7) else "Ring"
+    rewrite_traces(out, edit)
+    expect(out, 0, [])
+
+
+ANON_HOSTS = ["dgx-a100-07.corp.example.com", "dgx-a100-11.corp.example.com"]
+ANON_OTHER_HOST = "login-node3.corp.example.com"     # only in the name of a damaged file
+ANON_USER = "alice"
+
+
+def sc_anon_hang(out):
+    """extra_collective's job with names to hide: two hosts (FQDNs), home paths of user
+    alice in the command line, the environment and the module's path, her name in another
+    path, and an empty file named after a third host: --anonymize prints none of them"""
+    ranks, wid = world_job("anon", 4)
+    for r in ranks:
+        r.host = ANON_HOSTS[r.rank // 2]
+    for step in range(5):
+        for r in ranks:
+            if step == 3 and r.rank == 0:
+                r.coll(0, count=1, site="log_metrics")
+            r.coll(0, count=1 << 20, site="train_step")
+    killed(ranks)
+    write(ranks, out)
+    home = "/home/%s" % ANON_USER
+
+    def edit(d):
+        d["cmdline"] = [home + "/proj/.venv/bin/python", home + "/proj/train.py", "--out", "/scratch/%s/run7" % ANON_USER]
+        d["env"]["TRSHIM_DIR"] = home + "/traces"
+        d["env"]["TORCH_EXTENSIONS_DIR"] = "/scratch/%s/torch_ext" % ANON_USER
+        d["modules"][0]["path"] = home + "/proj/bin/train"
+    rewrite_traces(out, edit)
+    open(os.path.join(out, "trshim.anon.r9.%s.99.json" % ANON_OTHER_HOST), "w").close()
+    expect(out, 1, [F("divergence", wid, 4, [0], "log_metrics", others=[1, 2, 3])])
+
+
+def bench_env(rank):
+    """a job's environment in bench --env: shared variables, CUDA_VISIBLE_DEVICES by local
+    rank, and NCCL_ALGO=Tree on ranks 3 and 7 (Ring elsewhere)"""
+    return {"NCCL_DEBUG": "WARN", "NCCL_IB_HCA": "mlx5_0,mlx5_1", "NCCL_SOCKET_IFNAME": "eth0",
+            "NCCL_IB_KEY": "<redacted>", "TRSHIM_DIR": "/shared/traces", "CUDA_DEVICE_MAX_CONNECTIONS": "1",
+            "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1", "CUDA_VISIBLE_DEVICES": str(rank % 8),
+            "NCCL_ALGO": "Tree" if rank in (3, 7) else "Ring"}
+
+
+SCENARIOS.update({"env_differs": sc_env_differs, "anon_hang": sc_anon_hang})
+
+
 # ---------------------------------------------------------------- benchmark
-def bench(out, nranks, nrec, hang=True, checks=False, nan_step=None):
+def bench(out, nranks, nrec, hang=True, checks=False, nan_step=None, env=False):
     """nranks ranks, nrec call records each: world + TP(8) + DP communicators,
     per step 2 TP all-reduces, 1 DP all-reduce, 1 world broadcast; the last
     rank skips its last TP call (a hang at the end). checks: the NaN/Inf
@@ -2708,7 +2769,7 @@ def bench(out, nranks, nrec, hang=True, checks=False, nan_step=None):
                 "write_time": 1767000100.0, "end": {"reason": "exit" if short else "signal",
                                                     "signal": None if short else 15, "in_call": False},
                 "versions": {"trshim": "0.1.0", "cuda_runtime": 13000, "cuda_driver": 13000, "nccl": 22809},
-                "env": {}, "settings": {"dir": "traces", "stack_depth": 64},
+                "env": bench_env(r) if env else {}, "settings": {"dir": "traces", "stack_depth": 64},
                 "clock": {"realtime": 1767000000.0, "monotonic_ns": 1_000_000_000_000},
                 "comms": comms, "call_fields": CALL_FIELDS}
         if checks:
@@ -2736,7 +2797,8 @@ def main(argv):
         nranks = int(argv[argv.index("--ranks") + 1]) if "--ranks" in argv else 1024
         nrec = int(argv[argv.index("--records") + 1]) if "--records" in argv else 10000
         nan_step = int(argv[argv.index("--nan-step") + 1]) if "--nan-step" in argv else None
-        bench(out, nranks, nrec, checks="--checks" in argv or nan_step is not None, nan_step=nan_step)
+        bench(out, nranks, nrec, checks="--checks" in argv or nan_step is not None, nan_step=nan_step,
+              hang="--clean" not in argv, env="--env" in argv)
         return 0
     return scenario_main(argv, SCENARIOS, __doc__)
 
