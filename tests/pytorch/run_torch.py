@@ -164,6 +164,20 @@ def main():
                     site = site[0] if site else None
                 if site != want:
                     fail("finding %d: %s site %r, expected %r" % (i, side, site, want), log)
+    # every rank's environment names the real torch (its version from the venv's metadata) and its launcher
+    want_torch = subprocess.run([os.path.join(venv, "bin", "python"), "-c",
+                                 "import importlib.metadata as m; print(m.version('torch'))"],
+                                capture_output=True, text=True).stdout.strip()
+    want_launcher = "torchelastic" if launcher == "torchrun" else "deepspeed"
+    for r in json.loads(q.stdout)["ranks"]:
+        sy = ((r.get("environment") or {}).get("system") or {}) if r["ended"]["state"] != "killed" else None
+        if sy is None:
+            continue
+        if sy.get("packages", {}).get("torch") != want_torch:
+            fail("rank %d: packages %r, expected torch %s" % (r["rank"], sy.get("packages"), want_torch), log)
+        names = [x["name"] for x in sy.get("launchers", [])]
+        if want_launcher not in names:
+            fail("rank %d: launchers %r, expected %s among them" % (r["rank"], names, want_launcher), log)
     if "peaks" in exp:        # the trace's device peak is what PyTorch reserved, to the byte
         ranks = {r["rank"]: r for r in json.loads(q.stdout)["ranks"]}
         for r in range(nranks):

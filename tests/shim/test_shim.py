@@ -713,6 +713,12 @@ def case_redact(c):
     for how in ([], ["--json"], ["--markdown"]):
         a = subprocess.run([path_of("TRANALYZE")] + how + [c.traces], capture_output=True, text=True, timeout=120)
         outs[" ".join(how) or "text"] = a.stdout + a.stderr
+    pictures = {"html": os.path.join(c.tmp, "report.html"), "timeline": os.path.join(c.tmp, "timeline.json")}
+    a = subprocess.run([path_of("TRANALYZE"), "--html", pictures["html"], "--timeline", pictures["timeline"],
+                        c.traces], capture_output=True, text=True, timeout=120)
+    for k, f in pictures.items():
+        with open(f, encoding="utf-8") as fh:
+            outs["--" + k] = fh.read()
     for name in sorted(os.listdir(c.traces)):
         with open(os.path.join(c.traces, name), "rb") as f:
             outs[name] = f.read().decode("latin-1")
