@@ -7,8 +7,7 @@
 #include "ta_jw.h"
 #include "ta_site.h"
 
-/* length of the valid UTF-8 sequence at p, 0 if invalid */
-static int utf8_len(const unsigned char *p)
+int ta_utf8_len(const unsigned char *p)
 {
     if (p[0] < 0x80) return 1;
     int n = p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 && p[0] < 0xe0 ? 2 : 0;
@@ -29,7 +28,7 @@ void jw_string(FILE *o, const char *s)
         if (*p == '\n') { fputs("\\n", o); p++; continue; }
         if (*p == '\t') { fputs("\\t", o); p++; continue; }
         if (*p < 0x20) { fprintf(o, "\\u%04x", *p); p++; continue; }
-        int n = utf8_len(p);
+        int n = ta_utf8_len(p);
         if (!n) { fputs("\\ufffd", o); p++; continue; }
         fwrite(p, 1, (size_t)n, o);
         p += n;

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "ta_finding.h"
+#include "ta_jw.h"
 #include "ta_out.h"
 #include "ta_seq.h"
 #include "ta_site.h"
@@ -40,17 +41,6 @@ char *ta_text_capture(ta_an *a)
 }
 
 /* ---- escaping: text and attribute values alike; invalid UTF-8 and control characters become U+FFFD ---- */
-static int utf8_len(const unsigned char *p)
-{
-    if (p[0] < 0x80) return 1;
-    int n = p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 && p[0] < 0xe0 ? 2 : 0;
-    if (!n) return 0;
-    for (int i = 1; i < n; i++)
-        if ((p[i] & 0xc0) != 0x80) return 0;
-    if (n == 3 && ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] >= 0xa0))) return 0;
-    if (n == 4 && ((p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] >= 0x90))) return 0;
-    return n;
-}
 static void esc(FILE *o, const char *s)
 {
     if (!s) return;
@@ -64,7 +54,7 @@ static void esc(FILE *o, const char *s)
         case '\n': case '\t': fputc(*p, o); p++; continue;
         default: break;
         }
-        int n = *p < 0x20 || *p == 0x7f ? 0 : utf8_len(p);
+        int n = *p < 0x20 || *p == 0x7f ? 0 : ta_utf8_len(p);
         if (!n) { fputs("&#xfffd;", o); p++; continue; }
         fwrite(p, 1, (size_t)n, o);
         p += n;
@@ -180,28 +170,6 @@ static int cmp_row(const void *p, const void *q)
     return (x->t > y->t) - (x->t < y->t);
 }
 
-/* the first call entered at or after wall time w */
-static int64_t call_at_time(const ta_trace *t, int64_t w)
-{
-    int64_t lo = 0, hi = t->ncalls;
-    while (lo < hi) {
-        int64_t m = lo + (hi - lo) / 2;
-        if (ta_tl_wall_ns(t, t->calls[m].enter_ns) < w) lo = m + 1;
-        else hi = m;
-    }
-    return lo;
-}
-
-/* the root cause's call on trace t (the culprit's own; the others' at the same seq), -1 */
-static int64_t root_call(ta_an *a, const ta_finding *f, int t)
-{
-    if (t == f->culprit.trace && f->culprit.call >= 0) return f->culprit.call;
-    int64_t ci = -1;
-    if (f->kind == K_MISSING) ta_last_call(a->tr[t], &ci);
-    else if (f->g >= 0 && f->seq > 0 && f->seq <= UINT32_MAX) ci = ta_call_at(a, t, f->g, (uint32_t)f->seq);
-    return ci;
-}
-
 static void call_end(const ta_trace *t, const ta_call *c, int64_t last, int64_t *s, int64_t *e)
 {
     *s = ta_tl_wall_ns(t, c->enter_ns);
@@ -220,7 +188,7 @@ static void timeline(ta_an *a, FILE *o, const int64_t *stuck)
     int64_t aci = -1, atime = INT64_MIN;
     if (f0 && f0->culprit.trace >= 0) {
         at = f0->culprit.trace;
-        aci = root_call(a, f0, at);
+        aci = ta_tl_root_call(a, f0, at);
         if (aci < 0 && f0->t > 0 && f0->t <= 9.0e9) atime = llround(f0->t * 1e9);
     }
     if (at < 0) {
@@ -280,7 +248,7 @@ static void timeline(ta_an *a, FILE *o, const int64_t *stuck)
         if (lo == INT64_MAX || hi < lo) lo = hi = 0;
     } else {
         if (aci < 0 && T->ncalls) {
-            aci = atime != INT64_MIN ? call_at_time(T, atime) : T->ncalls - 1;
+            aci = atime != INT64_MIN ? ta_tl_call_at_time(T, atime) : T->ncalls - 1;
             if (aci >= T->ncalls) aci = T->ncalls - 1;
         }
         int64_t tlast = ta_tl_last_ns(T);
@@ -372,7 +340,7 @@ static void timeline(ta_an *a, FILE *o, const int64_t *stuck)
         }
         fputs("</title></text>\n", o);
         /* the calls that overlap the window */
-        int64_t i = call_at_time(tr, lo);
+        int64_t i = ta_tl_call_at_time(tr, lo);
         for (int back = 0; i > 0 && back < 64; back++) {      /* a long call that began before it */
             int64_t s, e2;
             call_end(tr, &tr->calls[i - 1], last, &s, &e2);
@@ -384,7 +352,7 @@ static void timeline(ta_an *a, FILE *o, const int64_t *stuck)
         for (int k = 0; k < a->nf; k++)
             if (a->f[k].root) {
                 for (int q = 0; q < a->f[k].culprit.nranks; q++)
-                    if (a->f[k].culprit.ranks[q] == tr->rank) rc_ci = root_call(a, &a->f[k], t);
+                    if (a->f[k].culprit.ranks[q] == tr->rank) rc_ci = ta_tl_root_call(a, &a->f[k], t);
                 if (rc_ci >= 0) break;
             }
         int64_t other_ci = f0 && f0->other.trace == t ? f0->other.call : -1;

@@ -227,8 +227,7 @@ static int cmp_span(const void *p, const void *q)
     return (x->lo > y->lo) - (x->lo < y->lo);
 }
 
-/* the first call entered at or after wall time w (calls are in the order they entered) */
-static int64_t call_at_time(const ta_trace *t, int64_t w)
+int64_t ta_tl_call_at_time(const ta_trace *t, int64_t w)
 {
     int64_t lo = 0, hi = t->ncalls;
     while (lo < hi) {
@@ -239,9 +238,7 @@ static int64_t call_at_time(const ta_trace *t, int64_t w)
     return lo;
 }
 
-/* a root finding's time on trace t: its call there (the culprit's, or at the finding's seq), else when it
- * happened; INT64_MIN none */
-static int64_t root_call(ta_an *a, const ta_finding *f, int t)
+int64_t ta_tl_root_call(ta_an *a, const ta_finding *f, int t)
 {
     if (t == f->culprit.trace && f->culprit.call >= 0) return f->culprit.call;
     int64_t ci = -1;
@@ -251,7 +248,7 @@ static int64_t root_call(ta_an *a, const ta_finding *f, int t)
 }
 static int64_t root_time(ta_an *a, const ta_finding *f, int t)
 {
-    int64_t ci = root_call(a, f, t);
+    int64_t ci = ta_tl_root_call(a, f, t);
     if (ci >= 0) return ta_tl_wall_ns(a->tr[t], a->tr[t]->calls[ci].enter_ns);
     return f->t > 0 ? wall_s_ns(f->t) : INT64_MIN;
 }
@@ -281,7 +278,7 @@ static void choose_calls(tl *x, const int64_t *anchors, int nanchors)
         if (!tr->ncalls) continue;
         r->sp[r->nsp++] = (span){tr->ncalls > cap ? tr->ncalls - cap : 0, tr->ncalls};
         for (int k = 0; k < nanchors; k++) {
-            int64_t i = call_at_time(tr, anchors[k]);
+            int64_t i = ta_tl_call_at_time(tr, anchors[k]);
             r->sp[r->nsp++] = (span){i > TL_AROUND ? i - TL_AROUND : 0,
                                      i + TL_AROUND < tr->ncalls ? i + TL_AROUND : tr->ncalls};
         }
@@ -544,7 +541,7 @@ static void write_roots(tl *x)
         for (int k = 0; k < f->culprit.nranks; k++) {
             int t = trace_of_rank(a, f->culprit.ranks[k]);
             if (t < 0) continue;
-            int64_t at = root_time(a, f, t), ci = root_call(a, f, t);
+            int64_t at = root_time(a, f, t), ci = ta_tl_root_call(a, f, t);
             if (at == INT64_MIN) continue;
             char *nm = xasprintf("ROOT CAUSE: %s%s%s", ta_kind_names[f->kind], f->subkind[0] ? " / " : "", f->subkind);
             ev_begin(x, nm, "i", a->tr[t]->rank, 1, at);

@@ -35,6 +35,10 @@ int ta_out_html(ta_an *a, const char *path, const char *text);
  * realtime sample; saturated), its last sign of life (write, ring heartbeat; INT64_MIN: none),
  * and per trace the call it is stuck in first (-1: none; <= -2: the init of comm -2-v) */
 int64_t ta_tl_wall_ns(const ta_trace *t, int64_t ns);
+/* the first call of t entered at or after wall time w (calls are in the order they entered) */
+int64_t ta_tl_call_at_time(const ta_trace *t, int64_t w);
+/* a root finding's call on trace t (the culprit's, or its call at the finding's seq), -1 none */
+int64_t ta_tl_root_call(ta_an *a, const ta_finding *f, int t);
 int64_t ta_tl_last_ns(const ta_trace *t);
 int64_t *ta_tl_stuck(ta_an *a);
 
