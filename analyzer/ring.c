@@ -223,8 +223,8 @@ static void read_comms(rd *r)
         if (c->valid == 0) continue;             /* handed out, not written yet */
         const char *why = NULL;
         if (c->valid != 1) why = "its valid flag is damaged";
-        else if (c->kind < 0 || c->kind > TRR_KIND_GROW) why = "its kind is unknown";
-        else if (c->end_kind < TRR_END_NONE || c->end_kind > TRR_END_REVOKE) why = "its end kind is unknown";
+        else if (c->kind < 0 || c->kind >= TRR_KIND_N) why = "its kind is unknown";
+        else if (c->end_kind < TRR_END_NONE || c->end_kind >= TRR_END_N) why = "its end kind is unknown";
         else if (c->size < -1 || c->size > RANK_MAX || c->rank < -1 || c->rank > RANK_MAX) why = "its size or rank is out of range";
         else if (c->device < -1 || c->device > 65535) why = "its device is out of range";
         else if (c->grow_ranks < 0 || c->grow_ranks > RANK_MAX || (c->kind != TRR_KIND_GROW && (c->grow_ranks || c->grow_uid)))

@@ -9,9 +9,6 @@
 #include "ring_int.h"
 #include "ta_site.h"
 
-static const char *const kind_names[] = {"InitRank", "InitRankConfig", "InitRankScalable", "InitAll", "Split",
-                                         "Shrink", "Grow"};
-static const char *const end_kinds[] = {"", "Finalize", "Destroy", "Abort", "Revoke"};
 
 void ta_trace_free(ta_trace *t)
 {
@@ -42,7 +39,7 @@ static void conv_comm_slot(rd *r, const trr_comm *c, ta_comm *m, int family)
     m->id = c->id;
     m->has_parent = c->parent >= 0 || c->parent_id != 0;
     m->parent = m->has_parent ? c->parent_id : 0;
-    snprintf(m->kind, sizeof m->kind, "%s", kind_names[c->kind]);
+    snprintf(m->kind, sizeof m->kind, "%s", trr_kind_names[c->kind]);
     m->size = c->init_done && c->size >= 0 ? c->size : -1;
     m->rank = c->rank;
     m->device = c->device;
@@ -51,7 +48,7 @@ static void conv_comm_slot(rd *r, const trr_comm *c, ta_comm *m, int family)
     m->init_rc = c->init_done ? c->init_rc : TA_NULL64;
     m->init_stack = c->init_stack >= 0 && c->init_stack < r->nstacks ? c->init_stack : -1;
     m->init_pystack = -1;         /* a slot has no Python stack */
-    snprintf(m->end_kind, sizeof m->end_kind, "%s", end_kinds[c->end_kind]);
+    snprintf(m->end_kind, sizeof m->end_kind, "%s", c->end_kind ? trr_end_names[c->end_kind] : "");
     m->end_exit = c->end_kind != TRR_END_NONE && c->end_exit ? (int64_t)c->end_exit : TA_NULL64;
     m->colls = (int64_t)c->colls;
     m->grow_uid = c->kind == TRR_KIND_GROW ? c->grow_uid : 0;

@@ -1,9 +1,6 @@
 /* The "comms" part of one rank's trace (tr_comm.c keeps the table). */
 #include "tr_nccl_int.h"
 
-static const char *const kind_names[] = {"InitRank", "InitRankConfig", "InitRankScalable", "InitAll",
-                                         "Split", "Shrink", "Grow"};
-static const char *const end_names[] = {NULL, "Finalize", "Destroy", "Abort", "Revoke"};
 
 /* ---- "comms" of one rank ------------------------------------------------------------ */
 
@@ -80,7 +77,7 @@ int tr_comm_write_json(tr_json *j, const tr_rank_view *view, int32_t *map, int n
         trj_hex(j, "id", c->id);
         if (c->parent_id) trj_hex(j, "parent", c->parent_id);
         else trj_null(j, "parent");
-        trj_str(j, "kind", kind_names[c->kind]);
+        trj_str(j, "kind", trr_kind_names[c->kind]);
         if (done && size >= 0) trj_int(j, "size", size);
         else trj_null(j, "size");
         if (rank >= 0) trj_int(j, "rank", rank);
@@ -107,7 +104,7 @@ int tr_comm_write_json(tr_json *j, const tr_rank_view *view, int32_t *map, int n
         if (ek != TR_END_NONE) {
             uint64_t ex = atomic_load_explicit(&c->end_exit, memory_order_acquire);
             trj_object_begin(j, "end");
-            trj_str(j, "kind", end_names[ek]);
+            trj_str(j, "kind", trr_end_names[ek]);
             trj_uint(j, "enter_ns", atomic_load(&c->end_enter));
             if (ex) {
                 trj_uint(j, "exit_ns", ex);

@@ -66,10 +66,34 @@ enum { TRR_GPU_UNTRACKED,   /* not observed: group/failed call, capturing stream
        TRR_GPU_ERROR };     /* the event query failed (sticky CUDA error) */
 #define TRR_NONE INT32_MIN  /* no reduction op / root / peer; dtype of group calls */
 
-/* the comm slot's kind / end_kind: JSON "kind" / "end.kind" names */
-enum { TRR_KIND_INITRANK, TRR_KIND_INITRANKCONFIG, TRR_KIND_INITRANKSCALABLE, TRR_KIND_INITALL,
-       TRR_KIND_SPLIT, TRR_KIND_SHRINK, TRR_KIND_GROW };
-enum { TRR_END_NONE, TRR_END_FINALIZE, TRR_END_DESTROY, TRR_END_ABORT, TRR_END_REVOKE };
+/* The comm slot's kind and end_kind, in slot order, with their names in
+ * the JSON traces ("kind", "end.kind"): the one table of them (the shim's
+ * writer, the analyzer's ring reader and tests/common/ring.py read it). */
+#define TRR_COMM_KINDS(X)                                                      \
+    X(INITRANK, "InitRank")                                                    \
+    X(INITRANKCONFIG, "InitRankConfig")                                        \
+    X(INITRANKSCALABLE, "InitRankScalable")                                    \
+    X(INITALL, "InitAll")                                                      \
+    X(SPLIT, "Split")                                                          \
+    X(SHRINK, "Shrink")                                                        \
+    X(GROW, "Grow")
+#define TRR_COMM_ENDS(X)                                                       \
+    X(NONE, NULL)                                                              \
+    X(FINALIZE, "Finalize")                                                    \
+    X(DESTROY, "Destroy")                                                      \
+    X(ABORT, "Abort")                                                          \
+    X(REVOKE, "Revoke")
+#define TRR_KIND_ENUM_(id, name) TRR_KIND_##id,
+#define TRR_END_ENUM_(id, name) TRR_END_##id,
+#define TRR_NAME_(id, name) name,
+enum { TRR_COMM_KINDS(TRR_KIND_ENUM_) TRR_KIND_N };
+enum { TRR_COMM_ENDS(TRR_END_ENUM_) TRR_END_N };
+/* the names, by kind and by end kind (TRR_END_NONE: NULL) */
+static const char *const trr_kind_names[TRR_KIND_N] __attribute__((unused)) = {TRR_COMM_KINDS(TRR_NAME_)};
+static const char *const trr_end_names[TRR_END_N] __attribute__((unused)) = {TRR_COMM_ENDS(TRR_NAME_)};
+#undef TRR_KIND_ENUM_
+#undef TRR_END_ENUM_
+#undef TRR_NAME_
 
 /* blob kinds; a reader skips a kind it does not know by its `bytes` */
 enum { TRR_BLOB_END = 0, TRR_BLOB_MODULE = 1, TRR_BLOB_STACK = 2, TRR_BLOB_PYCODE = 3, TRR_BLOB_PYSTACK = 4,

@@ -26,6 +26,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 import gen_traces as g  # noqa: E402  (next to this file)
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
+import ring  # noqa: E402
 import vocab  # noqa: E402
 
 MAGIC = b"TRSHRING"
@@ -40,8 +41,7 @@ OPS = vocab.OPS
 DTYPES = ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64", "bfloat16",
           "float8e4m3", "float8e5m2"]
 REDOPS = ["sum", "prod", "max", "min", "avg"]
-KINDS = ["InitRank", "InitRankConfig", "InitRankScalable", "InitAll", "Split", "Shrink", "Grow"]
-ENDS = [None, "Finalize", "Destroy", "Abort", "Revoke"]
+KINDS, ENDS = ring.KINDS, ring.ENDS        # include/trshim/ring_format.h's table
 MASK = (1 << 64) - 1
 
 # (name, struct code): C order; arrays as "64s" (char) or "96Q" (uint64)

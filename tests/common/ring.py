@@ -25,6 +25,7 @@ The struct formats below are the C layout of ring_format.h written out with
 explicit padding ("<": little-endian, no implicit alignment); sizes are
 checked against the header's record_bytes/comm_bytes.
 """
+import os
 import struct
 
 import vocab
@@ -37,8 +38,18 @@ STATES = {1: "running", 2: "exited", 3: "signaled"}
 REC_STATES = ["empty", "entered", "returned"]
 CAPTURING = [False, True, None]
 GPU = [None, "pending", "done", "error"]
-KINDS = ["InitRank", "InitRankConfig", "InitRankScalable", "InitAll", "Split", "Shrink", "Grow"]
-ENDS = [None, "Finalize", "Destroy", "Abort", "Revoke"]
+def _comm_table(macro):
+    """the names of a TRR_COMM_* table of include/trshim/ring_format.h, in slot order (NULL: None)"""
+    import re
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "..", "..", "include", "trshim", "ring_format.h")) as f:
+        text = f.read()
+    body = re.search(r"#define %s\(X\)(.*?)\n(?!\s*X\()" % macro, text, re.S).group(1)
+    return [None if n == "NULL" else n.strip('"') for n in re.findall(r"X\(\w+, (NULL|\"\w+\")\)", body)]
+
+
+KINDS = _comm_table("TRR_COMM_KINDS")
+ENDS = _comm_table("TRR_COMM_ENDS")
 NONE = -2 ** 31               # TRR_NONE
 BLOB_END, BLOB_MODULE, BLOB_STACK, BLOB_PYCODE, BLOB_PYSTACK, BLOB_COLLCONFIG, BLOB_NCCLINFO = 0, 1, 2, 3, 4, 5, 6
 COLLCONFIG = struct.Struct("<IIiiiiiiQII")
