@@ -130,6 +130,25 @@ TR_API ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devl
     return r;
 }
 
+/* A communicator made from parent handle comm (split, shrink, grow): in
+ * gets the parent, the base of its id (salt, the parent's id and the
+ * parent's count of children: every member counts the same children, so
+ * all agree), the device (the parent's, else the current one), blocking
+ * (the config's, else inherited), the entry time and stack. Returns the
+ * parent's record, NULL when the handle is not known. */
+static tr_comm *child_of(ncclComm_t comm, uint64_t salt, ncclConfig_t *config, tr_comm_init *in)
+{
+    int32_t pi = tr_comm_lookup(comm);
+    tr_comm *p = tr_comm_at(pi);
+    uint64_t child_no = p ? atomic_fetch_add(&p->splits, 1) + 1 : 0;
+    int dev = p ? atomic_load(&p->device) : -1;
+    in->parent = pi;
+    in->id = tr_mix64(tr_mix64(salt, p ? p->id : 0), child_no);
+    in->device = dev >= 0 ? dev : tr_cuda_device();
+    in->blocking = config_blocking(config, p ? p->blocking : -1);
+    return p;
+}
+
 TR_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
                                   ncclConfig_t *config)
 {
@@ -139,19 +158,12 @@ TR_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_
     int rec = tr_enter();
     int32_t ci = -1;
     if (rec) {
-        uint64_t t = tr_now_ns();
-        int32_t st = tr_stack_capture();
-        int32_t pi = tr_comm_lookup(comm);
-        tr_comm *p = tr_comm_at(pi);
-        /* every member counts the split, NOCOLOR ones too, so all agree */
-        uint64_t split_no = p ? atomic_fetch_add(&p->splits, 1) + 1 : 0;
+        tr_comm_init in = {.kind = TR_KIND_SPLIT, .size = -1, .rank = -1, .has_color = 1, .color = color,
+                           .key = key, .enter = tr_now_ns(), .stack = tr_stack_capture()};
+        /* NOCOLOR members count the split too (child_of), but make nothing */
+        child_of(comm, 5, config, &in);
         if (color != NCCL_SPLIT_NOCOLOR) {
-            uint64_t id = tr_mix64(tr_mix64(tr_mix64(5, p ? p->id : 0), split_no), (uint64_t)(uint32_t)color);
-            int dev = p ? atomic_load(&p->device) : -1;
-            tr_comm_init in = {.kind = TR_KIND_SPLIT, .id = id, .parent = pi, .size = -1, .rank = -1,
-                               .device = dev >= 0 ? dev : tr_cuda_device(),
-                               .blocking = config_blocking(config, p ? p->blocking : -1),
-                               .has_color = 1, .color = color, .key = key, .enter = t, .stack = st};
+            in.id = tr_mix64(in.id, (uint64_t)(uint32_t)color);
             ci = tr_comm_add(&in);
         }
     }
@@ -176,15 +188,12 @@ TR_API ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int e
     int rec = tr_enter();
     int32_t ci = -1;
     if (rec) {
-        uint64_t t = tr_now_ns();
-        int32_t st = tr_stack_capture();
-        int32_t pi = tr_comm_lookup(comm);
-        tr_comm *p = tr_comm_at(pi);
-        uint64_t split_no = p ? atomic_fetch_add(&p->splits, 1) + 1 : 0;
-        uint64_t id = tr_mix64(tr_mix64(6, p ? p->id : 0), split_no);
+        tr_comm_init in = {.kind = TR_KIND_SHRINK, .size = -1, .rank = -1, .enter = tr_now_ns(),
+                           .stack = tr_stack_capture()};
+        tr_comm *p = child_of(comm, 6, config, &in);
         int n = excludeRanksList && excludeRanksCount > 0 ? excludeRanksCount : 0;
         int *sorted = n ? malloc((size_t)n * sizeof *sorted) : NULL;
-        int size = -1, rank = -1, distinct = 0, below = 0, excluded = 0, listed = !n || sorted;
+        int distinct = 0, below = 0, excluded = 0, listed = !n || sorted;
         if (sorted) {
             memcpy(sorted, excludeRanksList, (size_t)n * sizeof *sorted);
             qsort(sorted, (size_t)n, sizeof *sorted, cmp_int);
@@ -192,21 +201,17 @@ TR_API ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int e
         int prank = p ? atomic_load(&p->rank) : -1, psize = p ? atomic_load(&p->size) : -1;
         for (int i = 0; i < n && sorted; i++) {
             if (i > 0 && sorted[i] == sorted[i - 1]) continue;
-            id = tr_mix64(id, (uint64_t)(uint32_t)sorted[i]);
+            in.id = tr_mix64(in.id, (uint64_t)(uint32_t)sorted[i]);
             distinct++;
             if (sorted[i] < prank) below++;
             if (sorted[i] == prank) excluded = 1;
         }
-        id = tr_mix64(id, (uint64_t)distinct);
+        in.id = tr_mix64(in.id, (uint64_t)distinct);
         free(sorted);
         if (psize > 0 && prank >= 0 && !excluded && listed) {
-            size = psize - distinct;
-            rank = prank - below;
+            in.size = psize - distinct;
+            in.rank = prank - below;
         }
-        int dev = p ? atomic_load(&p->device) : -1;
-        tr_comm_init in = {.kind = TR_KIND_SHRINK, .id = id, .parent = pi, .size = size, .rank = rank,
-                           .device = dev >= 0 ? dev : tr_cuda_device(),
-                           .blocking = config_blocking(config, p ? p->blocking : -1), .enter = t, .stack = st};
         ci = tr_comm_add(&in);
     }
     ncclResult_t r = real(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
@@ -235,15 +240,8 @@ TR_API ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId
         tr_comm_init in = {.kind = TR_KIND_GROW, .parent = -1, .size = nRanks, .rank = rank, .enter = t,
                            .stack = st, .grow_uid = uid, .grow_ranks = nRanks};
         if (comm) {
-            int32_t pi = tr_comm_lookup(comm);
-            tr_comm *p = tr_comm_at(pi);
-            uint64_t grow_no = p ? atomic_fetch_add(&p->splits, 1) + 1 : 0;
-            int dev = p ? atomic_load(&p->device) : -1;
-            in.id = tr_mix64(tr_mix64(7, p ? p->id : 0), grow_no);
-            in.parent = pi;
+            tr_comm *p = child_of(comm, 7, config, &in);
             in.rank = p ? atomic_load(&p->rank) : -1;   /* existing members keep their rank */
-            in.device = dev >= 0 ? dev : tr_cuda_device();
-            in.blocking = config_blocking(config, p ? p->blocking : -1);
         } else {
             in.id = uid;
             in.device = tr_cuda_device();
