@@ -23,6 +23,7 @@ import pwd
 import re
 import shutil
 import subprocess
+import tarfile
 import sys
 import tempfile
 import zipfile
@@ -287,6 +288,19 @@ def install_as_user(tmp, wheel):
     check(top["call"]["function"] == "log_metrics", "culprit's function %s" % top["call"])
     say("as %s: the venv's trshim recorded the 4-rank job, its tranalyze: %s #%d on rank 0 at %s" %
         (uname, top["kind"], top["seq"], top["call"]["site"]))
+    # the bundle, with the wheel's tranalyze found beside its trshim
+    out = os.path.join(home, "report.tar.gz")
+    r = as_user(uid, gid, [os.path.join(vbin, "trshim"), "bundle", traces, "-o", out], home, timeout=300,
+                stderr=subprocess.PIPE)
+    check(r.returncode == 0 and os.path.isfile(out), "venv trshim bundle: %d %r %r" % (r.returncode, r.stdout[-800:],
+                                                                                    r.stderr[-800:]))
+    if r.returncode == 0:
+        with tarfile.open(out) as tar:
+            names = [os.path.basename(m.name) for m in tar.getmembers()]
+        want = {"MANIFEST.txt", "report.md", "report.json", "report.txt"}
+        check(want <= set(names) and len([n for n in names if n.endswith(".json") and n.startswith("trshim.")]) == 4,
+              "the wheel's bundle holds %s" % names)
+        say("as %s: trshim bundle wrote %d bytes, %d members" % (uname, os.path.getsize(out), len(names)))
 
 
 # ---- aarch64 under qemu-user ----------------------------------------------------------------
