@@ -444,3 +444,14 @@ char *ta_missing_text(const ta_an *a, int i)
     if (k < 0) return xstrdup("no trace");
     return xasprintf("write failed (%s)", a->wfail[k].error);
 }
+
+int ta_trace_of_rank(const ta_an *a, int rank)
+{
+    int lo = 0, hi = a->ntr;      /* a->tr is by rank */
+    while (lo < hi) {
+        int m = (lo + hi) / 2;
+        if (a->tr[m]->rank < rank) lo = m + 1;
+        else hi = m;
+    }
+    return lo < a->ntr && a->tr[lo]->rank == rank ? lo : -1;
+}

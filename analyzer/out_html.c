@@ -79,16 +79,6 @@ static int64_t peak_of(const ta_trace *t)
     for (int k = 0; k < t->nmdev; k++) if (t->mdev[k].peak > pk) pk = t->mdev[k].peak;
     return pk;
 }
-static int trace_of_rank(const ta_an *a, int rank)
-{
-    int lo = 0, hi = a->ntr;      /* a->tr is by rank */
-    while (lo < hi) {
-        int m = (lo + hi) / 2;
-        if (a->tr[m]->rank < rank) lo = m + 1;
-        else hi = m;
-    }
-    return lo < a->ntr && a->tr[lo]->rank == rank ? lo : -1;
-}
 /* a time span as text: "12.3 ms", "4.0 s", "850 us" */
 static void span_text(char *b, size_t n, int64_t ns)
 {
@@ -206,12 +196,12 @@ static void timeline(ta_an *a, FILE *o, const int64_t *stuck)
             const ta_finding *f = &a->f[i];
             if (!f->root) continue;
             for (int k = 0; k < f->culprit.nranks && nrows < HT_INVOLVED; k++) {
-                int t = trace_of_rank(a, f->culprit.ranks[k]);
+                int t = ta_trace_of_rank(a, f->culprit.ranks[k]);
                 if (t >= 0 && !taken[t]) { taken[t] = 1; rows[nrows++] = (row){t, 2}; }
             }
         }
         for (int k = 0; k < f0->other.nranks && nrows < HT_INVOLVED; k++) {
-            int t = trace_of_rank(a, f0->other.ranks[k]);
+            int t = ta_trace_of_rank(a, f0->other.ranks[k]);
             if (t >= 0 && !taken[t]) { taken[t] = 1; rows[nrows++] = (row){t, 1}; }
         }
         for (int p = 0; p < f0->nmem && nrows < HT_INVOLVED; p++) {
@@ -433,7 +423,7 @@ static void memory(ta_an *a, FILE *o)
     for (int i = 0; i < a->nf; i++)
         if (a->f[i].kind == K_OOM || a->f[i].kind == K_IMBALANCE)
             for (int k = 0; k < a->f[i].culprit.nranks; k++) {
-                int t = trace_of_rank(a, a->f[i].culprit.ranks[k]);
+                int t = ta_trace_of_rank(a, a->f[i].culprit.ranks[k]);
                 if (t >= 0) hot[t] = 1;
             }
     for (int t = 0; t < n; t++) {

@@ -252,16 +252,6 @@ static int64_t root_time(ta_an *a, const ta_finding *f, int t)
     if (ci >= 0) return ta_tl_wall_ns(a->tr[t], a->tr[t]->calls[ci].enter_ns);
     return f->t > 0 ? wall_s_ns(f->t) : INT64_MIN;
 }
-static int trace_of_rank(const ta_an *a, int rank)
-{
-    int lo = 0, hi = a->ntr;      /* a->tr is by rank */
-    while (lo < hi) {
-        int m = (lo + hi) / 2;
-        if (a->tr[m]->rank < rank) lo = m + 1;
-        else hi = m;
-    }
-    return lo < a->ntr && a->tr[lo]->rank == rank ? lo : -1;
-}
 
 /* which calls of each rank are written */
 static void choose_calls(tl *x, const int64_t *anchors, int nanchors)
@@ -539,7 +529,7 @@ static void write_roots(tl *x)
         const ta_finding *f = &a->f[i];
         if (!f->root) continue;
         for (int k = 0; k < f->culprit.nranks; k++) {
-            int t = trace_of_rank(a, f->culprit.ranks[k]);
+            int t = ta_trace_of_rank(a, f->culprit.ranks[k]);
             if (t < 0) continue;
             int64_t at = root_time(a, f, t), ci = ta_tl_root_call(a, f, t);
             if (at == INT64_MIN) continue;
