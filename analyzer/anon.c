@@ -319,7 +319,31 @@ static char *slurp(int fd, size_t *len)
     return s;
 }
 
-void ta_anon_end(ta_an *a, int json)
+/* file path (written by --html or --timeline) replaced by its filtered copy
+ * (json: a JSON document, keys left as they are): -1 when it cannot be */
+static int filter_file(const anon_tab *t, const char *path, int json)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    size_t len;
+    char *buf = slurp(fd, &len);
+    close(fd);
+    char *tmp = xasprintf("%s.anon-%d", path, (int)getpid());
+    FILE *o = fopen(tmp, "wex");
+    int ok = o != NULL;
+    if (o) {
+        filter(t, o, buf, len, json);
+        ok = !ferror(o);
+        ok &= fclose(o) == 0;
+    }
+    ok = ok && rename(tmp, path) == 0;
+    if (!ok) unlink(tmp);
+    free(tmp);
+    free(buf);
+    return ok ? 0 : -1;
+}
+
+void ta_anon_end(ta_an *a, int json, const char *html, const char *timeline)
 {
     if (held[0] < 0) return;
     fflush(stdout);
@@ -366,6 +390,11 @@ void ta_anon_end(ta_an *a, int json)
             else if (!strncmp(e, "HOME=", 5)) learn_users(&t, e + 5, strlen(e + 5));
         }
     for (int k = 0; k < 2; k++) learn_users(&t, buf[k], len[k]);
+    /* the files written besides: the same names, the same replacements */
+    const char *files[2] = {html, timeline};
+    for (int k = 0; k < 2; k++)
+        if (files[k] && filter_file(&t, files[k], k == 1) < 0)
+            fprintf(stderr, "tranalyze: --anonymize: cannot rewrite %s: %s\n", files[k], strerror(errno));
 
     filter(&t, stdout, buf[0], len[0], json);
     fflush(stdout);

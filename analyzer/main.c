@@ -151,7 +151,7 @@ int main(int argc, char **argv)
                 fprintf(stderr, "  %s%s%s\n", a.notes[i].file ? a.notes[i].file : "", a.notes[i].file ? ": " : "",
                         a.notes[i].text);
         }
-        if (anonymize) ta_anon_end(&a, a.json);
+        if (anonymize) ta_anon_end(&a, a.json, NULL, NULL);
         return 2;
     }
     ta_align(&a);
@@ -170,11 +170,11 @@ int main(int argc, char **argv)
     else ta_out_text(&a, stdout);
     fflush(stdout);
     int vis = 0;                     /* --timeline, --html: 2 when a file could not be written */
-    if (html_path && ta_out_html(&a, html_path, text) < 0) vis = 2;
-    if (timeline_path && ta_out_timeline(&a, timeline_path) < 0) vis = 2;
+    if (html_path && ta_out_html(&a, html_path, text) < 0) vis = 2, html_path = NULL;
+    if (timeline_path && ta_out_timeline(&a, timeline_path) < 0) vis = 2, timeline_path = NULL;
     free(text);
     phase("output");
-    if (anonymize) ta_anon_end(&a, a.json);
+    if (anonymize) ta_anon_end(&a, a.json, html_path, timeline_path);   /* the files written too */
     ta_symbolize_done();
     return vis ? vis : a.nf ? 1 : 0;
 }

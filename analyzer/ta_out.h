@@ -19,10 +19,12 @@ void ta_out_finding(ta_an *a, FILE *o, const ta_finding *f, int md, int top);
  * its standard output and error; ta_anon_end() writes it there with host
  * names replaced (host1, host2, ... in order of first rank), home folders
  * made ~ (/home/<user>, /Users/<user>, /root) and those users' names made
- * user1, user2, ... (json: the document's keys are left alone). 0: done;
+ * user1, user2, ... (json: the document's keys are left alone), and the
+ * same in the --html and --timeline files written (html, timeline: NULL
+ * none). ta_anon_begin: 0 done;
  * -1: ta_anon_begin could not hold the output back (a message said so). */
 int ta_anon_begin(void);
-void ta_anon_end(ta_an *a, int json);
+void ta_anon_end(ta_an *a, int json, const char *html, const char *timeline);
 
 /* --timeline FILE (out_timeline.c): the Chrome/Perfetto trace-event JSON; --html FILE
  * (out_html.c): one self-contained page, its diagnosis the text document (text: from

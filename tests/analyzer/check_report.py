@@ -255,6 +255,26 @@ def case_anonymize(c, ta, gen_traces, workdir):
                 check("module ~/proj/bin/train " in anon, "--markdown --anonymize: the module's path:\n%s" % anon)
             check(anon.splitlines()[6].startswith("#### **divergence / extra_call** on comm "),
                   "--markdown --anonymize: the root cause is not on top:\n%s" % anon[:1500])
+    # the files --html and --timeline write: the same replacements
+    files = {"--html": os.path.join(c.tmp, "r.html"), "--timeline": os.path.join(c.tmp, "t.json")}
+    args = [x for k, f in files.items() for x in (k, f)]
+    rc, _, _ = run(ta, args + ["anon"], cwd=c.tmp)
+    plain_files = {}
+    for k, f in files.items():
+        with open(f, encoding="utf-8") as fh:
+            plain_files[k] = fh.read()
+    rca, _, aerr = run(ta, args + ["--anonymize", "anon"], cwd=c.tmp)
+    eq((rc, rca), (1, 1), "status with --html and --timeline")
+    for k, f in files.items():
+        with open(f, encoding="utf-8") as fh:
+            got = fh.read()
+        for p in planted:
+            seen[p] = seen.get(p, 0) + (p in plain_files[k])
+            check(p not in got, "%s --anonymize: %r is in the file" % (k, p))
+        check("host1" in got and "host2" in got, "%s --anonymize: no host1/host2 in the file" % k)
+    t = json.loads(got)     # the timeline is still a trace-event document
+    names = sorted(e["args"]["name"] for e in t["traceEvents"] if e.get("ph") == "M" and e["name"] == "process_name")
+    check(names and all("host" in n for n in names), "--timeline --anonymize: process names %s" % names)
     for p in planted:
         check(seen[p] >= 2, "%r is in %d outputs without --anonymize (the test plants it)" % (p, seen[p]))
     # nothing usable: the messages on stderr are anonymized too
