@@ -32,17 +32,10 @@ typedef struct {
     int nhosts, nusers;
 } anon_tab;
 
-static uint64_t hash_bytes(const char *s, size_t n)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return h;
-}
-
 static anon_name *tab_find(const anon_tab *t, const char *s, size_t n)
 {
     if (!t->cap) return NULL;
-    for (size_t k = hash_bytes(s, n) & (t->cap - 1);; k = (k + 1) & (t->cap - 1)) {
+    for (size_t k = ta_hash_bytes(s, n) & (t->cap - 1);; k = (k + 1) & (t->cap - 1)) {
         anon_name *e = &t->v[k];
         if (!e->from) return NULL;
         if (e->n == n && !memcmp(e->from, s, n)) return e;
@@ -55,7 +48,7 @@ static void tab_put(anon_tab *t, const char *s, size_t n, const char *to)
         anon_tab g = {xcalloc(t->cap ? t->cap * 2 : 64, sizeof(anon_name)), t->cap ? t->cap * 2 : 64, 0, 0, 0};
         for (size_t k = 0; k < t->cap; k++)
             if (t->v[k].from) {
-                size_t q = hash_bytes(t->v[k].from, t->v[k].n) & (g.cap - 1);
+                size_t q = ta_hash_bytes(t->v[k].from, t->v[k].n) & (g.cap - 1);
                 while (g.v[q].from) q = (q + 1) & (g.cap - 1);
                 g.v[q] = t->v[k];
             }
@@ -63,7 +56,7 @@ static void tab_put(anon_tab *t, const char *s, size_t n, const char *to)
         t->v = g.v;
         t->cap = g.cap;
     }
-    size_t q = hash_bytes(s, n) & (t->cap - 1);
+    size_t q = ta_hash_bytes(s, n) & (t->cap - 1);
     while (t->v[q].from) q = (q + 1) & (t->cap - 1);
     t->v[q].from = xmalloc(n + 1);
     memcpy(t->v[q].from, s, n);

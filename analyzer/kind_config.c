@@ -43,14 +43,6 @@ typedef struct {
     ta_cfgitem *it; int n;
 } ta_cfgmis;
 
-static const char *env_value(const ta_trace *t, const char *name)
-{
-    size_t nl = strlen(name);
-    for (int i = 0; i < t->nenv; i++)
-        if (!strncmp(t->env[i], name, nl) && t->env[i][nl] == '=') return t->env[i] + nl + 1;
-    return NULL;
-}
-
 static int compared_var(const char *var)
 {
     if (strncmp(var, "NCCL_", 5) != 0 && strncmp(var, "TORCH_NCCL_", 11) != 0) return 0;
@@ -67,7 +59,7 @@ static const char *var_value(const ta_trace *t, const char *name, char *buf, siz
 {
     (void)buf; (void)cap;
     if (!t->nenv && !t->sys.present) return NULL;     /* no environment recorded */
-    const char *v = env_value(t, name);
+    const char *v = ta_env_value(t, name, strlen(name));
     return v ? v : "(unset)";
 }
 

@@ -107,12 +107,14 @@ static pthread_mutex_t intern_lock = PTHREAD_MUTEX_INITIALIZER;
 static char **itab;
 static size_t icap, icount;
 
-static uint64_t strhash(const char *s)
+uint64_t ta_hash_bytes(const char *s, size_t n)
 {
     uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
     return h;
 }
+
+static uint64_t strhash(const char *s) { return ta_hash_bytes(s, strlen(s)); }
 
 const char *ta_intern(const char *s)
 {
@@ -454,4 +456,11 @@ int ta_trace_of_rank(const ta_an *a, int rank)
         else hi = m;
     }
     return lo < a->ntr && a->tr[lo]->rank == rank ? lo : -1;
+}
+
+const char *ta_env_value(const ta_trace *t, const char *name, size_t nl)
+{
+    for (int i = 0; i < t->nenv; i++)
+        if (!strncmp(t->env[i], name, nl) && t->env[i][nl] == '=') return t->env[i] + nl + 1;
+    return NULL;
 }

@@ -49,13 +49,6 @@ static int in_list(char **v, int n, const char *s)
     return 0;
 }
 
-static int has_name(const ta_trace *t, const char *nv)
-{
-    size_t nl = strcspn(nv, "=");
-    for (int j = 0; j < t->nenv; j++) if (!strncmp(t->env[j], nv, nl) && t->env[j][nl] == '=') return 1;
-    return 0;
-}
-
 void ta_json_env_shared(ta_jw *w, char **sh, int n)
 {
     jw_key(w, "environment");
@@ -118,7 +111,7 @@ void ta_json_env_rank(ta_jw *w, const ta_trace *t, char **sh, int n)
     jw_key(w, "unset");
     jw_open(w, '[');
     for (int i = 0; i < n && t->nenv; i++)
-        if (!has_name(t, sh[i])) {
+        if (!ta_env_value(t, sh[i], strcspn(sh[i], "="))) {
             char *name = xasprintf("%.*s", (int)strcspn(sh[i], "="), sh[i]);
             jw_sep(w);
             jw_string(w->o, name);

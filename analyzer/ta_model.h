@@ -439,7 +439,10 @@ int ta_cfg_equal(const ta_collcfg *x, const ta_collcfg *y);
 char *ta_nccl_version_text(int64_t code);                             /* 23203 -> "2.32.3" */
 int ta_comm_suspended(const ta_trace *t, int lc);                    /* lc is suspended on t */
 char *ta_ranks_text(const int *r, int n);                            /* "0-3, 5" */
-int ta_trace_of_rank(const ta_an *a, int rank);                     /* index in a->tr (by rank), -1 */
+int ta_trace_of_rank(const ta_an *a, int rank);
+uint64_t ta_hash_bytes(const char *s, size_t n);                     /* FNV-1a */
+/* the value of variable name[0..nl) in t's env ("NAME=value"), NULL when unset */
+const char *ta_env_value(const ta_trace *t, const char *name, size_t nl);                     /* index in a->tr (by rank), -1 */
 void ta_ints_sort(int *v, int n);
 int ta_last_call(const ta_trace *t, int64_t *out);                   /* last NCCL call (not group) */
 double ta_wall(const ta_trace *t, int64_t ns);

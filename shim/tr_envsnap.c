@@ -45,6 +45,7 @@ typedef struct {
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static snapshot g_snaps[MAX_SNAPS];
 static int g_nsnaps, g_dropped;
+static uint64_t g_last_raw;             /* raw_hash at the last capture: unchanged, nothing to redo */
 
 static int wanted(const char *var, size_t name_len)
 {
@@ -99,8 +100,26 @@ static uint64_t hash_vars(char **vars, int n)
     return h;
 }
 
+/* the wanted variables as they stand in environ (no copy, no redaction):
+ * a job making thousands of communicators in one environment pays this only */
+static uint64_t raw_hash(void)
+{
+    uint64_t h = 1;
+    for (char **e = environ; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        if (eq && wanted(*e, (size_t)(eq - *e))) h = tr_hash_bytes(h, *e, strlen(*e) + 1);
+    }
+    return h;
+}
+
 void tr_env_capture(uint64_t comm_id)
 {
+    uint64_t raw = raw_hash();
+    pthread_mutex_lock(&g_mu);
+    int same = g_nsnaps && raw == g_last_raw;
+    g_last_raw = raw;
+    pthread_mutex_unlock(&g_mu);
+    if (same) return;
     int n;
     char **vars = take(&n);
     uint64_t h = hash_vars(vars, n);
