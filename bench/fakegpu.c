@@ -73,12 +73,46 @@ API cudaError_t cudaFreeHost(void *p) { (void)p; return cudaSuccess; }
 API cudaError_t cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
 API cudaError_t cudaSetDevice(int d) { (void)d; return cudaSuccess; }
 API cudaError_t cudaGetDeviceCount(int *n) { *n = 1; return cudaSuccess; }
+/* graph capture: one capture at a time, a graph and an executable graph are counters */
+static int fake_capturing;
+static unsigned long long fake_capture_id;
+static uintptr_t fake_graphs;
 API cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *st)
 {
     (void)s;
-    *st = cudaStreamCaptureStatusNone;
+    *st = fake_capturing ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
     return cudaSuccess;
 }
+API int cuStreamGetCaptureInfo(void *s, int *st, unsigned long long *id)
+{
+    (void)s;
+    *st = fake_capturing;
+    *id = fake_capturing ? fake_capture_id : 0;
+    return 0;
+}
+API cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode m)
+{
+    (void)s; (void)m;
+    fake_capturing = 1;
+    fake_capture_id++;
+    return cudaSuccess;
+}
+API cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g)
+{
+    (void)s;
+    fake_capturing = 0;
+    *g = (cudaGraph_t)(0x10000 + 16 * ++fake_graphs);
+    return cudaSuccess;
+}
+API cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsigned long long flags)
+{
+    (void)flags;
+    *e = (cudaGraphExec_t)((uintptr_t)g + 0x100000);
+    return cudaSuccess;
+}
+API cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t s) { (void)e; (void)s; return cudaSuccess; }
+API cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e) { (void)e; return cudaSuccess; }
+API cudaError_t cudaGraphDestroy(cudaGraph_t g) { (void)g; return cudaSuccess; }
 API cudaError_t cudaStreamGetDevice(cudaStream_t s, int *d) { (void)s; *d = 0; return cudaSuccess; }
 /* events: the shim's completion tracking records one after each collective
  * and its poller queries it (complete at once here) */

@@ -2,7 +2,11 @@
  *   - ncclAllReduce called from 30 frames deep (the application's frames
  *     under main), the same call site every time as in a training loop;
  *   - a cudaMalloc + cudaFree pair with 0, 10k and 1M other allocations live
- *     (the shim's allocation table must not slow down as it fills).
+ *     (the shim's allocation table must not slow down as it fills);
+ *   - cudaGraphLaunch, 30 frames deep, of a graph that captured 2
+ *     AllReduces on one communicator (one replay record: what it costs
+ *     next to a recorded collective) and of one that captured 8 on 2
+ *     communicators (2 lanes).
  * It links bench/libfakegpu.so, whose functions return at once, so run plain
  * it measures the call itself and run with LD_PRELOAD=libtrshim.so what the
  * shim adds. bench/run runs both and prints the table.
@@ -58,6 +62,42 @@ NOIPA double deep(int d)
     return r;
 }
 
+/* ---- cudaGraphLaunch from DEPTH frames deep ---- */
+static cudaGraphExec_t graph_exec;
+
+NOIPA double launch_rounds(void)
+{
+    double t[ROUNDS];
+    for (int r = -1; r < ROUNDS; r++) {
+        double t0 = now_ns();
+        for (long i = 0; i < per_round; i++)
+            if (cudaGraphLaunch(graph_exec, 0) != cudaSuccess) die("cudaGraphLaunch");
+        double dt = (now_ns() - t0) / per_round;
+        if (r >= 0) t[r] = dt;
+    }
+    return median(t, ROUNDS);
+}
+
+NOIPA double deep_launch(int d)
+{
+    double r = d <= 1 ? launch_rounds() : deep_launch(d - 1);
+    sink += 1;
+    return r;
+}
+
+/* a graph of ncoll AllReduces, alternating over comms[0..ncomms-1] */
+static void capture(int ncoll, ncclComm_t *comms, int ncomms)
+{
+    cudaStream_t s = (cudaStream_t)0x5000;
+    cudaGraph_t g;
+    if (cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) != cudaSuccess) die("cudaStreamBeginCapture");
+    for (int i = 0; i < ncoll; i++)
+        if (ncclAllReduce(sbuf, rbuf, 1024, ncclFloat, ncclSum, comms[i % ncomms], s) != ncclSuccess)
+            die("ncclAllReduce (captured)");
+    if (cudaStreamEndCapture(s, &g) != cudaSuccess) die("cudaStreamEndCapture");
+    if (cudaGraphInstantiate(&graph_exec, g, 0) != cudaSuccess) die("cudaGraphInstantiate");
+}
+
 /* ---- cudaMalloc + cudaFree with live allocations ---- */
 NOIPA double alloc_pair_rounds(long live)
 {
@@ -107,6 +147,20 @@ int main(int argc, char **argv)
 
     if (!only || strcmp(only, "allreduce_30deep") == 0) {
         printf("allreduce_30deep %.1f\n", deep(DEPTH));
+        fflush(stdout);
+    }
+    if (!only || strcmp(only, "graph_launch_2coll") == 0) {
+        capture(2, &comm, 1);
+        printf("graph_launch_2coll %.1f\n", deep_launch(DEPTH));
+        fflush(stdout);
+    }
+    if (!only || strcmp(only, "graph_launch_8coll_2comms") == 0) {
+        ncclComm_t two[2] = {comm, NULL};
+        ncclUniqueId id2;
+        if (ncclGetUniqueId(&id2) != ncclSuccess || ncclCommInitRank(&two[1], 1, id2, 0) != ncclSuccess)
+            die("ncclCommInitRank");
+        capture(8, two, 2);
+        printf("graph_launch_8coll_2comms %.1f\n", deep_launch(DEPTH));
         fflush(stdout);
     }
     static const long lives[] = {0, 10000, 1000000};

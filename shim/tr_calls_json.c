@@ -3,12 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tr_graphs.h"
 #include "tr_nancheck.h"
 #include "tr_nccl_int.h"
-
-static const char *const dtype_names[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "float16",
-                                          "float32", "float64", "bfloat16", "float8e4m3", "float8e5m2"};
-static const char *const redop_names[] = {"sum", "prod", "max", "min", "avg"};
 
 /* the window of records the last tr_nccl_write_json wrote (writer thread only) */
 static uint64_t g_win_first, g_win_next;
@@ -27,6 +24,7 @@ void tr_nccl_window(uint64_t *first, uint64_t *next)
 static char *put_call(char *p, const trr_record *r, int32_t comm)
 {
     int grp = tr_op_has(r->op, TR_OPF_GROUP);
+    int launch = r->op == OP_GRAPHLAUNCH;
     int returned = r->state == TRR_REC_RETURNED;
     *p++ = '[';
     p = trj_put_str(p, r->op < TR_OP_N ? tr_op_names[r->op] : "invalid");
@@ -35,25 +33,12 @@ static char *put_call(char *p, const trr_record *r, int32_t comm)
     *p++ = ',';
     p = trj_put_u64(p, r->seq);
     *p++ = ',';
-    p = trj_put_u64(p, r->count);
+    p = trj_put_u64(p, launch ? r->recvbuff : r->count);
     *p++ = ',';
-    if (grp || r->dtype == NONE) p = trj_put_lit(p, "null");
-    else if (r->dtype >= 0 && r->dtype < (int)(sizeof dtype_names / sizeof dtype_names[0]))
-        p = trj_put_str(p, dtype_names[r->dtype]);
-    else {
-        p = trj_put_lit(p, "\"invalid(");
-        p = trj_put_i64(p, r->dtype);
-        p = trj_put_lit(p, ")\"");
-    }
+    p = tr_put_dtype(p, grp ? NONE : r->dtype);
     *p++ = ',';
-    if (r->redop == NONE) p = trj_put_lit(p, "null");
-    else if (r->redop >= 0 && r->redop < ncclNumOps) p = trj_put_str(p, redop_names[r->redop]);
-    else {
-        p = trj_put_lit(p, r->redop > 0 ? "\"premulsum(" : "\"invalid(");
-        p = trj_put_i64(p, r->redop);
-        p = trj_put_lit(p, ")\"");
-    }
-    int peer = tr_op_has(r->op, TR_OPF_P2P | TR_OPF_ONESIDED);
+    p = tr_put_redop(p, launch ? NONE : r->redop);
+    int peer = tr_op_has(r->op, TR_OPF_P2P | TR_OPF_ONESIDED | TR_OPF_GRAPH);
     *p++ = ',';
     if (r->root == NONE || peer) p = trj_put_lit(p, "null");
     else p = trj_put_i64(p, r->root);
@@ -66,7 +51,7 @@ static char *put_call(char *p, const trr_record *r, int32_t comm)
         /* the buffers the call has: Recv and the waits none to send, one-sided and
          * Send none to receive into (PutSignal writes into the peer's window) */
         int no_send = r->op == OP_RECV || r->op == OP_SIGNAL || r->op == OP_WAITSIGNAL;
-        int no_recv = r->op == OP_SEND || tr_op_has(r->op, TR_OPF_ONESIDED);
+        int no_recv = r->op == OP_SEND || launch || tr_op_has(r->op, TR_OPF_ONESIDED);
         p = no_send ? trj_put_lit(p, "null") : trj_put_hex(p, r->sendbuff);
         *p++ = ',';
         p = no_recv ? trj_put_lit(p, "null") : trj_put_hex(p, r->recvbuff);
@@ -115,6 +100,16 @@ static char *put_call(char *p, const trr_record *r, int32_t comm)
     } else {
         p = trj_put_lit(p, "null");
     }
+    *p++ = ',';
+    if (launch) {
+        p = trj_put_u64(p, r->extra);
+        *p++ = ',';
+        p = trj_put_u64(p, r->count);
+        *p++ = ',';
+        p = trj_put_str(p, r->redop >= 0 && r->redop < TRR_LANE_N ? tr_lane_names[r->redop] : "invalid");
+    } else {
+        p = trj_put_lit(p, "null,null,null");
+    }
     *p++ = ']';
     return p;
 }
@@ -122,7 +117,7 @@ static char *put_call(char *p, const trr_record *r, int32_t comm)
 static const char *const call_fields[] = {"op", "comm", "seq", "count", "dtype", "redop", "root", "peer",
                                           "sendbuff", "recvbuff", "stream", "capturing", "group", "depth",
                                           "enter_ns", "exit_ns", "thread", "rc", "stack", "done_ns", "gpu",
-                                          "pystack", "config", "signal"};
+                                          "pystack", "config", "signal", "graph", "replay", "lane"};
 
 /* Whether record r belongs to the rank of view. Group calls follow the
  * calls and communicators made inside the group; an empty group, the device
@@ -194,6 +189,7 @@ int tr_nccl_write_json(tr_json *j, const tr_rank_view *view, tr_nan_snap *checks
     }
     trj_array_end(j);
     tr_config_write_json(j);
+    tr_graph_write_json(j, map, ncomm);
     free(map);
     free(gm);
     return busy;

@@ -280,6 +280,54 @@ uint64_t tr_comm_p2p(tr_comm *c, ncclComm_t h, int peer, int dir, uint64_t n, in
     return take ? atomic_fetch_add(ctr, n) + n : atomic_load(ctr) + n;
 }
 
+/* splitmix64's finalizer (the fingerprint's mixing function) */
+static inline uint64_t fp_mix(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Collective number s of communicator c enters its fingerprint (see
+ * docs/trace-format.md, "Fingerprints"): a few multiplies per collective,
+ * stored into its ring slot, which only this call's thread writes (NCCL
+ * calls on one communicator are serialized by the application). Each
+ * store is ordered so that a process killed at any instant leaves either
+ * the old or the new value: fp_seq is 0 while fp_hash changes, and the
+ * checkpoint count is 0 while checkpoints move. */
+void tr_comm_fp_note(tr_comm *c, uint64_t s, int op_, int32_t dtype, int redop, int root_, uint64_t count)
+{
+    trr_comm *k = c->ring;
+    if (!k) return;
+    uint64_t op = op_ == OP_BCAST ? OP_BROADCAST : (uint64_t)op_;
+    uint64_t redop_class = redop == NONE ? 6 : redop >= 0 && redop < 5 ? (uint64_t)redop : 5;
+    uint64_t root = root_ == NONE ? 0 : (uint64_t)(uint32_t)(root_ + 1);
+    uint64_t sig = op | (uint64_t)(uint32_t)dtype << 8 | redop_class << 16 | root << 32;
+    uint64_t h = fp_mix(k->fp_hash ^ fp_mix(sig ^ fp_mix(count)));
+    __atomic_store_n(&k->fp_seq, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&k->fp_hash, h, __ATOMIC_RELEASE);
+    __atomic_store_n(&k->fp_seq, s, __ATOMIC_RELEASE);
+    __atomic_store_n(&k->colls, s, __ATOMIC_RELEASE);
+    uint32_t step = k->fp_step;
+    if (s & (step - 1)) return;
+    uint32_t n = k->ncheckpoints;
+    if (n >= TRR_COMM_CHECKPOINTS) {
+        /* full: keep every second one (those at multiples of 2 * step) */
+        __atomic_store_n(&k->ncheckpoints, 0, __ATOMIC_RELEASE);
+        uint32_t m = 0;
+        for (uint32_t i = 0; i < n; i++)
+            if ((k->checkpoints[i].seq & (2 * (uint64_t)step - 1)) == 0) k->checkpoints[m++] = k->checkpoints[i];
+        step *= 2;
+        __atomic_store_n(&k->fp_step, step, __ATOMIC_RELEASE);
+        n = m;
+        __atomic_store_n(&k->ncheckpoints, n, __ATOMIC_RELEASE);
+        if (s & (step - 1)) return;
+    }
+    k->checkpoints[n].seq = s;
+    k->checkpoints[n].hash = h;
+    __atomic_store_n(&k->ncheckpoints, n + 1, __ATOMIC_RELEASE);
+}
+
 uint64_t tr_nccl_first_comm_id(void) { return atomic_load(&g_first_uid_comm); }
 
 /* ---- the last collective of each device --------------------------------------------- */

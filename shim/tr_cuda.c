@@ -109,6 +109,25 @@ int tr_cuda_stream_capturing(cudaStream_t s)
     return st != cudaStreamCaptureStatusNone;
 }
 
+/* The driver's cuStreamGetCaptureInfo of three parameters: the one ABI
+ * every driver since CUDA 10.1 keeps under this name (the runtime's name
+ * changed parameters across 12.x and 13), and a driver call leaves the
+ * runtime's error state alone. */
+typedef int (*f_capinfo)(cudaStream_t, int *, unsigned long long *);
+
+int tr_cuda_capture_id(cudaStream_t s, uint64_t *id)
+{
+    TR_REAL_OPT(capinfo, f_capinfo, "cuStreamGetCaptureInfo", TR_LIB_CUDA);
+    *id = 0;
+    if (!capinfo) return -1;
+    int st = 0;   /* CU_STREAM_CAPTURE_STATUS_NONE */
+    unsigned long long v = 0;
+    if (capinfo(s, &st, &v) != 0) return -1;
+    if (st != 1) return 0;   /* not ACTIVE: none, or invalidated (nothing will run) */
+    *id = v;
+    return 1;
+}
+
 int tr_cuda_context_device(void)
 {
     f_getdev getdev = opt_getdev();

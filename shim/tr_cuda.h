@@ -26,6 +26,10 @@ int tr_cuda_device(void);
 /* Whether stream s is capturing a graph: 1 yes, 0 no, -1 unknown (same
  * rules). */
 int tr_cuda_stream_capturing(cudaStream_t s);
+/* The id of the capture sequence stream s takes part in (CUDA's, the same
+ * for every stream joined to it): 1 with *id set, 0 when s is not actively
+ * capturing, -1 when it cannot be asked (no driver). */
+int tr_cuda_capture_id(cudaStream_t s, uint64_t *id);
 
 /* Asked only where they cannot fail or leave no error (tr_memory.c: right
  * after the runtime or driver served the thread, see there). */

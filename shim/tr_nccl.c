@@ -20,6 +20,7 @@
 
 #include "tr_complete.h"
 #include "tr_cuda.h"
+#include "tr_graphs.h"
 #include "tr_init.h"
 #include "tr_nancheck.h"
 #include "tr_nccl_int.h"
@@ -61,7 +62,24 @@ typedef struct {
     int32_t dtype, redop, device;
     int capturing;                 /* CAPT_*, asked only when there is a record */
     uint64_t count;
+    uint64_t capture_id;           /* capturing: CUDA's id of the capture (0: unknown) */
+    trr_graph_call tpl;            /* capturing: the call as its graph keeps it */
 } call_ctx;
+
+/* A call on a capturing stream runs at each launch of its graph, not now:
+ * it takes no number; its graph keeps it (tr_graphs.h) and each launch
+ * numbers it (tr_graph_api.c). */
+static __attribute__((noinline)) void capture_begin(call_ctx *x, int32_t st, int32_t pst, const void *sb,
+                                                    const void *rb, cudaStream_t s, uint64_t extra)
+{
+    if (tr_cuda_capture_id(s, &x->capture_id) < 0)
+        tr_warn("graphs: the capture of a capturing stream could not be asked (no cuStreamGetCaptureInfo); "
+                "launches of its graph do not number its NCCL calls");
+    x->tpl = (trr_graph_call){.op = (uint8_t)x->op, .lane = (uint8_t)(x->dir >= 0 ? x->dir : TRR_LANE_COLL),
+                              .comm = x->ci, .dtype = x->dtype, .redop = x->redop, .root = x->peer,
+                              .stack = st, .pystack = pst, .count = x->count, .sendbuff = (uintptr_t)sb,
+                              .recvbuff = (uintptr_t)rb, .stream = (uintptr_t)s, .n = x->n, .extra = extra};
+}
 
 /* Inlined into each wrapper, so that tr_stack_capture is called from it. */
 static inline __attribute__((always_inline)) void call_begin(call_ctx *x, int op, ncclComm_t comm, size_t count,
@@ -84,11 +102,14 @@ static inline __attribute__((always_inline)) void call_begin(call_ctx *x, int op
     x->ci = tr_comm_lookup(comm);
     x->c = tr_comm_at(x->ci);
     if (x->c && !atomic_load_explicit(&x->c->resolved, memory_order_relaxed)) tr_comm_resolve(x->c, comm);
+    x->capturing = CAPT_NO;
     trr_record *r = x->r = tr_ring_alloc(&x->ri);
     if (!r) return;
     x->device = x->c ? atomic_load_explicit(&x->c->device, memory_order_relaxed) : tr_cuda_device();
     int capturing = tr_cuda_stream_capturing(s);
     x->capturing = capturing < 0 ? CAPT_UNKNOWN : capturing ? CAPT_YES : CAPT_NO;
+    if (__builtin_expect(x->capturing == CAPT_YES, 0))
+        capture_begin(x, st, pst, sb, rb, s, extra);
     r->op = (uint8_t)op;
     r->depth = (uint8_t)(tr_group_depth() < 255 ? tr_group_depth() : 255);
     r->comm = x->ci;
@@ -108,61 +129,13 @@ static inline __attribute__((always_inline)) void call_begin(call_ctx *x, int op
     r->enter_ns = t;
     r->extra = extra;
     uint64_t seq = 0;
-    if (x->c) {
+    if (x->c && x->capturing != CAPT_YES) {
         if (x->dir >= 0) seq = tr_comm_p2p(x->c, comm, root, x->dir, x->n, 0);
         else seq = atomic_load_explicit(&x->c->colls, memory_order_relaxed) + 1;
     }
     r->seq = seq;
     r->state = TRR_REC_ENTERED;
     tr_ring_commit(r, x->ri);
-}
-
-/* splitmix64's finalizer (the fingerprint's mixing function) */
-static inline uint64_t fp_mix(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-/* Collective number s of communicator c enters its fingerprint (see
- * docs/trace-format.md, "Fingerprints"): a few multiplies per collective,
- * stored into its ring slot, which only this call's thread writes (NCCL
- * calls on one communicator are serialized by the application). Each
- * store is ordered so that a process killed at any instant leaves either
- * the old or the new value: fp_seq is 0 while fp_hash changes, and the
- * checkpoint count is 0 while checkpoints move. */
-static void fp_note(tr_comm *c, uint64_t s, const call_ctx *x)
-{
-    trr_comm *k = c->ring;
-    if (!k) return;
-    uint64_t op = x->op == OP_BCAST ? OP_BROADCAST : (uint64_t)x->op;
-    uint64_t redop_class = x->redop == NONE ? 6 : x->redop >= 0 && x->redop < 5 ? (uint64_t)x->redop : 5;
-    uint64_t root = x->peer == NONE ? 0 : (uint64_t)(uint32_t)(x->peer + 1);
-    uint64_t sig = op | (uint64_t)(uint32_t)x->dtype << 8 | redop_class << 16 | root << 32;
-    uint64_t h = fp_mix(k->fp_hash ^ fp_mix(sig ^ fp_mix(x->count)));
-    __atomic_store_n(&k->fp_seq, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&k->fp_hash, h, __ATOMIC_RELEASE);
-    __atomic_store_n(&k->fp_seq, s, __ATOMIC_RELEASE);
-    __atomic_store_n(&k->colls, s, __ATOMIC_RELEASE);
-    uint32_t step = k->fp_step;
-    if (s & (step - 1)) return;
-    uint32_t n = k->ncheckpoints;
-    if (n >= TRR_COMM_CHECKPOINTS) {
-        /* full: keep every second one (those at multiples of 2 * step) */
-        __atomic_store_n(&k->ncheckpoints, 0, __ATOMIC_RELEASE);
-        uint32_t m = 0;
-        for (uint32_t i = 0; i < n; i++)
-            if ((k->checkpoints[i].seq & (2 * (uint64_t)step - 1)) == 0) k->checkpoints[m++] = k->checkpoints[i];
-        step *= 2;
-        __atomic_store_n(&k->fp_step, step, __ATOMIC_RELEASE);
-        n = m;
-        __atomic_store_n(&k->ncheckpoints, n, __ATOMIC_RELEASE);
-        if (s & (step - 1)) return;
-    }
-    k->checkpoints[n].seq = s;
-    k->checkpoints[n].hash = h;
-    __atomic_store_n(&k->ncheckpoints, n + 1, __ATOMIC_RELEASE);
 }
 
 /* ---- the calls of this thread's outermost group -------------------------------- */
@@ -209,7 +182,7 @@ static void group_note(const call_ctx *x)
 /* The fingerprint of c as it was before entry e's collective. Checkpoints
  * past that point are dropped; when the array was compacted meanwhile (the
  * step doubled) some older ones are gone too, which only leaves fewer
- * points to compare. Stored in fp_note's order (see there). */
+ * points to compare. Stored in tr_comm_fp_note's order (see there). */
 static void fp_restore(trr_comm *k, const group_entry *e)
 {
     uint32_t n = __atomic_load_n(&k->ncheckpoints, __ATOMIC_RELAXED), m = 0;
@@ -252,14 +225,16 @@ static void group_forget(void)
 static void call_end(call_ctx *x, ncclResult_t rc)
 {
     uint64_t seq = 0;
-    if (x->c && (rc == ncclSuccess || rc == ncclInProgress)) {
+    if (x->capturing == CAPT_YES) {
+        if (x->c && (rc == ncclSuccess || rc == ncclInProgress)) tr_graph_capture_call(x->capture_id, &x->tpl, x->h);
+    } else if (x->c && (rc == ncclSuccess || rc == ncclInProgress)) {
         if (tr_group_depth() > 0) group_note(x);
         if (x->dir >= 0) {
             seq = tr_comm_p2p(x->c, x->h, x->peer, x->dir, x->n, 1);
         } else {
             seq = atomic_fetch_add(&x->c->colls, 1) + 1;
             tr_comm_note_last(x->c, x->ci, seq);
-            fp_note(x->c, seq, x);
+            tr_comm_fp_note(x->c, seq, x->op, x->dtype, x->redop, x->peer, x->count);
         }
     }
     if (x->r) rec_return(x->r, x->ri, seq, rc);
@@ -456,7 +431,7 @@ TR_API ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t *signalDescs,
         call_complete(&x[i], stream, r);
     }
     /* descriptors without a record still count for their peers */
-    tr_comm *c = n ? x[0].c : NULL;
+    tr_comm *c = n && x[0].capturing != CAPT_YES ? x[0].c : NULL;
     for (int i = n; c && i < nDesc && (r == ncclSuccess || r == ncclInProgress); i++)
         if (signalDescs[i].opCnt > 0)
             tr_comm_p2p(c, comm, signalDescs[i].peer, TR_P2P_WAIT, (uint64_t)signalDescs[i].opCnt, 1);

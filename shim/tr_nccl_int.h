@@ -73,6 +73,13 @@ enum { TR_NCCL_OPS(TR_OP_ENUM_) };
 extern const char *const tr_op_names[TR_OP_N];
 extern const unsigned char tr_op_flags[TR_OP_N];
 static inline int tr_op_has(int op, int flag) { return op >= 0 && op < TR_OP_N && (tr_op_flags[op] & flag); }
+/* JSON values (trj_put_* style, at most 32 bytes) of a dtype and a reduction
+ * op as recorded (NONE: null; unknown values "invalid(N)", ops made by
+ * ncclRedOpCreatePreMulSum "premulsum(N)"), and the names of the lanes of
+ * a GraphLaunch (TRR_LANE_*) */
+char *tr_put_dtype(char *p, int32_t dt);
+char *tr_put_redop(char *p, int32_t op);
+extern const char *const tr_lane_names[TRR_LANE_N];
 
 #define NONE TRR_NONE    /* no reduction op / root / peer */
 enum { CAPT_NO = TRR_CAPT_NO, CAPT_YES = TRR_CAPT_YES, CAPT_UNKNOWN = TRR_CAPT_UNKNOWN };
@@ -93,6 +100,9 @@ void tr_comm_resolve(tr_comm *c, ncclComm_t h);
  * of range. */
 enum { TR_P2P_SEND, TR_P2P_RECV, TR_P2P_SIGNAL, TR_P2P_WAIT, TR_P2P_DIRS };
 uint64_t tr_comm_p2p(tr_comm *c, ncclComm_t h, int peer, int dir, uint64_t n, int take);
+/* Collective number s of c (op, dtype, redop, root as recorded) enters its
+ * fingerprint (docs/trace-format.md, "Fingerprints"); the caller numbered it. */
+void tr_comm_fp_note(tr_comm *c, uint64_t s, int op, int32_t dtype, int redop, int root, uint64_t count);
 
 /* A communicator whose init call entered (tr_lifecycle.c): what the call
  * tells of it. */

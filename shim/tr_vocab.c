@@ -27,6 +27,29 @@ const char *const tr_op_names[TR_OP_N] = {TR_NCCL_OPS(OP_NAME_)};
 const unsigned char tr_op_flags[TR_OP_N] = {TR_NCCL_OPS(OP_FLAGS_)};
 #undef OP_FLAGS_
 
+static const char *const dtype_names[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "float16",
+                                          "float32", "float64", "bfloat16", "float8e4m3", "float8e5m2"};
+static const char *const redop_names[] = {"sum", "prod", "max", "min", "avg"};
+const char *const tr_lane_names[TRR_LANE_N] = {"send", "recv", "signal", "wait", "coll"};
+
+char *tr_put_dtype(char *p, int32_t dt)
+{
+    if (dt == NONE) return trj_put_lit(p, "null");
+    if (dt >= 0 && dt < (int)(sizeof dtype_names / sizeof dtype_names[0])) return trj_put_str(p, dtype_names[dt]);
+    p = trj_put_lit(p, "\"invalid(");
+    p = trj_put_i64(p, dt);
+    return trj_put_lit(p, ")\"");
+}
+
+char *tr_put_redop(char *p, int32_t op)
+{
+    if (op == NONE) return trj_put_lit(p, "null");
+    if (op >= 0 && op < ncclNumOps) return trj_put_str(p, redop_names[op]);
+    p = trj_put_lit(p, op > 0 ? "\"premulsum(" : "\"invalid(");
+    p = trj_put_i64(p, op);
+    return trj_put_lit(p, ")\"");
+}
+
 #define NAME_ROW(name, op, kind, since, action) #name,
 static const char *const known_names[] = {TR_NCCL_FUNCS(NAME_ROW)};
 #define N_KNOWN (sizeof known_names / sizeof known_names[0])

@@ -23,6 +23,7 @@
 #define TR_OPF_ONESIDED 0x10    /* one-sided signal/wait: numbered per (communicator, peer, direction) */
 #define TR_OPF_GROUP 0x20       /* group bracket: no communicator */
 #define TR_OPF_SENDS 0x40       /* the sending side of a P2P/ONESIDED pair */
+#define TR_OPF_GRAPH 0x80       /* a CUDA graph launch replaying captured calls (not an NCCL call) */
 
 /* Operations a record can hold. The numbering is the ring file's
  * (record.op) and never changes: new operations are appended.
@@ -44,7 +45,8 @@
     X(PUTSIGNAL, "PutSignal", TR_OPF_ONESIDED | TR_OPF_SENDS, PUTSIGNAL)                      \
     X(SIGNAL, "Signal", TR_OPF_ONESIDED | TR_OPF_SENDS, SIGNAL)                               \
     X(WAITSIGNAL, "WaitSignal", TR_OPF_ONESIDED, WAITSIGNAL)                                  \
-    X(GROUPSIMULATEEND, "GroupSimulateEnd", TR_OPF_GROUP, GROUPSIMULATEEND)
+    X(GROUPSIMULATEEND, "GroupSimulateEnd", TR_OPF_GROUP, GROUPSIMULATEEND)                  \
+    X(GRAPHLAUNCH, "GraphLaunch", TR_OPF_GRAPH, GRAPHLAUNCH)
 
 /* Kinds of NCCL host functions (TR_NCCL_FUNCS' third column) */
 #define TR_NCCL_KINDS(X)                                                                      \

@@ -97,7 +97,55 @@ static const char *const trr_end_names[TRR_END_N] __attribute__((unused)) = {TRR
 
 /* blob kinds; a reader skips a kind it does not know by its `bytes` */
 enum { TRR_BLOB_END = 0, TRR_BLOB_MODULE = 1, TRR_BLOB_STACK = 2, TRR_BLOB_PYCODE = 3, TRR_BLOB_PYSTACK = 4,
-       TRR_BLOB_COLLCONFIG = 5, TRR_BLOB_NCCLINFO = 6 };
+       TRR_BLOB_COLLCONFIG = 5, TRR_BLOB_NCCLINFO = 6, TRR_BLOB_GRAPH = 7 };
+
+/* A GraphLaunch record (op TRR_OP_GRAPHLAUNCH) numbers, for one replay of an
+ * executable graph, one lane of one communicator: the graph's collectives
+ * on it, or its sends to / receives from / signals to / waits for one peer.
+ * A launch makes one record per lane its graph uses, consecutively, with
+ * the same times, stack and replay number. Fields:
+ *   comm     the lane's communicator slot
+ *   redop    the lane: TRR_LANE_*
+ *   root     the peer of a per-peer lane, TRR_NONE for TRR_LANE_COLL
+ *   seq      the number the lane's first replayed call takes (its counter
+ *            before the replay + 1: collectives' seq, messages' number per
+ *            peer; waits count signals); 0 when the launch failed
+ *   count    the replay number: launches of this executable graph, 1, 2...
+ *   extra    the index of the graph's TRR_BLOB_GRAPH
+ *   sendbuff the cudaGraphExec_t; recvbuff the numbers the lane takes per
+ *            replay (calls; for TRR_LANE_WAIT the signals waited for)
+ *   rc       the launch's cudaError_t; stack, pystack, stream, times: the launch's
+ *   dtype    TRR_NONE */
+enum { TRR_LANE_SEND = 0, TRR_LANE_RECV = 1, TRR_LANE_SIGNAL = 2, TRR_LANE_WAIT = 3, TRR_LANE_COLL = 4,
+       TRR_LANE_N };
+/* TRR_BLOB_GRAPH payload: a graph whose capture recorded NCCL calls, stored
+ * when its capture ended (cudaStreamEndCapture); then its calls */
+typedef struct {
+    uint32_t index;                 /* the GraphLaunch records' extra: 0, 1, 2... */
+    uint32_t ncalls;                /* trr_graph_call entries after this struct */
+    uint64_t capture_id;            /* CUDA's capture sequence id */
+    uint64_t stream;                /* the stream the capture began on */
+    uint64_t graph;                 /* the cudaGraph_t */
+    int32_t stack, pystack;         /* where the capture began (cudaStreamBeginCapture), -1 */
+    int32_t end_stack, end_pystack; /* where it ended, -1 */
+    uint32_t dropped;               /* captured calls beyond TRR_GRAPH_MAX_CALLS, not listed */
+    int32_t base;                   /* cudaStreamBeginCaptureToGraph: the graph index whose
+                                     * calls come first (listed again here), -1 */
+} trr_graph;
+#define TRR_GRAPH_MAX_CALLS 4096
+/* one captured call, in capture order */
+typedef struct {
+    uint8_t op;                     /* TRR_OP_* */
+    uint8_t lane;                   /* TRR_LANE_* */
+    uint16_t pad;
+    int32_t comm;                   /* comm slot */
+    int32_t dtype, redop, root;     /* as in a record (root: the peer of a per-peer call) */
+    int32_t stack, pystack;
+    uint32_t pad2;
+    uint64_t count, sendbuff, recvbuff, stream;
+    uint64_t n;                     /* numbers it takes in its lane (WaitSignal: opCnt; else 1) */
+    uint64_t extra;                 /* as in a record */
+} trr_graph_call;
 
 typedef struct {
     char magic[8];                  /* TRSHIM_RING_MAGIC */
@@ -263,6 +311,7 @@ _Static_assert(sizeof(trr_record) == TRR_RECORD_BYTES, "records are 128 bytes");
 _Static_assert(sizeof(trr_comm) <= TRR_COMM_BYTES, "comm slots fit");
 _Static_assert(sizeof(trr_pycode) == 16 && sizeof(trr_pystack) == 8 && sizeof(trr_pyframe) == 8,
                "Python blobs have no implicit padding");
+_Static_assert(sizeof(trr_graph) == 56 && sizeof(trr_graph_call) == 80, "graph blobs have no implicit padding");
 _Static_assert(sizeof(trr_collconfig) == 48 && sizeof(trr_ncclinfo) == 16, "config and NCCL blobs have no implicit padding");
 
 #endif
