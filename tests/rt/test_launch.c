@@ -91,11 +91,13 @@ static void test_launches(void)
 
 static void test_unsupported_runtime(void)
 {
-    cudaGraph_t graph;
-    EXPECT_ERR(cudaGraphCreate(&graph, 0), cudaErrorNotSupported);
+    /* graphs are simulated (test_graph.c), their kernel nodes are not */
+    cudaGraphNode_t node;
+    EXPECT_ERR(cudaGraphAddKernelNode(&node, NULL, NULL, 0, NULL), cudaErrorNotSupported);
     EXPECT_ERR(cudaGetLastError(), cudaErrorNotSupported);
-    EXPECT_ERR(cudaGraphCreate(&graph, 0), cudaErrorNotSupported);
-    EXPECT(captured("cudaGraphCreate: not implemented by the simulated runtime") == 1, "one line for cudaGraphCreate");
+    EXPECT_ERR(cudaGraphAddKernelNode(&node, NULL, NULL, 0, NULL), cudaErrorNotSupported);
+    EXPECT(captured("cudaGraphAddKernelNode: not implemented by the simulated runtime") == 1,
+           "one line for cudaGraphAddKernelNode");
     cudaGetLastError();
     struct cudaChannelFormatDesc d = cudaCreateChannelDesc(32, 0, 0, 0, cudaChannelFormatKindFloat);
     EXPECT(d.x == 32 && d.y == 0 && d.f == cudaChannelFormatKindFloat, "channel desc %d %d", d.x, (int)d.f);

@@ -8,8 +8,16 @@
  * becomes one task per stream that advances all of its operations together,
  * so send/recv pairs inside a group cannot deadlock. An operation whose
  * peers never arrive never finishes: its stream stays pending, exactly like
- * a hung NCCL kernel. */
+ * a hung NCCL kernel.
+ *
+ * On a capturing stream (CUDA graphs, rt_graph.c) that task becomes a node
+ * template: nothing is numbered, counted in flight or recorded
+ * (launchCompletionEvent) then. Each launch of the graph clones it, and
+ * the clone numbers its operations there, on the launching thread, in node
+ * order: a replay matches its peers exactly as the same calls made eagerly
+ * at that point would. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "nccl_internal.h"
 
@@ -67,9 +75,13 @@ void trsim_group_defer_job(struct trsim_job *job)
 
 static void op_finish(trsim_op *op)
 {
+    struct ncclComm *comm = op->comm;
     op->finished = 1;
-    atomic_fetch_sub(&op->comm->inflight, 1);
-    trsim_shm_ring(&op->comm->shm);
+    /* Ring first: once nothing is in flight, ncclCommDestroy or Abort may
+     * free the communicator (their wait also polls, so the order costs
+     * them a few milliseconds at most). */
+    trsim_shm_ring(&comm->shm);
+    atomic_fetch_sub(&comm->inflight, 1);
 }
 
 /* Hung operations are never finished (a GPU kernel waits forever), but a
@@ -190,22 +202,96 @@ static void op_number(trsim_op *op)
     pthread_mutex_unlock(&comm->lock);
 }
 
-/* Queues ops (numbered, all on one stream) as one task. */
-static ncclResult_t launch(trsim_op **ops, int nops)
+static cudaError_t group_clone(trsim_task *tmpl, trsim_stream *s);
+
+/* Releases ops that will never run: they are no longer in flight. */
+static void ops_drop(trsim_op **ops, int nops)
+{
+    for (int i = 0; i < nops; i++) {
+        if (!ops[i]->finished) atomic_fetch_sub(&ops[i]->comm->inflight, 1);
+        op_free(ops[i]);
+    }
+    free(ops);
+}
+
+/* Queues ops (all on one stream; numbered unless the stream captures,
+ * counted in flight) as one task, or makes them a node of the stream's
+ * capture. Owns ops and the operations, whatever the outcome. */
+static ncclResult_t launch(trsim_op **ops, int nops, int captured)
 {
     group_task *g = calloc(1, sizeof *g);
-    if (!g) return ncclSystemError;
+    if (!g) {
+        ops_drop(ops, nops);
+        return ncclSystemError;
+    }
     g->ops = ops;
     g->nops = nops;
+    g->task.run = group_run;
+    g->task.destroy = group_destroy;
+    g->task.clone = group_clone;
+    if (captured) {
+        /* A template: in flight only once a launch of its graph clones it. */
+        for (int i = 0; i < nops; i++)
+            if (!ops[i]->finished) atomic_fetch_sub(&ops[i]->comm->inflight, 1);
+        cudaError_t e = trsim_stream_enqueue(ops[0]->stream, &g->task, cudaGraphNodeTypeKernel);
+        if (e == cudaSuccess) return ncclSuccess;
+        trsim_set_last_error("%s: CUDA error %d (%s) capturing the operation", trsim_op_names[ops[0]->kind],
+                             (int)e, cudaGetErrorName(e));
+        return ncclUnhandledCudaError;
+    }
     for (int i = 0; i < nops; i++) {
         g->nfinished += ops[i]->finished;
         /* recorded before the launch, as NCCL does with CUDA < 12.3 */
         if (ops[i]->launch_event) trsim_event_record(ops[i]->launch_event, ops[i]->stream);
     }
+    trsim_stream_submit_after(ops[0]->stream, &g->task, NULL, 0);
+    return ncclSuccess;
+}
+
+/* A launch of a graph holding the group task tmpl: fresh operations, as
+ * they were called, numbered now in their order (the template never ran,
+ * so its state is the operations' initial one). */
+static cudaError_t group_clone(trsim_task *tmpl, trsim_stream *s)
+{
+    const group_task *t = (const group_task *)tmpl;
+    group_task *g = calloc(1, sizeof *g);
+    trsim_op **ops = calloc((size_t)t->nops, sizeof *ops);
+    int n = 0;
+    if (!g || !ops) goto fail;
+    for (; n < t->nops; n++) {
+        trsim_op *op = malloc(sizeof *op);
+        if (!op) goto fail;
+        *op = *t->ops[n];
+        op->stream = s;
+        op->descs = NULL;
+        if (op->ndesc) {
+            op->descs = malloc((size_t)op->ndesc * sizeof *op->descs);
+            if (!op->descs) {
+                free(op);
+                goto fail;
+            }
+            memcpy(op->descs, t->ops[n]->descs, (size_t)op->ndesc * sizeof *op->descs);
+        }
+        if (op->win) trsim_window_hold(op->win);
+        ops[n] = op;
+    }
+    for (int i = 0; i < n; i++) {
+        op_number(ops[i]);
+        if (!ops[i]->finished) atomic_fetch_add(&ops[i]->comm->inflight, 1);
+        g->nfinished += ops[i]->finished;
+    }
+    g->ops = ops;
+    g->nops = n;
     g->task.run = group_run;
     g->task.destroy = group_destroy;
-    trsim_stream_submit(ops[0]->stream, &g->task);
-    return ncclSuccess;
+    trsim_stream_submit_after(s, &g->task, NULL, 0);
+    return cudaSuccess;
+
+fail:
+    for (int i = 0; i < n; i++) op_free(ops[i]);
+    free(ops);
+    free(g);
+    return cudaErrorMemoryAllocation;
 }
 
 /* ---- taking operations ------------------------------------------------------------ */
@@ -239,14 +325,10 @@ ncclResult_t trsim_op_submit(const trsim_op *proto)
         return ncclSystemError;
     }
     ops[0] = op;
-    op_number(op);
-    ncclResult_t r = launch(ops, 1);
-    if (r != ncclSuccess) {
-        if (!op->finished) atomic_fetch_sub(&comm->inflight, 1);
-        free(ops);
-        free(op);
-        return r;
-    }
+    int captured = trsim_stream_capturing(op->stream);
+    if (!captured) op_number(op);
+    ncclResult_t r = launch(ops, 1, captured);
+    if (r != ncclSuccess) return r;
     return comm->blocking ? ncclSuccess : ncclInProgress;
 }
 
@@ -343,16 +425,25 @@ static ncclResult_t group_end(ncclSimInfo_t *sim)
             sim->estimatedTime = (float)us;
         group.nops = 0;
     }
-    /* Numbered in call order, then one task per stream, holding that
-     * stream's operations in call order. */
-    for (int i = 0; i < group.nops; i++) op_number(group.ops[i]);
-    int remaining = group.nops;
+    /* Numbered in call order (those on a capturing stream at each launch
+     * of their graph), then one task per stream, holding that stream's
+     * operations in call order. */
+    int *captured = calloc(group.nops ? (size_t)group.nops : 1, sizeof *captured);
+    if (!captured) r = ncclSystemError;
+    for (int i = 0; captured && i < group.nops; i++) {
+        captured[i] = trsim_stream_capturing(group.ops[i]->stream);
+        if (!captured[i]) op_number(group.ops[i]);
+    }
+    int remaining = captured ? group.nops : 0;
     while (remaining > 0) {
         trsim_stream *s = NULL;
-        int n = 0;
+        int n = 0, capturing = 0;
         for (int i = 0; i < group.nops; i++) {
             if (!group.ops[i]) continue;
-            if (!s) s = group.ops[i]->stream;
+            if (!s) {
+                s = group.ops[i]->stream;
+                capturing = captured[i];
+            }
             if (group.ops[i]->stream == s) n++;
         }
         trsim_op **ops = malloc((size_t)n * sizeof *ops);
@@ -365,8 +456,16 @@ static ncclResult_t group_end(ncclSimInfo_t *sim)
                 group.ops[i] = NULL;
             }
         remaining -= n;
-        if (launch(ops, n) != ncclSuccess) { free(ops); r = ncclSystemError; break; }
+        ncclResult_t lr = launch(ops, n, capturing);
+        if (lr != ncclSuccess) { r = lr; break; }
     }
+    /* What could not be launched never runs. */
+    for (int i = 0; i < group.nops; i++)
+        if (group.ops[i]) {
+            if (!group.ops[i]->finished) op_finish(group.ops[i]);
+            op_free(group.ops[i]);
+        }
+    free(captured);
     group.nops = 0;
     if (group.error != ncclSuccess) r = group.error;
     group.error = ncclSuccess;

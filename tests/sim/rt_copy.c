@@ -21,7 +21,12 @@
  * device, managed or pinned allocation; an address CUDA does not know is
  * pageable host memory, and passing one where a kind requires device
  * memory fails with cudaErrorInvalidValue, as on a GPU. A range running
- * past the end of its allocation fails the same way. */
+ * past the end of its allocation fails the same way.
+ *
+ * In stream capture (rt_capture.c) an asynchronous copy or memset becomes
+ * a graph node; one with pageable memory is refused (CUDA cannot replay
+ * it: cudaErrorStreamCaptureUnsupported), and the synchronous functions
+ * follow the capture rules for the legacy stream and unsafe calls. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,16 +60,35 @@ static void copy_destroy(trsim_task *task)
     free(c);
 }
 
+/* A launch of a graph holding the copy: the same copy (a captured copy
+ * never has a staged source: its memory is never pageable). */
+static cudaError_t copy_clone(trsim_task *tmpl, trsim_stream *s)
+{
+    struct copy_task *c = malloc(sizeof *c);
+    if (!c)
+        return cudaErrorMemoryAllocation;
+    *c = *(const struct copy_task *)tmpl;
+    c->staging = NULL;
+    trsim_stream_submit_after(s, &c->task, NULL, 0);
+    return cudaSuccess;
+}
+
 /* Queues a copy of op on s, staging its source first when asked to, and
- * waits for it when asked to. */
+ * waits for it when asked to (a capturing s takes neither). */
 static cudaError_t copy_queue(trsim_stream *s, const struct copy_task *op, int stage, int wait)
 {
+    if (wait) {
+        cudaError_t err = trsim_capture_check(s, TRSIM_CAPTURE_SYNC);
+        if (err != cudaSuccess)
+            return err;
+    }
     struct copy_task *c = malloc(sizeof *c);
     if (!c)
         return cudaErrorMemoryAllocation;
     *c = *op;
     c->task.run = copy_run;
     c->task.destroy = copy_destroy;
+    c->task.clone = stage ? NULL : copy_clone;
     c->staging = NULL;
     if (stage) {
         if (c->height && c->width > SIZE_MAX / c->height)
@@ -78,9 +102,9 @@ static cudaError_t copy_queue(trsim_stream *s, const struct copy_task *op, int s
         c->src = staging;
         c->spitch = c->width;
     }
-    uint64_t ticket = trsim_stream_submit_after(s, &c->task, NULL, 0);
-    if (wait)
-        trsim_stream_wait_ticket(s, ticket);
+    if (!wait)
+        return trsim_stream_enqueue(s, &c->task, c->src ? cudaGraphNodeTypeMemcpy : cudaGraphNodeTypeMemset);
+    trsim_stream_wait_ticket(s, trsim_stream_submit_after(s, &c->task, NULL, 0));
     return cudaSuccess;
 
 no_memory:
@@ -121,6 +145,15 @@ static int region_extent(size_t pitch, size_t width, size_t height, size_t *exte
 }
 
 enum copy_mode { COPY_SYNC, COPY_ASYNC };
+
+/* A synchronous copy or memset on s: s must not capture nor be the legacy
+ * stream of a device where a blocking stream captures, and the thread's
+ * capture mode must allow an unsafe call. */
+static cudaError_t sync_allowed(trsim_stream *s)
+{
+    cudaError_t err = trsim_capture_check(s, TRSIM_CAPTURE_SYNC);
+    return err != cudaSuccess ? err : trsim_capture_unsafe(trsim_stream_device(s));
+}
 
 static cudaError_t copy_2d(void *dst, size_t dpitch, const void *src, size_t spitch,
                            size_t width, size_t height, enum cudaMemcpyKind kind,
@@ -171,6 +204,17 @@ static cudaError_t copy_2d(void *dst, size_t dpitch, const void *src, size_t spi
         return cudaErrorInvalidValue;
     int src_pageable = src_host && !sr.known, dst_pageable = dst_host && !d.known;
 
+    if (mode == COPY_SYNC && (err = sync_allowed(s)) != cudaSuccess)
+        return err;
+    if (mode == COPY_ASYNC && trsim_stream_capturing(s)) {
+        /* A graph copies between memory CUDA knows, without waiting. */
+        if (src_pageable || dst_pageable)
+            return trsim_capture_refuse(s, cudaErrorStreamCaptureUnsupported, NULL);
+        struct copy_task op = {
+            .dst = dst, .src = src, .dpitch = dpitch, .spitch = spitch, .width = width, .height = height,
+        };
+        return copy_queue(s, &op, 0, 0);
+    }
     int wait = mode == COPY_SYNC || (src_host && dst_host) || dst_pageable;
     int stage = !wait && src_pageable;
 
@@ -226,8 +270,17 @@ static cudaError_t peer_check(void *dst, int dstDevice, const void *src, int src
 TRSIM_API cudaError_t cudaMemcpyPeer(void *dst, int dstDevice, const void *src, int srcDevice,
                                      size_t count)
 {
+    trsim_stream *legacy;
     cudaError_t err = peer_check(dst, dstDevice, src, srcDevice, count);
     if (err != cudaSuccess || count == 0)
+        return trsim_error(err);
+    /* Synchronous, like a copy on the legacy stream. */
+    err = trsim_stream_get(cudaStreamLegacy, &legacy);
+    if (err == cudaSuccess)
+        err = trsim_capture_check(legacy, TRSIM_CAPTURE_SYNC);
+    if (err == cudaSuccess)
+        err = trsim_capture_unsafe(trsim_current_device());
+    if (err != cudaSuccess)
         return trsim_error(err);
     /* Serialized with all work of the current, source and destination
      * devices: once those are idle, the copy is done here, before any work
@@ -273,6 +326,8 @@ static cudaError_t memset_2d(void *devPtr, size_t pitch, int value, size_t width
         return err;
     if (!d.known)
         return cudaErrorInvalidValue;
+    if (mode == COPY_SYNC && (err = sync_allowed(s)) != cudaSuccess)
+        return err;
     struct copy_task op = {
         .dst = devPtr, .dpitch = pitch, .width = width, .height = height,
         .value = (unsigned char)value,
@@ -393,6 +448,10 @@ TRSIM_API cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count,
         err = managed_range_check(devPtr, count);
     if (err == cudaSuccess)
         err = location_check(location);
+    /* Nothing to queue, but a stream in capture or the legacy stream there
+     * follows the rules. */
+    if (err == cudaSuccess)
+        err = trsim_capture_check(s, TRSIM_CAPTURE_ENQUEUE);
     return trsim_error(err);
 }
 
@@ -427,7 +486,10 @@ TRSIM_API cudaError_t cudaStreamAttachMemAsync(cudaStream_t stream, void *devPtr
         !trsim_mem_lookup(devPtr, &info) || info.kind != TRSIM_MEM_MANAGED || info.base != devPtr ||
         (length != 0 && length != info.size))
         return trsim_error(cudaErrorInvalidValue);
-    return cudaSuccess;
+    /* Not supported in graphs, as CUDA documents. */
+    if (trsim_stream_capturing(s))
+        return trsim_error(trsim_capture_refuse(s, cudaErrorStreamCaptureUnsupported, NULL));
+    return trsim_error(trsim_capture_check(s, TRSIM_CAPTURE_ENQUEUE));
 }
 
 TRSIM_API cudaError_t cudaStreamAttachMemAsync_ptsz(cudaStream_t stream, void *devPtr, size_t length,

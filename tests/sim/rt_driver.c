@@ -35,6 +35,11 @@ static int driver_ready(void)
     return __atomic_load_n(&driver_initialized, __ATOMIC_ACQUIRE);
 }
 
+int trsim_driver_ready(void)
+{
+    return driver_ready();
+}
+
 /* Runtime errors share their numbers with the driver's. */
 static CUresult cu_result(cudaError_t err)
 {
@@ -145,7 +150,11 @@ TRSIM_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
         return CUDA_ERROR_NOT_INITIALIZED;
     if (!dptr || bytesize == 0)   /* the driver, unlike cudaMalloc, refuses 0 */
         return CUDA_ERROR_INVALID_VALUE;
-    cudaError_t err = trsim_mem_alloc(&p, bytesize, trsim_current_device(), TRSIM_MEM_DEVICE, 0);
+    /* potentially unsafe during stream capture, like cudaMalloc */
+    cudaError_t err = trsim_capture_unsafe(trsim_current_device());
+    if (err != cudaSuccess)
+        return cu_result(err);
+    err = trsim_mem_alloc(&p, bytesize, trsim_current_device(), TRSIM_MEM_DEVICE, 0);
     if (err == cudaSuccess)
         *dptr = (CUdeviceptr)(uintptr_t)p;
     return cu_result(err);
@@ -159,6 +168,9 @@ TRSIM_API CUresult cuMemFree_v2(CUdeviceptr dptr)
         return CUDA_ERROR_NOT_INITIALIZED;
     if (!trsim_mem_lookup(p, &info) || info.base != p || info.kind == TRSIM_MEM_HOST)
         return CUDA_ERROR_INVALID_VALUE;
+    cudaError_t err = trsim_capture_unsafe(info.device);
+    if (err != cudaSuccess)
+        return cu_result(err);
     trsim_device_wait_idle(info.device);
     return cu_result(trsim_mem_free(p, info.kind));
 }
@@ -710,30 +722,33 @@ static const struct entry_point { const char *name; void *fn; } entry_points[] =
     TRSIM_DRIVER_UNSUPPORTED(UNSUPPORTED_ENTRY)
 };
 
-/* Finds symbol; returns 1 when found. Versions are not distinguished: the
- * simulation has one version of each entry, the newest. */
-static int entry_find(const char *symbol, void **fn)
+/* Finds symbol for cudaVersion and the stream semantics of flags (the
+ * per-thread default stream's, or the legacy one's); returns 1 when found,
+ * 0 when not, -1 when only for later versions. The table above has one
+ * version of each entry, the newest; the capture and graph entries
+ * (rt_driver_graph.c), whose signatures changed, have each of theirs. */
+static int entry_find(const char *symbol, int cudaVersion, unsigned long long flags, void **fn)
 {
+    *fn = NULL;
     for (size_t i = 0; i < sizeof entry_points / sizeof entry_points[0]; i++) {
         if (strcmp(entry_points[i].name, symbol) == 0) {
             *fn = entry_points[i].fn;
             return 1;
         }
     }
-    *fn = NULL;
-    return 0;
+    return trsim_graph_entry_find(symbol, cudaVersion, flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, fn);
 }
 
 TRSIM_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
                                        cuuint64_t flags, CUdriverProcAddressQueryResult *symbolStatus)
 {
-    (void)cudaVersion;
     if (!symbol || !pfn || flags > (CU_GET_PROC_ADDRESS_LEGACY_STREAM |
                                     CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM))
         return CUDA_ERROR_INVALID_VALUE;
-    int found = entry_find(symbol, pfn);
+    int found = entry_find(symbol, cudaVersion, flags, pfn);
     if (symbolStatus)
-        *symbolStatus = found ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+        *symbolStatus = found > 0 ? CU_GET_PROC_ADDRESS_SUCCESS
+                      : found < 0 ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     return CUDA_SUCCESS;
 }
 
@@ -751,13 +766,13 @@ TRSIM_API cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void 
                                                        unsigned long long flags,
                                                        enum cudaDriverEntryPointQueryResult *driverStatus)
 {
-    (void)cudaVersion;
     if (!symbol || !funcPtr || flags > (cudaEnableLegacyStream | cudaEnablePerThreadDefaultStream))
         return trsim_error(cudaErrorInvalidValue);
     trsim_device_count();       /* the runtime initializes the driver */
-    int found = entry_find(symbol, funcPtr);
+    int found = entry_find(symbol, (int)cudaVersion, flags, funcPtr);
     if (driverStatus)
-        *driverStatus = found ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
+        *driverStatus = found > 0 ? cudaDriverEntryPointSuccess
+                      : found < 0 ? cudaDriverEntryPointVersionNotSufficent : cudaDriverEntryPointSymbolNotFound;
     return cudaSuccess;
 }
 

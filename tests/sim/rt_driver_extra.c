@@ -80,14 +80,8 @@ static CUresult enqueue_fill32(CUdeviceptr dst, uint32_t value, size_t n, CUstre
     trsim_stream *s;
     if (trsim_stream_get((cudaStream_t)stream, &s) != cudaSuccess)
         return CUDA_ERROR_INVALID_HANDLE;
-    struct fill32 *f = malloc(sizeof *f);
-    if (!f)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    *f = (struct fill32){(uint32_t *)a, value, n};
-    cudaError_t e = trsim_stream_call(s, fill32_run, f, free);
-    if (e != cudaSuccess)
-        free(f);
-    return (CUresult)e;
+    struct fill32 f = {(uint32_t *)a, value, n};
+    return (CUresult)trsim_stream_call_copy(s, fill32_run, &f, sizeof f, cudaGraphNodeTypeMemset);
 }
 
 CUresult trsim_cuMemsetD32Async(CUdeviceptr dst, unsigned int ui, size_t n, CUstream stream)

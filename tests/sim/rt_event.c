@@ -7,6 +7,12 @@
  * set up before. Records are reference counted (the event and the queued
  * task each hold one), so destroying an event with a pending record is safe.
  *
+ * An event recorded on a capturing stream gets a record without a stream:
+ * a capture mark (rt_capture.c), which a stream waiting for the event
+ * joins; querying or synchronizing it is cudaErrorCapturedEvent, as in
+ * CUDA. With cudaEventRecordExternal / cudaEventWaitExternal the record or
+ * the wait becomes a node of the graph instead, done at each launch.
+ *
  * Event structures are reused, never freed: a thread racing cudaEventDestroy
  * with another call on the same event touches valid memory. */
 #include <pthread.h>
@@ -18,7 +24,8 @@
 
 struct record {
     atomic_int refs;
-    trsim_stream *stream;
+    trsim_stream *stream;       /* NULL for a record made in capture */
+    trsim_capture_mark *mark;   /* that record's place in its capture */
     uint64_t ticket;
     uint64_t time_ns;           /* written by the worker before the ticket completes */
 };
@@ -52,8 +59,10 @@ static void events_init(void)
 
 static void record_release(struct record *rec)
 {
-    if (rec && atomic_fetch_sub(&rec->refs, 1) == 1)
+    if (rec && atomic_fetch_sub(&rec->refs, 1) == 1) {
+        trsim_capture_mark_free(rec->mark);
         free(rec);
+    }
 }
 
 static uint64_t now_ns(void)
@@ -164,6 +173,29 @@ TRSIM_API cudaError_t cudaEventDestroy(cudaEvent_t event)
 }
 
 static cudaError_t record_on(struct event *ev, trsim_stream *s);
+static cudaError_t node_task(trsim_stream *s, cudaEvent_t event, enum cudaGraphNodeType type);
+
+/* A record made in capture: the stream's place in it, no work (a normal
+ * record when the capture ended meanwhile). */
+static cudaError_t record_in_capture(struct event *ev, trsim_stream *s)
+{
+    cudaError_t err;
+    struct record *rec = calloc(1, sizeof *rec);
+    if (!rec)
+        return cudaErrorMemoryAllocation;
+    rec->mark = trsim_capture_mark_new(s, &err);
+    if (!rec->mark) {
+        free(rec);
+        return err != cudaSuccess ? err : record_on(ev, s);
+    }
+    atomic_init(&rec->refs, 1);
+    pthread_mutex_lock(&ev->lock);
+    struct record *old = ev->rec;
+    ev->rec = rec;
+    pthread_mutex_unlock(&ev->lock);
+    record_release(old);
+    return cudaSuccess;
+}
 
 TRSIM_API cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream,
                                                unsigned int flags)
@@ -173,11 +205,21 @@ TRSIM_API cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t s
     cudaError_t err = event_get(event, &ev);
     if (err == cudaSuccess)
         err = trsim_stream_get(stream, &s);
+    if (err == cudaSuccess && (flags & ~(unsigned)cudaEventRecordExternal))
+        err = cudaErrorInvalidValue;
+    if (err == cudaSuccess && trsim_stream_device(s) != ev->device)
+        err = cudaErrorInvalidResourceHandle;
+    if (err == cudaSuccess)
+        err = trsim_capture_check(s, TRSIM_CAPTURE_ENQUEUE);
     if (err != cudaSuccess)
         return trsim_error(err);
-    /* cudaEventRecordExternal only matters while capturing a graph. */
-    if (flags & ~(unsigned)cudaEventRecordExternal)
-        return trsim_error(cudaErrorInvalidValue);
+    if (trsim_stream_capturing(s)) {
+        /* cudaEventRecordExternal: a node recording the event at each
+         * launch; otherwise a place in the capture for streams to join. */
+        if (flags & cudaEventRecordExternal)
+            return trsim_error(node_task(s, event, cudaGraphNodeTypeEventRecord));
+        return trsim_error(record_in_capture(ev, s));
+    }
     return trsim_error(record_on(ev, s));
 }
 
@@ -230,6 +272,11 @@ TRSIM_API cudaError_t cudaEventQuery(cudaEvent_t event)
     struct record *rec = event_record(ev);
     if (!rec)
         return cudaSuccess;     /* never recorded: complete, as in CUDA */
+    if (rec->mark) {
+        err = trsim_capture_mark_misuse(rec->mark);
+        record_release(rec);
+        return trsim_error(err);
+    }
     int done = trsim_stream_ticket_done(rec->stream, rec->ticket);
     record_release(rec);
     return done ? cudaSuccess : trsim_error(cudaErrorNotReady);
@@ -244,6 +291,11 @@ TRSIM_API cudaError_t cudaEventSynchronize(cudaEvent_t event)
     struct record *rec = event_record(ev);
     if (!rec)
         return cudaSuccess;
+    if (rec->mark) {
+        err = trsim_capture_mark_misuse(rec->mark);
+        record_release(rec);
+        return trsim_error(err);
+    }
     trsim_stream_wait_ticket(rec->stream, rec->ticket);
     record_release(rec);
     return cudaSuccess;
@@ -265,6 +317,8 @@ TRSIM_API cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEve
     struct record *a = event_record(ev_start), *b = event_record(ev_end);
     if (!a || !b) {
         err = cudaErrorInvalidResourceHandle;
+    } else if (a->mark || b->mark) {
+        err = trsim_capture_mark_misuse(a->mark ? a->mark : b->mark);
     } else if (!trsim_stream_ticket_done(a->stream, a->ticket) ||
                !trsim_stream_ticket_done(b->stream, b->ticket)) {
         err = cudaErrorNotReady;
@@ -301,7 +355,24 @@ TRSIM_API cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event
         return trsim_error(err);
     if (flags & ~(unsigned)cudaEventWaitExternal)
         return trsim_error(cudaErrorInvalidValue);
+    err = trsim_capture_check(s, TRSIM_CAPTURE_ENQUEUE);
+    if (err != cudaSuccess)
+        return trsim_error(err);
     struct record *rec = event_record(ev);
+    if (rec && rec->mark) {
+        /* recorded in capture: s joins it */
+        err = trsim_capture_wait_mark(s, rec->mark);
+        record_release(rec);
+        return trsim_error(err);
+    }
+    if (trsim_stream_capturing(s)) {
+        /* Work outside the capture: only as a node waiting for the event's
+         * record at each launch (CUDA refuses it otherwise). */
+        record_release(rec);
+        if (flags & cudaEventWaitExternal)
+            return trsim_error(node_task(s, event, cudaGraphNodeTypeWaitEvent));
+        return rec ? trsim_error(trsim_capture_refuse(s, cudaErrorStreamCaptureIsolation, NULL)) : cudaSuccess;
+    }
     if (!rec)
         return cudaSuccess;     /* waiting for a never-recorded event waits for nothing */
     trsim_stream *dep = rec->stream;
@@ -318,6 +389,69 @@ TRSIM_API cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event
     marker->destroy = marker_destroy;
     trsim_stream_submit_after(s, marker, dep, ticket);
     return cudaSuccess;
+}
+
+/* ---- event nodes of graphs ------------------------------------------------ */
+
+/* The template of an event record or wait node: the work is done at each
+ * launch, with the event as it is then. */
+struct event_node {
+    trsim_task task;
+    cudaEvent_t event;
+    enum cudaGraphNodeType type;
+};
+
+static trsim_task_state event_node_never(trsim_task *task)
+{
+    (void)task;
+    return TRSIM_TASK_DONE;
+}
+
+static cudaError_t event_node_clone(trsim_task *tmpl, trsim_stream *s)
+{
+    const struct event_node *n = (const struct event_node *)tmpl;
+    struct event *ev;
+    cudaError_t err = event_get(n->event, &ev);
+    if (err != cudaSuccess)
+        return err;
+    if (n->type == cudaGraphNodeTypeEventRecord)
+        return record_on(ev, s);
+    struct record *rec = event_record(ev);
+    if (!rec)
+        return cudaSuccess;
+    if (rec->mark) {
+        /* recorded in a capture since: there is nothing to wait for */
+        record_release(rec);
+        return cudaErrorCapturedEvent;
+    }
+    trsim_stream *dep = rec->stream;
+    uint64_t ticket = rec->ticket;
+    record_release(rec);
+    trsim_task *marker = calloc(1, sizeof *marker);
+    if (!marker)
+        return cudaErrorMemoryAllocation;
+    marker->run = marker_run;
+    marker->destroy = marker_destroy;
+    trsim_stream_submit_after(s, marker, dep, ticket);
+    return cudaSuccess;
+}
+
+static void event_node_destroy(trsim_task *task)
+{
+    free(task);
+}
+
+static cudaError_t node_task(trsim_stream *s, cudaEvent_t event, enum cudaGraphNodeType type)
+{
+    struct event_node *n = calloc(1, sizeof *n);
+    if (!n)
+        return cudaErrorMemoryAllocation;
+    n->task.run = event_node_never;
+    n->task.destroy = event_node_destroy;
+    n->task.clone = event_node_clone;
+    n->event = event;
+    n->type = type;
+    return trsim_stream_enqueue(s, &n->task, type);
 }
 
 /* ---- per-thread default stream variants ---------------------------------- */

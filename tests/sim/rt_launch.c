@@ -56,9 +56,14 @@ static struct kernel_name *names_slot(const void *stub)
     return &names[s];
 }
 
-/* reports a launch of the kernel whose host stub is stub: once per kernel */
-static cudaError_t launch_refused(const char *api, const void *stub)
+/* reports a launch of the kernel whose host stub is stub: once per kernel.
+ * A launch into a capturing stream also invalidates the capture (the graph
+ * would lack the kernel). */
+static cudaError_t launch_refused(const char *api, const void *stub, cudaStream_t stream)
 {
+    trsim_stream *s;
+    if (trsim_stream_get(stream, &s) == cudaSuccess && trsim_stream_capturing(s))
+        trsim_capture_refuse(s, cudaErrorNotSupported, NULL);
     const char *name = NULL;
     int first = 1;
     pthread_mutex_lock(&names_lock);
@@ -187,49 +192,55 @@ TRSIM_API cudaError_t cudaGetFuncBySymbol(cudaFunction_t *functionPtr, const voi
 TRSIM_API cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
                                          size_t sharedMem, cudaStream_t stream)
 {
-    (void)gridDim; (void)blockDim; (void)args; (void)sharedMem; (void)stream;
-    return launch_refused("launch", (const void *)kernel);
+    (void)gridDim; (void)blockDim; (void)args; (void)sharedMem;
+    return launch_refused("launch", (const void *)kernel, stream);
 }
 
 TRSIM_API cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
                                               size_t sharedMem, cudaStream_t stream)
 {
-    return __cudaLaunchKernel(kernel, gridDim, blockDim, args, sharedMem, stream);
+    return __cudaLaunchKernel(kernel, gridDim, blockDim, args, sharedMem, TRSIM_PTSZ(stream));
 }
 
 TRSIM_API cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
                                        cudaStream_t stream)
 {
-    (void)gridDim; (void)blockDim; (void)args; (void)sharedMem; (void)stream;
-    return launch_refused("cudaLaunchKernel", func);
+    (void)gridDim; (void)blockDim; (void)args; (void)sharedMem;
+    return launch_refused("cudaLaunchKernel", func, stream);
 }
 
 TRSIM_API cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim, void **args,
                                             size_t sharedMem, cudaStream_t stream)
 {
-    return cudaLaunchKernel(func, gridDim, blockDim, args, sharedMem, stream);
+    return cudaLaunchKernel(func, gridDim, blockDim, args, sharedMem, TRSIM_PTSZ(stream));
 }
 
 TRSIM_API cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args)
 {
-    (void)config; (void)args;
-    return launch_refused("cudaLaunchKernelExC", func);
+    (void)args;
+    return launch_refused("cudaLaunchKernelExC", func, config ? config->stream : NULL);
 }
 
 TRSIM_API cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *config, const void *func, void **args)
 {
+    cudaLaunchConfig_t ptsz;
+    if (config) {
+        ptsz = *config;
+        ptsz.stream = TRSIM_PTSZ(ptsz.stream);
+        config = &ptsz;
+    }
     return cudaLaunchKernelExC(config, func, args);
 }
 
 TRSIM_API cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args,
                                                   size_t sharedMem, cudaStream_t stream)
 {
-    (void)gridDim; (void)blockDim; (void)args; (void)sharedMem; (void)stream;
-    return launch_refused("cudaLaunchCooperativeKernel", func);
+    (void)gridDim; (void)blockDim; (void)args; (void)sharedMem;
+    return launch_refused("cudaLaunchCooperativeKernel", func, stream);
 }
 
 TRSIM_API cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim, void **args,
                                                        size_t sharedMem, cudaStream_t stream)
 {
-    return cudaLaunchCooperativeKernel(func, gridDim, blockDim, args, sharedMem, stream);
+    return cudaLaunchCooperativeKernel(func, gridDim, blockDim, args, sharedMem, TRSIM_PTSZ(stream));
 }

@@ -444,8 +444,14 @@ static void wait_all_devices(void)
 
 /* ---- the API: device memory ---------------------------------------------- */
 
+/* Allocating and freeing are potentially unsafe during stream capture
+ * (cudaThreadExchangeStreamCaptureMode): refused when the thread's mode
+ * says so. */
 TRSIM_API cudaError_t cudaMalloc(void **devPtr, size_t size)
 {
+    cudaError_t err = trsim_capture_unsafe(trsim_current_device());
+    if (err != cudaSuccess)
+        return trsim_error(err);
     return trsim_error(mem_alloc(devPtr, size, trsim_current_device(), TRSIM_MEM_DEVICE, 0, NULL, 0));
 }
 
@@ -458,6 +464,9 @@ TRSIM_API cudaError_t cudaFree(void *devPtr)
     int origin = origin_at(devPtr, &info);
     if ((origin != ORIGIN_HEAP && origin != ORIGIN_MMAP) || info.kind == TRSIM_MEM_HOST)
         return trsim_error(cudaErrorInvalidValue);
+    cudaError_t err = trsim_capture_unsafe(info.device);
+    if (err != cudaSuccess)
+        return trsim_error(err);
     /* cudaFree waits for the device's outstanding work, which may still use
      * the memory. */
     trsim_device_wait_idle(info.device);
@@ -473,7 +482,10 @@ TRSIM_API cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width
     size_t p = (width + PITCH_ALIGN - 1) / PITCH_ALIGN * PITCH_ALIGN;
     if (height && p > SIZE_MAX / height)
         return trsim_error(cudaErrorMemoryAllocation);
-    cudaError_t err = mem_alloc(devPtr, p * height, trsim_current_device(), TRSIM_MEM_DEVICE, 0, NULL, 0);
+    cudaError_t err = trsim_capture_unsafe(trsim_current_device());
+    if (err != cudaSuccess)
+        return trsim_error(err);
+    err = mem_alloc(devPtr, p * height, trsim_current_device(), TRSIM_MEM_DEVICE, 0, NULL, 0);
     if (err == cudaSuccess)
         *pitch = p;
     return trsim_error(err);
@@ -485,6 +497,9 @@ TRSIM_API cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int
      * refuses a zero size here (unlike cudaMalloc). */
     if (!devPtr || size == 0 || (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost))
         return trsim_error(cudaErrorInvalidValue);
+    cudaError_t err = trsim_capture_unsafe(trsim_current_device());
+    if (err != cudaSuccess)
+        return trsim_error(err);
     return trsim_error(mem_alloc(devPtr, size, trsim_current_device(), TRSIM_MEM_MANAGED, flags, NULL, 0));
 }
 
@@ -519,6 +534,9 @@ TRSIM_API cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
         return trsim_error(err);
     if (!devPtr)
         return cudaSuccess;
+    /* Graphs' memory nodes are not simulated. */
+    if (trsim_stream_capturing(s))
+        return trsim_error(trsim_capture_refuse(s, cudaErrorNotSupported, "cudaFreeAsync (a graph memory node)"));
     /* Mark it now so that a second free fails at once; the memory stays
      * allocated and counted until the stream reaches the free. */
     pthread_rwlock_wrlock(&table_lock);
@@ -529,7 +547,7 @@ TRSIM_API cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
     pthread_rwlock_unlock(&table_lock);
     if (!ok)
         return trsim_error(cudaErrorInvalidValue);
-    err = trsim_stream_call(s, async_free_run, devPtr, NULL);
+    err = trsim_stream_call(s, async_free_run, devPtr, NULL, cudaGraphNodeTypeMemFree);
     if (err != cudaSuccess) {
         pthread_rwlock_wrlock(&table_lock);
         e->free_pending = 0;
@@ -545,6 +563,9 @@ TRSIM_API cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flag
     const unsigned known = cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined;
     if (!pHost || (flags & ~known))
         return trsim_error(cudaErrorInvalidValue);
+    cudaError_t err = trsim_capture_unsafe(trsim_current_device());
+    if (err != cudaSuccess)
+        return trsim_error(err);
     return trsim_error(mem_alloc(pHost, size, trsim_current_device(), TRSIM_MEM_HOST, flags, NULL, 0));
 }
 
@@ -560,6 +581,9 @@ TRSIM_API cudaError_t cudaFreeHost(void *ptr)
     int origin = origin_at(ptr, NULL);
     if (origin != ORIGIN_HEAP && origin != ORIGIN_MMAP)
         return trsim_error(cudaErrorInvalidValue);
+    cudaError_t err = trsim_capture_unsafe(trsim_current_device());
+    if (err != cudaSuccess)
+        return trsim_error(err);
     /* Pending copies may still read or write it. */
     wait_all_devices();
     return trsim_error(trsim_mem_free(ptr, TRSIM_MEM_HOST));

@@ -85,6 +85,15 @@ static cudaError_t pool_attribute_check(cudaMemPool_t pool, const void *value)
     return err;
 }
 
+/* Graphs' memory nodes are not simulated: an allocation on a capturing
+ * stream fails loudly. */
+static cudaError_t capture_refused(trsim_stream *s)
+{
+    if (trsim_stream_capturing(s))
+        return trsim_capture_refuse(s, cudaErrorNotSupported, "cudaMallocAsync (a graph memory node)");
+    return trsim_capture_check(s, TRSIM_CAPTURE_ENQUEUE);
+}
+
 TRSIM_API cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool,
                                               cudaStream_t stream)
 {
@@ -92,6 +101,8 @@ TRSIM_API cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPo
     cudaError_t err = pool_get(memPool);
     if (err == cudaSuccess)
         err = trsim_stream_get(stream, &s);
+    if (err == cudaSuccess)
+        err = capture_refused(s);
     if (err != cudaSuccess)
         return trsim_error(err);
     /* The memory exists at once; using it before the stream reaches this
@@ -104,6 +115,8 @@ TRSIM_API cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t h
     trsim_stream *s;
     pthread_once(&pools_once, pools_init);
     cudaError_t err = trsim_stream_get(hStream, &s);
+    if (err == cudaSuccess)
+        err = capture_refused(s);
     if (err != cudaSuccess)
         return trsim_error(err);
     pthread_mutex_lock(&pool_lock);

@@ -306,11 +306,6 @@ uint64_t trsim_stream_submit_after(trsim_stream *s, trsim_task *task,
     return ticket;
 }
 
-void trsim_stream_submit(trsim_stream *s, trsim_task *task)
-{
-    trsim_stream_submit_after(s, task, NULL, 0);
-}
-
 uint64_t trsim_stream_last_ticket(trsim_stream *s)
 {
     pthread_mutex_lock(&s->lock);
@@ -363,6 +358,7 @@ struct call_task {
     void (*fn)(void *arg);
     void *arg;
     void (*free_arg)(void *arg);
+    size_t copy_size;           /* arg is the task's own copy of this many bytes */
 };
 
 static trsim_task_state call_run(trsim_task *task)
@@ -380,19 +376,62 @@ static void call_destroy(trsim_task *task)
     free(c);
 }
 
-cudaError_t trsim_stream_call(trsim_stream *s, void (*fn)(void *arg), void *arg,
-                              void (*free_arg)(void *arg))
+static struct call_task *call_new(void (*fn)(void *arg), void *arg, void (*free_arg)(void *arg),
+                                  size_t copy_size);
+
+/* A launch of a graph holding the call: the same call, with its own copy
+ * of an argument it owns. */
+static cudaError_t call_clone(trsim_task *tmpl, trsim_stream *s)
+{
+    struct call_task *t = (struct call_task *)tmpl;
+    struct call_task *c = call_new(t->fn, t->arg, t->free_arg, t->copy_size);
+    if (!c)
+        return cudaErrorMemoryAllocation;
+    trsim_stream_submit_after(s, &c->task, NULL, 0);
+    return cudaSuccess;
+}
+
+/* copy_size > 0: the task owns a copy of that many bytes of arg. */
+static struct call_task *call_new(void (*fn)(void *arg), void *arg, void (*free_arg)(void *arg),
+                                  size_t copy_size)
 {
     struct call_task *c = calloc(1, sizeof *c);
     if (!c)
-        return cudaErrorMemoryAllocation;
+        return NULL;
+    if (copy_size) {
+        void *copy = malloc(copy_size);
+        if (!copy) {
+            free(c);
+            return NULL;
+        }
+        memcpy(copy, arg, copy_size);
+        arg = copy;
+        free_arg = free;
+    }
     c->task.run = call_run;
     c->task.destroy = call_destroy;
+    /* An argument owned by the task cannot be shared by the launches of a
+     * graph, unless the task knows how to copy it. */
+    c->task.clone = !free_arg || copy_size ? call_clone : NULL;
     c->fn = fn;
     c->arg = arg;
     c->free_arg = free_arg;
-    trsim_stream_submit(s, &c->task);
-    return cudaSuccess;
+    c->copy_size = copy_size;
+    return c;
+}
+
+cudaError_t trsim_stream_call(trsim_stream *s, void (*fn)(void *arg), void *arg,
+                              void (*free_arg)(void *arg), enum cudaGraphNodeType type)
+{
+    struct call_task *c = call_new(fn, arg, free_arg, 0);
+    return c ? trsim_stream_enqueue(s, &c->task, type) : cudaErrorMemoryAllocation;
+}
+
+cudaError_t trsim_stream_call_copy(trsim_stream *s, void (*fn)(void *arg), const void *arg,
+                                   size_t size, enum cudaGraphNodeType type)
+{
+    struct call_task *c = call_new(fn, (void *)arg, NULL, size);
+    return c ? trsim_stream_enqueue(s, &c->task, type) : cudaErrorMemoryAllocation;
 }
 
 /* ---- stream objects ------------------------------------------------------ */
@@ -434,6 +473,8 @@ static trsim_stream *stream_new(int device, unsigned flags, int priority, enum s
 /* The application is done with s: its queued work still completes. */
 static void stream_release(trsim_stream *s)
 {
+    /* The structure will serve another stream: it must not stay in a capture. */
+    trsim_capture_stream_gone(s);
     pthread_mutex_lock(&s->lock);
     s->destroyed = 1;
     if (s->worker_running) {
@@ -483,6 +524,16 @@ cudaError_t trsim_stream_get(cudaStream_t handle, trsim_stream **out)
 int trsim_stream_device(const trsim_stream *s)
 {
     return s->device;
+}
+
+int trsim_stream_is_legacy(const trsim_stream *s)
+{
+    return s->kind == STREAM_LEGACY;
+}
+
+int trsim_stream_is_blocking(const trsim_stream *s)
+{
+    return !(s->flags & cudaStreamNonBlocking);
 }
 
 /* ---- the API ------------------------------------------------------------- */
@@ -546,6 +597,8 @@ TRSIM_API cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 {
     trsim_stream *s;
     cudaError_t err = trsim_stream_get(stream, &s);
+    if (err == cudaSuccess)
+        err = trsim_capture_check(s, TRSIM_CAPTURE_SYNC);
     if (err != cudaSuccess)
         return trsim_error(err);
     trsim_stream_wait_idle(s);
@@ -556,6 +609,8 @@ TRSIM_API cudaError_t cudaStreamQuery(cudaStream_t stream)
 {
     trsim_stream *s;
     cudaError_t err = trsim_stream_get(stream, &s);
+    if (err == cudaSuccess)
+        err = trsim_capture_check(s, TRSIM_CAPTURE_SYNC);
     if (err != cudaSuccess)
         return trsim_error(err);
     pthread_mutex_lock(&s->lock);
@@ -613,55 +668,6 @@ TRSIM_API cudaError_t cudaDeviceGetStreamPriorityRange(int *leastPriority, int *
     return cudaSuccess;
 }
 
-/* No stream is ever capturing: graph capture is not simulated. */
-TRSIM_API cudaError_t cudaStreamIsCapturing(cudaStream_t stream,
-                                            enum cudaStreamCaptureStatus *pCaptureStatus)
-{
-    trsim_stream *s;
-    cudaError_t err = stream_get_out(stream, pCaptureStatus, &s);
-    if (err != cudaSuccess)
-        return trsim_error(err);
-    *pCaptureStatus = cudaStreamCaptureStatusNone;
-    return cudaSuccess;
-}
-
-TRSIM_API cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream,
-    enum cudaStreamCaptureStatus *captureStatus_out, unsigned long long *id_out,
-    cudaGraph_t *graph_out, const cudaGraphNode_t **dependencies_out,
-    const cudaGraphEdgeData **edgeData_out, size_t *numDependencies_out)
-{
-    trsim_stream *s;
-    cudaError_t err = stream_get_out(stream, captureStatus_out, &s);
-    if (err != cudaSuccess)
-        return trsim_error(err);
-    *captureStatus_out = cudaStreamCaptureStatusNone;
-    /* The other outputs only mean something while capturing; leave nothing
-     * undefined for callers that read them anyway. */
-    if (id_out)
-        *id_out = 0;
-    if (graph_out)
-        *graph_out = NULL;
-    if (dependencies_out)
-        *dependencies_out = NULL;
-    if (edgeData_out)
-        *edgeData_out = NULL;
-    if (numDependencies_out)
-        *numDependencies_out = 0;
-    return cudaSuccess;
-}
-
-static __thread enum cudaStreamCaptureMode capture_mode = cudaStreamCaptureModeGlobal;
-
-TRSIM_API cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode)
-{
-    if (!mode || (unsigned)*mode > cudaStreamCaptureModeRelaxed)
-        return trsim_error(cudaErrorInvalidValue);
-    enum cudaStreamCaptureMode old = capture_mode;
-    capture_mode = *mode;
-    *mode = old;
-    return cudaSuccess;
-}
-
 TRSIM_API cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userData)
 {
     trsim_stream *s;
@@ -670,7 +676,7 @@ TRSIM_API cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, v
         return trsim_error(err);
     if (!fn)
         return trsim_error(cudaErrorInvalidValue);
-    return trsim_error(trsim_stream_call(s, fn, userData, NULL));
+    return trsim_error(trsim_stream_call(s, fn, userData, NULL, cudaGraphNodeTypeHost));
 }
 
 struct stream_callback {
@@ -694,11 +700,14 @@ TRSIM_API cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallb
         return trsim_error(err);
     if (!callback || flags != 0)
         return trsim_error(cudaErrorInvalidValue);
+    /* CUDA captures cudaLaunchHostFunc, not stream callbacks. */
+    if (trsim_stream_capturing(s))
+        return trsim_error(trsim_capture_refuse(s, cudaErrorStreamCaptureUnsupported, NULL));
     struct stream_callback *cb = xmalloc(sizeof *cb);
     cb->fn = callback;
     cb->stream = stream;
     cb->user_data = userData;
-    err = trsim_stream_call(s, stream_callback_run, cb, free);
+    err = trsim_stream_call(s, stream_callback_run, cb, free, cudaGraphNodeTypeHost);
     if (err != cudaSuccess)
         free(cb);
     return trsim_error(err);
@@ -734,21 +743,6 @@ TRSIM_API cudaError_t cudaStreamGetDevice_ptsz(cudaStream_t hStream, int *device
 TRSIM_API cudaError_t cudaStreamGetId_ptsz(cudaStream_t hStream, unsigned long long *streamId)
 {
     return cudaStreamGetId(TRSIM_PTSZ(hStream), streamId);
-}
-
-TRSIM_API cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream,
-                                                 enum cudaStreamCaptureStatus *pCaptureStatus)
-{
-    return cudaStreamIsCapturing(TRSIM_PTSZ(stream), pCaptureStatus);
-}
-
-TRSIM_API cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream,
-    enum cudaStreamCaptureStatus *captureStatus_out, unsigned long long *id_out,
-    cudaGraph_t *graph_out, const cudaGraphNode_t **dependencies_out,
-    const cudaGraphEdgeData **edgeData_out, size_t *numDependencies_out)
-{
-    return cudaStreamGetCaptureInfo(TRSIM_PTSZ(stream), captureStatus_out, id_out, graph_out,
-                                    dependencies_out, edgeData_out, numDependencies_out);
 }
 
 TRSIM_API cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void *userData)

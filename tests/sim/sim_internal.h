@@ -86,6 +86,14 @@ typedef enum {
 struct trsim_task {
     trsim_task_state (*run)(trsim_task *task);
     void (*destroy)(trsim_task *task);
+    /* Graphs (rt_graph.c): a task queued on a capturing stream becomes a
+     * node template of the capture's graph and never runs; each launch of
+     * the graph calls clone(template, s) in node order, on the launching
+     * thread, which queues on s (trsim_stream_submit_after) fresh work doing
+     * what the template describes. NULL: the task cannot be captured (the
+     * capture is invalidated, loudly). A template is destroyed (destroy())
+     * once no graph or executable graph holds it. */
+    cudaError_t (*clone)(trsim_task *tmpl, trsim_stream *s);
     /* private to rt_stream.c */
     trsim_task *next_;
     uint64_t ticket_;
@@ -99,27 +107,143 @@ struct trsim_task {
  * cudaErrorInvalidResourceHandle for a destroyed or unknown stream. */
 cudaError_t trsim_stream_get(cudaStream_t handle, trsim_stream **out);
 int trsim_stream_device(const trsim_stream *s);
-/* Queues task at the end of s, applying the legacy default stream's
- * ordering rules. The calling thread never waits. Takes ownership. */
-void trsim_stream_submit(trsim_stream *s, trsim_task *task);
 /* cudaEventRecord(event, s) for the simulator's own use (ncclCollConfig_t's
  * launchCompletionEvent); does not set the last error. */
 cudaError_t trsim_event_record(cudaEvent_t event, trsim_stream *s);
 /* Blocks until everything queued on s so far has completed. */
 void trsim_stream_wait_idle(trsim_stream *s);
 
-/* Convenience: queue fn(arg) on s (used for copies, memsets, host funcs). */
+/* Convenience: queue fn(arg) on s (trsim_stream_enqueue: captured as a
+ * node of type while s captures). A call that owns its arg (free_arg) cannot
+ * be captured; trsim_stream_call_copy owns a copy of size bytes of arg, and
+ * each launch of a graph holding it gets its own copy. */
 cudaError_t trsim_stream_call(trsim_stream *s, void (*fn)(void *arg), void *arg,
-                              void (*free_arg)(void *arg));
+                              void (*free_arg)(void *arg), enum cudaGraphNodeType type);
+cudaError_t trsim_stream_call_copy(trsim_stream *s, void (*fn)(void *arg), const void *arg,
+                                   size_t size, enum cudaGraphNodeType type);
+int trsim_stream_is_legacy(const trsim_stream *s);
+int trsim_stream_is_blocking(const trsim_stream *s);   /* not cudaStreamNonBlocking */
+
+/* ---- stream capture (rt_capture.c) ----------------------------------------- */
+
+/* Queues task on s (trsim_stream_submit_after), or, while s captures, adds
+ * it to the capture's graph as a node of type that depends on what s's
+ * next node depends on; the task then never runs. Takes ownership: on an
+ * error (the legacy stream used while a blocking stream of its device
+ * captures, an invalidated capture, a task without clone) the task is
+ * destroyed and the capture rules' CUDA error returned. */
+cudaError_t trsim_stream_enqueue(trsim_stream *s, trsim_task *task, enum cudaGraphNodeType type);
+/* Whether s takes part in a capture (active or invalidated). Cheap when
+ * nothing captures. */
+int trsim_stream_capturing(trsim_stream *s);
+
+enum trsim_capture_use {
+    TRSIM_CAPTURE_ENQUEUE,  /* queues work on s */
+    TRSIM_CAPTURE_SYNC,     /* waits for or queries s: refused while s captures */
+    TRSIM_CAPTURE_PEEK,     /* asks for s's capture state: invalidates nothing */
+};
+/* The capture rules for a use of s, before the call does anything:
+ * cudaErrorStreamCaptureImplicit for the legacy stream while a blocking
+ * stream of its device captures, cudaErrorStreamCaptureInvalidated on a
+ * stream whose capture was invalidated, cudaErrorStreamCaptureUnsupported
+ * for a SYNC of a capturing stream; the captures concerned are invalidated
+ * (except for PEEK). cudaSuccess otherwise. */
+cudaError_t trsim_capture_check(trsim_stream *s, enum trsim_capture_use use);
+/* A potentially unsafe call (cudaMalloc, cudaFree, synchronous copies,
+ * cudaDeviceSynchronize ...) about device by the calling thread:
+ * cudaErrorStreamCaptureUnsupported, invalidating the captures that make
+ * it unsafe under the thread's capture mode (cudaThreadExchangeStreamCaptureMode),
+ * else cudaSuccess. */
+cudaError_t trsim_capture_unsafe(int device);
+/* Refuses an operation on s while s captures: invalidates s's capture and
+ * returns err (cudaErrorStreamCaptureInvalidated when it was already
+ * invalidated); prints one trsim: line naming what when what is not NULL
+ * (a limit of the simulator rather than a rule of CUDA). */
+cudaError_t trsim_capture_refuse(trsim_stream *s, cudaError_t err, const char *what);
+/* The stream's structure is about to be retired (destroyed, or a thread's
+ * per-thread stream at exit): it leaves its capture; the origin stream's
+ * capture ends, discarded. */
+void trsim_capture_stream_gone(trsim_stream *s);
+
+/* An event recorded on a capturing stream holds a mark: the nodes the
+ * stream's next node would depend on. trsim_capture_mark_new returns NULL
+ * when s does not capture (*err cudaSuccess) or its capture is invalidated
+ * (*err). */
+typedef struct trsim_capture_mark trsim_capture_mark;
+trsim_capture_mark *trsim_capture_mark_new(trsim_stream *s, cudaError_t *err);
+void trsim_capture_mark_free(trsim_capture_mark *mark);
+/* cudaStreamWaitEvent(s, an event recorded at mark): s joins the mark's
+ * capture, or, capturing it already, also depends on the mark's nodes. */
+cudaError_t trsim_capture_wait_mark(trsim_stream *s, const trsim_capture_mark *mark);
+/* An event recorded at mark was queried or waited for: invalidates the
+ * capture while it lasts; returns cudaErrorCapturedEvent. */
+cudaError_t trsim_capture_mark_misuse(const trsim_capture_mark *mark);
+
+/* The runtime's capture functions without touching the last error (the
+ * driver's twins, rt_driver_graph.c, share them). trsim_capture_begin with
+ * graph NULL makes a new graph (cudaStreamBeginCapture). */
+cudaError_t trsim_capture_begin(cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t *deps,
+                                const cudaGraphEdgeData *edges, size_t ndeps, enum cudaStreamCaptureMode mode);
+cudaError_t trsim_capture_end(cudaStream_t stream, cudaGraph_t *pGraph);
+cudaError_t trsim_capture_info(cudaStream_t stream, enum cudaStreamCaptureStatus *captureStatus_out,
+                               unsigned long long *id_out, cudaGraph_t *graph_out,
+                               const cudaGraphNode_t **dependencies_out, const cudaGraphEdgeData **edgeData_out,
+                               size_t *numDependencies_out);
+cudaError_t trsim_capture_update(cudaStream_t stream, cudaGraphNode_t *dependencies,
+                                 const cudaGraphEdgeData *dependencyData, size_t numDependencies, unsigned int flags);
+cudaError_t trsim_capture_mode_exchange(enum cudaStreamCaptureMode *mode);
+
+/* ---- graphs (rt_graph.c) --------------------------------------------------- */
+
+/* The runtime's graph functions without touching the last error. */
+cudaError_t trsim_graph_destroy(cudaGraph_t graph);
+cudaError_t trsim_graph_get_nodes(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t *numNodes);
+cudaError_t trsim_graph_instantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, unsigned long long flags);
+cudaError_t trsim_graph_instantiate_params(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
+                                           cudaGraphInstantiateParams *instantiateParams);
+cudaError_t trsim_graph_launch(cudaGraphExec_t graphExec, cudaStream_t stream);
+cudaError_t trsim_graph_upload(cudaGraphExec_t graphExec, cudaStream_t stream);
+cudaError_t trsim_graph_exec_update(cudaGraphExec_t hGraphExec, cudaGraph_t hGraph,
+                                    cudaGraphExecUpdateResultInfo *resultInfo);
+cudaError_t trsim_graph_exec_destroy(cudaGraphExec_t graphExec);
+
+/* A new empty graph (cudaGraphCreate's). */
+cudaError_t trsim_graph_new(cudaGraph_t *out);
+/* Whether graph is a live graph, and node one of its nodes. */
+int trsim_graph_valid(cudaGraph_t graph);
+int trsim_graph_has_node(cudaGraph_t graph, cudaGraphNode_t node);
+/* Appends to graph a node of type whose template is task (NULL: an empty
+ * node), depending on deps; NULL when out of memory (task not taken). */
+cudaGraphNode_t trsim_graph_add(cudaGraph_t graph, enum cudaGraphNodeType type, trsim_task *task,
+                                cudaGraphNode_t const *deps, size_t ndeps);
+size_t trsim_graph_size(cudaGraph_t graph);
+/* Destroys graph's nodes from index n on (a capture into an existing graph
+ * that failed), or the whole graph (n SIZE_MAX). */
+void trsim_graph_drop(cudaGraph_t graph, size_t n);
+/* A node of graph from index first on from which none of ends can be
+ * reached (work a capture did not join back), NULL when there is none. */
+cudaGraphNode_t trsim_graph_unjoined(cudaGraph_t graph, size_t first, cudaGraphNode_t const *ends,
+                                     size_t nends);
+/* Captures into graph in progress (cudaGraphDestroy refuses it meanwhile). */
+void trsim_graph_capture_ref(cudaGraph_t graph, int delta);
+
+/* User objects (rt_userobj.c): count more references (0: only checks the
+ * object is alive), count fewer (the destructor runs on an internal thread
+ * after the last). cudaErrorInvalidValue for a dead object, or releasing
+ * none or more than there are. */
+cudaError_t trsim_user_object_retain(cudaUserObject_t object, unsigned count);
+cudaError_t trsim_user_object_release(cudaUserObject_t object, unsigned count);
 
 /* ---- additions shared by the runtime's own files (rt_*.c) ---------------- */
 
 /* Blocks until all work queued so far on every stream of device completed. */
 void trsim_device_wait_idle(int device);
 
-/* Like trsim_stream_submit, and the task also waits for the task with ticket
- * dep_ticket on dep (when dep is not NULL). Returns the task's ticket on s:
- * tickets of a stream count up from 1, in queue order. */
+/* Queues task at the end of s, applying the legacy default stream's
+ * ordering rules (but not stream capture's: trsim_stream_enqueue), and the
+ * task also waits for the task with ticket dep_ticket on dep (when dep is
+ * not NULL). The calling thread never waits. Takes ownership. Returns the
+ * task's ticket on s: tickets of a stream count up from 1, in queue order. */
 uint64_t trsim_stream_submit_after(trsim_stream *s, trsim_task *task,
                                    trsim_stream *dep, uint64_t dep_ticket);
 /* The ticket of the last task queued on s (0: none yet). */
@@ -174,6 +298,7 @@ cudaError_t trsim_mem_remove_mapping(void *base);
 cudaError_t trsim_device_attribute(int *value, int attr, int device);
 /* Marks the driver API initialized: using the runtime initializes it. */
 void trsim_driver_mark_initialized(void);
+int trsim_driver_ready(void);      /* cuInit or the runtime happened */
 
 /* rt_driver_extra.c: driver entries handed out by the entry-point lookups
  * only (CUcontext, CUstream and CUdeviceptr from cuda.h) */
@@ -187,6 +312,13 @@ CUresult trsim_cuStreamWriteValue32(CUstream stream, CUdeviceptr addr, cuuint32_
 CUresult trsim_cuLogsRegisterCallback(CUlogsCallback cb, void *userData, CUlogsCallbackHandle *handle);
 CUresult trsim_cuLogsUnregisterCallback(CUlogsCallbackHandle handle);
 #endif
+/* Entry-point lookups (rt_driver.c) also hand out the driver's capture and
+ * graph functions (rt_driver_graph.c), in the newest version not newer than
+ * cudaVersion, the per-thread default stream's form when per_thread: 1 and
+ * *fn when found, 0 when symbol is none of them, -1 when it is but only for
+ * later versions (*fn NULL). */
+int trsim_graph_entry_find(const char *symbol, int cudaVersion, int per_thread, void **fn);
+
 /* the entries a simulated device does not have: each fails with
  * CUDA_ERROR_NOT_SUPPORTED and one trsim: line (X(name) per entry) */
 #define TRSIM_DRIVER_UNSUPPORTED(X)                                                                  \
