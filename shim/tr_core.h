@@ -224,14 +224,19 @@ void *tr_real(const char *name, tr_lib lib);
 /* Like TR_REAL, for optional helpers the shim calls besides the wrapped
  * function, which may be missing (the CUDA runtime may not be loaded, an
  * older runtime): a miss is looked up again only every 1024th time, so it
- * costs nothing per call. */
+ * costs nothing per call. Until one lookup has completed, every thread
+ * looks for itself: a thread racing the first lookup never takes the
+ * function for missing. */
 #define TR_REAL_OPT(var, type, name, lib)                                              \
     static _Atomic(type) var##_cache;                                                  \
     static atomic_uint var##_miss;                                                     \
+    static atomic_int var##_looked;                                                    \
     type var = atomic_load_explicit(&var##_cache, memory_order_acquire);               \
-    if (!var && (atomic_fetch_add_explicit(&var##_miss, 1, memory_order_relaxed) & 1023) == 0) { \
+    if (!var && (!atomic_load_explicit(&var##_looked, memory_order_acquire) ||         \
+                 (atomic_fetch_add_explicit(&var##_miss, 1, memory_order_relaxed) & 1023) == 0)) { \
         var = (type)tr_real(name, lib);                                                \
         if (var) atomic_store_explicit(&var##_cache, var, memory_order_release);       \
+        atomic_store_explicit(&var##_looked, 1, memory_order_release);                 \
     }
 
 /* ---- stacks (tr_stack.c) --------------------------------------------------- */

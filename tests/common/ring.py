@@ -51,7 +51,14 @@ def _comm_table(macro):
 KINDS = _comm_table("TRR_COMM_KINDS")
 ENDS = _comm_table("TRR_COMM_ENDS")
 NONE = -2 ** 31               # TRR_NONE
-BLOB_END, BLOB_MODULE, BLOB_STACK, BLOB_PYCODE, BLOB_PYSTACK, BLOB_COLLCONFIG, BLOB_NCCLINFO = 0, 1, 2, 3, 4, 5, 6
+BLOB_END, BLOB_MODULE, BLOB_STACK, BLOB_PYCODE, BLOB_PYSTACK, BLOB_COLLCONFIG, BLOB_NCCLINFO, BLOB_GRAPH = \
+    0, 1, 2, 3, 4, 5, 6, 7
+GRAPH = struct.Struct("<IIQQQiiiiIi")
+GRAPH_FIELDS = ["index", "ncalls", "capture_id", "stream", "graph", "stack", "pystack", "end_stack", "end_pystack",
+                "dropped", "base"]
+GRAPH_CALL = struct.Struct("<BBHiiiiiiIQQQQQQ")
+GRAPH_CALL_FIELDS = ["op", "lane", "pad", "comm", "dtype", "redop", "root", "stack", "pystack", "pad2", "count",
+                     "sendbuff", "recvbuff", "stream", "n", "extra"]
 COLLCONFIG = struct.Struct("<IIiiiiiiQII")
 COLLCONFIG_FIELDS = ["index", "is_null", "min_ctas", "max_ctas", "nvls_ctas", "cga_cluster_size", "force_alg",
                      "cta_policy", "user_tag", "alg_len", "pad"]
@@ -85,6 +92,7 @@ PYSTACK = struct.Struct("<II")
 
 assert HEADER.size == 584 and RECORD.size == 128 and COMM.size + CHECKPOINTS * CHECKPOINT.size == 920 and COMM_TAIL.size == 24
 assert MODULE.size == 80 and STACK.size == 8 and PYCODE.size == 16 and PYSTACK.size == 8
+assert GRAPH.size == 56 and GRAPH_CALL.size == 80
 
 
 class RingError(ValueError):
@@ -141,7 +149,7 @@ def read_ring_bytes(data):
             continue          # not committed, torn, or overwritten by a newer record
         r["index"] = i
         records.append(r)
-    stacks, modules, pycodes, pystacks, order_errors, configs, nccl = {}, [], {}, {}, [], {}, None
+    stacks, modules, pycodes, pystacks, order_errors, configs, nccl, graphs = {}, [], {}, {}, [], {}, None, {}
     off, end = h["off_blobs"], h["off_blobs"] + h["blob_bytes"]
     while off + BLOB.size <= end:
         kind, nbytes = BLOB.unpack_from(data, off)
@@ -179,10 +187,18 @@ def read_ring_bytes(data):
             names = data[q + path_len:q + path_len + unknown_len].split(b"\0")
             nccl = {"version": version, "exports": exports, "path": _cstr(data[q:q + path_len]),
                     "unknown": [n.decode() for n in names if n]}
+        elif kind == BLOB_GRAPH:
+            g = dict(zip(GRAPH_FIELDS, GRAPH.unpack_from(data, p)))
+            q = p + GRAPH.size
+            g["calls"] = [dict(zip(GRAPH_CALL_FIELDS, GRAPH_CALL.unpack_from(data, q + k * GRAPH_CALL.size)))
+                          for k in range(min(g["ncalls"], (nbytes - GRAPH.size) // GRAPH_CALL.size))]
+            for c in g["calls"]:
+                c["op"] = OPS[c["op"]] if c["op"] < len(OPS) else c["op"]
+            graphs[g["index"]] = g
         off = p + nbytes
     return {"header": h, "comms": comms, "records": records, "stacks": stacks, "modules": modules,
             "pycodes": pycodes, "pystacks": pystacks, "pystack_order_errors": order_errors, "configs": configs,
-            "nccl": nccl}
+            "nccl": nccl, "graphs": graphs}
 
 
 def read_ring(path):

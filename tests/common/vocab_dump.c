@@ -8,12 +8,12 @@
 
 static void flag_list(unsigned f)
 {
-    static const char *const names[] = {"COLL", "ROOTED", "REDUCING", "P2P", "ONESIDED", "GROUP", "SENDS"};
+    static const char *const names[] = {"COLL", "ROOTED", "REDUCING", "P2P", "ONESIDED", "GROUP", "SENDS", "GRAPH"};
     /* printed in sorted order, as Python's sorted() does */
-    static const int order[] = {0, 5, 4, 3, 2, 1, 6};   /* COLL GROUP ONESIDED P2P REDUCING ROOTED SENDS */
+    static const int order[] = {0, 7, 5, 4, 3, 2, 1, 6};   /* COLL GRAPH GROUP ONESIDED P2P REDUCING ROOTED SENDS */
     int first = 1;
     putchar('[');
-    for (int i = 0; i < 7; i++)
+    for (int i = 0; i < 8; i++)
         if (f & (1u << order[i])) printf("%s\"%s\"", first ? "" : ", ", names[order[i]]), first = 0;
     putchar(']');
 }

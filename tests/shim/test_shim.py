@@ -30,7 +30,7 @@ CHECK_CALL_SITES = True
 
 CALL_FIELDS = ["op", "comm", "seq", "count", "dtype", "redop", "root", "peer", "sendbuff", "recvbuff",
                "stream", "capturing", "group", "depth", "enter_ns", "exit_ns", "thread", "rc", "stack", "done_ns",
-               "gpu", "pystack", "config", "signal"]
+               "gpu", "pystack", "config", "signal", "graph", "replay", "lane"]
 DTYPES = ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64", "bfloat16",
           "float8e4m3", "float8e5m2"]
 IN_PROGRESS = 7
