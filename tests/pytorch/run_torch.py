@@ -58,6 +58,9 @@ CASES = {
                             {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
                             {"exit": 0, "findings": [], "peaks": "PEAK_FILE"}),
     "clean": ("torchrun", 4, "clean.py", None, {}, {"exit": 0, "findings": []}),
+    "graph_clean": ("torchrun", 4, "graph.py", None, {"REPLAYS": "300"}, {"exit": 0, "findings": []}),
+    "graph_fewer": ("torchrun", 4, "graph.py", 25, {"REPLAYS": "42", "GRAPH_FEWER": "1"}, {"exit": 1, "findings": [
+        {"kind": "missing", "ranks": [3], "seq": 43, "site": "captured"}]}),
 }
 
 

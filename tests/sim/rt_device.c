@@ -185,6 +185,7 @@ TRSIM_API cudaError_t cudaDeviceSynchronize(void)
     if (err != cudaSuccess)
         return trsim_error(err);
     trsim_device_wait_idle(trsim_current_device());
+    trsim_user_objects_settle();
     return cudaSuccess;
 }
 

@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "sim_internal.h"
 
@@ -26,6 +27,7 @@ static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t queue_cond = PTHREAD_COND_INITIALIZER;
 static struct uobj *queue_head, *queue_tail;
 static int destructor_running;
+static int destructor_busy;             /* a destructor is running now */
 
 static void uobj_init(void)
 {
@@ -53,12 +55,35 @@ static void *destructor_main(void *arg)
         queue_head = o->next;
         if (!queue_head)
             queue_tail = NULL;
+        destructor_busy = 1;
         pthread_mutex_unlock(&queue_lock);
         o->destroy(o->ptr);
         free(o);
         pthread_mutex_lock(&queue_lock);
+        destructor_busy = 0;
+        if (!queue_head) pthread_cond_broadcast(&queue_cond);
     }
     return NULL;
+}
+
+/* A real driver runs a released object's destructor within moments; the
+ * simulator's thread may lag far behind on a loaded machine, past the
+ * point where a framework tears down what the destructor uses (PyTorch
+ * destroys its process group right after synchronizing). So a device
+ * synchronization also waits for the destructors queued so far, for at
+ * most a second: CUDA promises nothing either way (the only flag,
+ * cudaUserObjectNoDestructorSync), and a destructor waiting for a lock the
+ * synchronizing thread holds must not hang it. */
+void trsim_user_objects_settle(void)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 1;
+    pthread_mutex_lock(&queue_lock);
+    while ((queue_head || destructor_busy) &&
+           pthread_cond_timedwait(&queue_cond, &queue_lock, &until) == 0) {
+    }
+    pthread_mutex_unlock(&queue_lock);
 }
 
 /* The last reference is gone: the handle dies now, the destructor soon. */

@@ -233,6 +233,9 @@ void trsim_graph_capture_ref(cudaGraph_t graph, int delta);
  * none or more than there are. */
 cudaError_t trsim_user_object_retain(cudaUserObject_t object, unsigned count);
 cudaError_t trsim_user_object_release(cudaUserObject_t object, unsigned count);
+/* Waits (a second at most) for the destructors of released user objects
+ * queued so far to have run (cudaDeviceSynchronize). */
+void trsim_user_objects_settle(void);
 
 /* ---- additions shared by the runtime's own files (rt_*.c) ---------------- */
 
