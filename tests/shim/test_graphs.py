@@ -16,7 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 from checks import check, eq, path_of, run_case  # noqa: E402
 import ring  # noqa: E402
-from test_shim import Case, by_rank, check_done, check_site, load_traces  # noqa: E402
+from test_shim import Case, by_rank, check_done, check_site, end_job, load_traces, popen_job, wait_markers  # noqa: E402
 
 GRAPH_OPS = ["AllReduce", "AllReduce", "Broadcast", "Send", "Recv"]
 
@@ -107,7 +107,100 @@ def case_clean(c):
     eq(a.returncode, 0, "tranalyze exit status")
 
 
-CASES = {"clean": case_clean}
+SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "shim_graph.c")
+
+
+def line_of(text):
+    """'FUNCTION (shim_graph.c:LINE)' of the one source line holding text, as tranalyze names it"""
+    with open(SOURCE) as f:
+        lines = f.read().splitlines()
+    hits = [i + 1 for i, ln in enumerate(lines) if text in ln]
+    eq(len(hits), 1, "lines of shim_graph.c holding %r" % text)
+    func = None
+    for ln in lines[:hits[0]][::-1]:
+        if ln and not ln[0].isspace() and "(" in ln and not ln.startswith(("#", "/", " ", "}")):
+            func = ln.split("(")[0].split()[-1].lstrip("*")
+            break
+    return "%s (shim_graph.c:%d)" % (func, hits[0])
+
+
+CAPTURE = "CUDACHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));"
+LAUNCH_ENTRY = "if (i <= 10) EXPECT(((fn_cuGraphLaunch)fn)"
+LAUNCH_RT = "else CUDACHECK(cudaGraphLaunch(e, s));"
+AR_SUM = "NCCLCHECK(ncclAllReduce(b->sendA"
+
+
+def hung_job(c, mode, replays=42):
+    """The job until every rank finished its loop (the GPU work queued),
+    then stopped as a launcher's timeout does; tranalyze --json's answer."""
+    cmd, p = popen_job(c, 4, [path_of("SHIM_GRAPH"), mode, str(replays)])
+    try:
+        wait_markers(c, ["ready.%d" % r for r in range(4)])
+        time.sleep(1.0)            # the hung replay is pending on the GPU for a while
+    finally:
+        end_job(c, cmd, p)
+    a = subprocess.run([path_of("TRANALYZE"), "--json", c.traces], capture_output=True, text=True, timeout=300)
+    t = subprocess.run([path_of("TRANALYZE"), c.traces], capture_output=True, text=True, timeout=300)
+    sys.stdout.write(t.stdout[:4000] + a.stderr[-2000:])
+    eq(a.returncode, 1, "tranalyze exit status (findings)")
+    return json.loads(a.stdout), t.stdout
+
+
+def check_replayed(call, what, graph, replay, site, launch):
+    eq((call["graph"]["name"], call["replay"], call["site"], call["capture_site"], call["launch_site"]),
+       (graph, replay, line_of(site), line_of(CAPTURE), line_of(launch)), what)
+
+
+def case_fewer(c):
+    """Rank 3 replays the graph 41 times, the others 42: the missing call
+    is the 42nd replay's first AllReduce (world #83), which ranks 0-2 wait
+    in on the GPU; the finding counts every rank's launches."""
+    out, text = hung_job(c, "fewer")
+    f = out["findings"][0]
+    eq((f["kind"], f["ranks"], f["others"], f["seq"]), ("missing", [3], [0, 1, 2], 83), "the root cause")
+    world = by_rank(load_traces(c.traces))[0]["comms"][0]["id"]
+    eq(f["comm"], world, "its communicator")
+    o = f["others_call"]
+    eq((o["op"], o["count"], o["seq"]), ("AllReduce", 1024, 83), "the call ranks 0-2 wait in")
+    check_replayed(o, "the waited-for call", "G1", 42, AR_SUM, LAUNCH_RT)
+    gl = f["graph_launches"]
+    eq((gl["graph"], gl["replay"], gl["capture_site"], gl["launches"]),
+       ("G1", 42, line_of(CAPTURE), [{"ranks": [3], "count": 41}, {"ranks": [0, 1, 2], "count": 42}]),
+       "launch counts")
+    eq([m["state"] for m in f["stuck_at"]["members"]], ["blocked_inside"] * 3 + ["never_issued"], "members")
+    want = "rank 3 launched graph G1 (captured at %s) 41 times, ranks 0-2 42 times" % line_of(CAPTURE)
+    check(want in text, "the text says %r" % want)
+
+
+def case_other(c):
+    """Rank 1 captured AllGather where the others captured their second
+    AllReduce: a divergence at world #2, in replay 1, naming both graphs."""
+    out, _ = hung_job(c, "other")
+    f = out["findings"][0]
+    eq((f["kind"], f["subkind"], f["ranks"], f["others"], f["seq"]), ("divergence", "different_call", [1],
+       [0, 2, 3], 2), "the root cause")
+    eq((f["call"]["op"], f["others_call"]["op"]), ("AllGather", "AllReduce"), "the two calls")
+    check_replayed(f["call"], "rank 1's call", "G2", 1, "if (gather) NCCLCHECK(ncclAllGather", LAUNCH_ENTRY)
+    check_replayed(f["others_call"], "the others' call", "G1", 1, "else NCCLCHECK(ncclAllReduce(b->sendB",
+                   LAUNCH_ENTRY)
+    check(f["call"]["graph"]["id"] != f["others_call"]["graph"]["id"], "two graphs, two ids")
+
+
+def case_interleave(c):
+    """Rank 2 issues the eager AllReduce before its 5th replay, the others
+    after it: a divergence at world #9 between rank 2's eager call and the
+    others' replay 5."""
+    out, _ = hung_job(c, "interleave")
+    f = out["findings"][0]
+    eq((f["kind"], f["subkind"], f["ranks"], f["others"], f["seq"]), ("divergence", "different_call", [2],
+       [0, 1, 3], 9), "the root cause")
+    call = f["call"]
+    eq((call["op"], call["count"], call["site"], call.get("graph"), call.get("replay")),
+       ("AllReduce", 8, line_of("NCCLCHECK(ncclAllReduce(b->eager"), None, None), "rank 2's eager call")
+    check_replayed(f["others_call"], "the others' call", "G1", 5, AR_SUM, LAUNCH_ENTRY)
+
+
+CASES = {"clean": case_clean, "fewer": case_fewer, "other": case_other, "interleave": case_interleave}
 
 
 def main():
