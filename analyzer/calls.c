@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "ta_calls.h"
+#include "trshim/ring_format.h"
 
 enum { JV_NULL, JV_BOOL, JV_INT, JV_DBL, JV_STR, JV_OTHER, JV_PAIR };
 typedef struct {
@@ -233,8 +234,10 @@ static const char *conv(const jv *vals, int nv, const int8_t *role, ta_trace *t,
 {
     memset(c, 0, sizeof *c);
     memset(x, 0, sizeof *x);
-    x->cfg = -1;
+    x->cfg = x->lstack = x->lpystack = -1;
     int64_t cfg = INT64_MIN;       /* "config": null */
+    int64_t graph = INT64_MIN, replay = INT64_MIN;   /* a GraphLaunch's "graph", "replay": null */
+    int lane = -1;
     int has_sig = 0;
     c->rp = c->comm = c->stack = c->pystack = -1;
     c->exit_ns = c->done_ns = TA_NULL64;
@@ -343,6 +346,22 @@ static const char *conv(const jv *vals, int nv, const int8_t *role, ta_trace *t,
             x->sig_idx = v->i;
             x->sig_ctx = (int32_t)v->i2;
             break;
+        /* a GraphLaunch's; checked below when the call is one (others' are null) */
+        case F_GRAPH:
+            if (v->type == JV_NULL) break;
+            if (!num_ok(v, &n) || n < 0 || n > 0x7fffffff) return "graph is not an index into graphs or null";
+            graph = n;
+            break;
+        case F_REPLAY:
+            if (v->type == JV_NULL) break;
+            if (!num_ok(v, &n) || n < 1) return "replay is not a replay number (1, 2, ...) or null";
+            replay = n;
+            break;
+        case F_LANE:
+            if (v->type == JV_NULL) break;
+            if (v->type != JV_STR || (lane = ta_lane_parse(v->s)) < 0)
+                return "lane is not \"coll\", \"send\", \"recv\", \"signal\", \"wait\" or null";
+            break;
         case F_GPU:
             if (v->type == JV_NULL) break;
             if (v->type != JV_STR) return "gpu is not a string or null";
@@ -357,6 +376,24 @@ static const char *conv(const jv *vals, int nv, const int8_t *role, ta_trace *t,
         if (!(seen & (1 << r))) return "is shorter than call_fields";
     if (ta_op_is_p2p(c->op) || ta_op_is_onesided(c->op)) c->rp = peer;
     else if (ta_op_rooted(c->op)) c->rp = root;
+    if (c->op == OP_GRAPHLAUNCH) {
+        /* one lane of one launch: graphs.c replaces it by the calls it replays */
+        if (graph == INT64_MIN) return "a GraphLaunch has no graph";
+        if (replay == INT64_MIN) return "a GraphLaunch has no replay number";
+        if (lane < 0) return "a GraphLaunch has no lane";
+        if (c->comm < 0) return "a GraphLaunch has no communicator";
+        if (lane != TRR_LANE_COLL && peer < 0) return "a GraphLaunch of a per-peer lane has no peer";
+        /* the lane's numbers in the replay: seq .. seq + count - 1 */
+        if (c->count > 0x7fffffff || (int64_t)c->seq + c->count > 0x80000000LL)
+            return "a GraphLaunch's numbers (seq, count) are out of range";
+        c->rp = lane == TRR_LANE_COLL ? -1 : peer;
+        c->dtype = DT_NONE;
+        c->redop = RO_NONE;
+        c->xf |= XF_LAUNCH;
+        x->graph = (int32_t)graph;
+        x->replay = replay;
+        x->node = lane;
+    }
     if (ta_op_is_group(c->op)) c->comm = -1;
     if ((ta_op_is_coll(c->op) || ta_op_is_p2p(c->op) || ta_op_is_onesided(c->op)) && c->seq > 0) {
         if (c->comm < 0) return "a numbered call has no communicator";
@@ -715,6 +752,12 @@ int ta_drop_repeated_comms(ta_trace *t, int64_t *ncalls_dropped)
         t->comms[map[i]].family = map[i];     /* the position in the list, as read */
     }
     t->ncomms = kept;
+    /* the CUDA graphs' captured calls: on the kept listing (a repeat's: none) */
+    for (int g = 0; g < t->ngraphs; g++)
+        for (int k = 0; k < t->graphs[g].ncalls; k++) {
+            int32_t *c = &t->graphs[g].calls[k].comm;
+            if (*c >= 0) *c = map[*c];
+        }
     /* the calls: renumbered; call_raw keeps each one's place in the file */
     int64_t *newix = xmalloc(sizeof(int64_t) * ((size_t)t->ncalls + 1)), w = 0;
     for (int64_t i = 0; i < t->ncalls; i++) {

@@ -64,7 +64,7 @@ static char *side_call_text(ta_an *a, ta_side *sd)
     ta_trace *t = a->tr[sd->trace];
     sd->stack = t->calls[sd->call].stack;
     sd->pystack = t->calls[sd->call].pystack;
-    char *c = ta_call_text(a, t, sd->call), *s = ta_site_text(a, t, sd->stack, sd->pystack);
+    char *c = ta_call_text(a, t, sd->call), *s = ta_call_site_text(a, t, sd->call);
     char *r = xasprintf("%s at %s", c, s);
     free(c); free(s);
     return r;

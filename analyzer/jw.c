@@ -177,7 +177,40 @@ void jw_call(ta_jw *w, ta_an *a, const char *k, const ta_side *s)
     }
     jw_site(w, a, t, c->stack, c->pystack);
     jw_stack(w, a, t, c->stack, "stack");
+    jw_replay(w, a, t, s->call);
     jw_close(w, '}');
+}
+
+/* a call replayed by a CUDA graph launch: "graph" {"index" (in the rank's
+ * trace), "id" (the same on every rank and run), "name"}, "replay",
+ * "node" (its place in the graph's calls), "capture_site", "launch_site";
+ * null for an eager call */
+void jw_replay(ta_jw *w, ta_an *a, const ta_trace *t, int64_t ci)
+{
+    const ta_callx *x = ci >= 0 && (t->calls[ci].xf & XF_REPLAY) ? ta_callx_of(t, ci) : NULL;
+    jw_key(w, "graph");
+    if (!x) {
+        fputs("null", w->o);
+        jw_intn(w, "replay", 0, 1);
+        jw_str(w, "capture_site", NULL);
+        jw_str(w, "launch_site", NULL);
+        return;
+    }
+    int gid = ta_graph_gid(t, x->graph);
+    char *id = ta_graph_id(a, gid);
+    jw_open(w, '{');
+    jw_int(w, "index", x->graph);
+    jw_str(w, "id", id);
+    jw_str(w, "name", gid >= 0 ? ta_graph_name(a, gid) : NULL);
+    jw_int(w, "node", x->node);
+    jw_close(w, '}');
+    free(id);
+    jw_int(w, "replay", x->replay);
+    char *cs = ta_capture_site_text(a, t, x->graph), *ls = ta_launch_site_text(a, t, x);
+    jw_str(w, "capture_site", cs);
+    jw_str(w, "launch_site", ls);
+    free(cs);
+    free(ls);
 }
 
 /* call ci of trace t (-1: null) */

@@ -9,6 +9,7 @@
 #include "ta_finding.h"
 #include "ta_jw.h"
 #include "ta_seq.h"
+#include "ta_site.h"
 #include "ta_tx.h"
 
 /* Ranks below the world size without a trace: a root cause when the others
@@ -72,7 +73,7 @@ void ta_findings_no_trace(ta_an *a)
                 if (a->gc[bestg].member[p] >= 0) { rt = a->gc[bestg].member[p]; ci = ta_call_at(a, rt, bestg, bests); }
             f->other.trace = rt;
             f->other.call = ci;
-            char *c = ci >= 0 ? ta_call_text(a, a->tr[rt], ci) : xstrdup("their last collective");
+            char *c = ci >= 0 ? ta_call_text_replay(a, a->tr[rt], ci) : xstrdup("their last collective");
             f->message = xasprintf("rank%s %s left no trace%s; the other ranks were stopped by a signal and the last "
                                    "collective they issued on the communicator %s to is %s, which may be "
                                    "waiting for %s",

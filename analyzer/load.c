@@ -69,7 +69,7 @@ static void arena_release(void)
 /* ---- calls: see calls.c ---- */
 static const char *const fnames[F_NROLES] = {"op", "comm", "seq", "count", "dtype", "redop", "root",
     "peer", "stream", "group", "enter_ns", "exit_ns", "rc", "stack",
-    /* optional */ "done_ns", "gpu", "pystack", "config", "signal"};
+    /* optional */ "done_ns", "gpu", "pystack", "config", "signal", "graph", "replay", "lane"};
 
 static char *dup_or(const char *s, const char *d) { return xstrdup(s ? s : d); }
 
@@ -316,6 +316,7 @@ static ta_trace *parse_file(ta_an *a, const char *path, int fd, const struct sta
     conv_python(&x, root, t);        /* Python stacks, before calls and memory too */
     conv_configs(&x, root, t);       /* the *Config collectives' configs, before calls */
     conv_nccl(&x, root, t);
+    conv_graphs(&x, root, t);        /* CUDA graphs, before calls (load_graphs.c) */
     /* calls, positions by name from call_fields */
     {
         const cJSON *cf = cJSON_GetObjectItemCaseSensitive(root, "call_fields");
@@ -816,7 +817,10 @@ int ta_load(ta_an *a, char **paths, int npaths)
     free(names);
     for (int i = 0; i < files.n; i++)
         for (int k = 0; k < out[i].ntr; k++)
-            if (out[i].tr[k]) ta_py_prepare(out[i].tr[k]);
+            if (out[i].tr[k]) {
+                ta_py_prepare(out[i].tr[k]);
+                ta_graphs_expand(a, out[i].tr[k]);   /* graph launches: the calls they replay */
+            }
     /* usable traces, grouped by job */
     int ntraces = 0;
     for (int i = 0; i < files.n; i++) ntraces += out[i].ntr;
@@ -930,5 +934,6 @@ int ta_load(ta_an *a, char **paths, int npaths)
                     "as without a trace (%d more ranks have none)", world, a->ntr, lim, a->missing_unlisted);
     }
     markers_place(a);
+    ta_graphs_identify(a);           /* "graph G1" means the same graph on every rank */
     return 0;
 }

@@ -42,5 +42,6 @@ int conv_nan(pctx *x, const cJSON *root, ta_trace *t, const char *buf, size_t n,
 int conv_memory(pctx *x, const cJSON *root, ta_trace *t);
 void conv_configs(pctx *x, const cJSON *root, ta_trace *t);   /* "coll_configs", before the calls */
 void conv_nccl(pctx *x, const cJSON *root, ta_trace *t);      /* "nccl" */
+void conv_graphs(pctx *x, const cJSON *root, ta_trace *t);    /* load_graphs.c: "graphs", before the calls */
 
 #endif

@@ -160,6 +160,7 @@ int main(int argc, char **argv)
     phase("rootcause");
     ta_kinds_detect(&a, phase);      /* each kind's detector, in the table's order (ta_kinds.h) */
     ta_kinds_rank(&a);               /* root cause first */
+    ta_graph_launches(&a);           /* CUDA graphs the ranks launched a different number of times */
 
     ta_module_notes(&a);
     ta_warnings_nccl(&a);

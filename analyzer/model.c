@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "ta_model.h"
+#include "trshim/ring_format.h"
 
 #define TA_OP_NAME_(suffix, name, flags, alias) name,
 const char *const ta_op_names[OP_N] = {TR_NCCL_OPS(TA_OP_NAME_)};
@@ -19,6 +20,28 @@ static const int dtype_sizes[DT_N] = {0, 1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1, 0};
 const char *const ta_redop_names[RO_N] = {"none", "sum", "prod", "max", "min", "avg", "premulsum"};
 const char *const ta_ck_status_names[4] = {"clean", "nonfinite", "not_checked", "pending"};
 const char *const ta_nm_names[5] = {NULL, "off", "output", "all", "other"};
+int ta_lane_parse(const char *s)
+{
+    for (int i = 0; i < TRR_LANE_N; i++)
+        if (!strcmp(s, trr_lane_names[i])) return i;
+    return -1;
+}
+/* a collective is numbered per communicator; a send, receive, signal or
+ * wait per peer and direction (PutSignal and Signal share one numbering) */
+int ta_lane_of(int op)
+{
+    if (ta_op_is_coll(op)) return TRR_LANE_COLL;
+    if (op == OP_SEND) return TRR_LANE_SEND;
+    if (op == OP_RECV) return TRR_LANE_RECV;
+    if (op == OP_PUTSIGNAL || op == OP_SIGNAL) return TRR_LANE_SIGNAL;
+    if (op == OP_WAITSIGNAL) return TRR_LANE_WAIT;
+    return -1;
+}
+void ta_graphs_free(ta_graph *g, int n)
+{
+    for (int i = 0; i < n; i++) free(g[i].calls);
+    free(g);
+}
 const char *const ta_end_names[] = {"exited", "signal", "comm_end", "snapshot", "no_trace", "unknown", "killed", "hang"};
 
 void *xmalloc(size_t n)

@@ -286,7 +286,7 @@ static void timeline(ta_an *a, FILE *o, const int64_t *stuck)
     if (nrows < a->ntr) fprintf(o, " (%s a sample of the others)", nin ? "the ranks of the root cause and" : "");
     fprintf(o, "; a window of %s %s", b1, tail ? "at the end of each rank's calls" : "around ");
     if (!tail && aci >= 0) {
-        char *ct = ta_call_text(a, T, aci);
+        char *ct = ta_call_text_replay(a, T, aci);
         escf(o, "rank %d's %s", T->rank, ct);
         free(ct);
     } else if (!tail) {
@@ -324,7 +324,7 @@ static void timeline(ta_an *a, FILE *o, const int64_t *stuck)
         free(e);
         int64_t sc = stuck[t];
         if (sc >= 0) {
-            char *ct = ta_call_text(a, tr, sc);
+            char *ct = ta_call_text_replay(a, tr, sc);
             escf(o, "; stuck in %s", ct);
             free(ct);
         }

@@ -139,6 +139,7 @@ void ta_out_json(ta_an *a, FILE *o)
             fputs("null", o);
         }
         stuck_json(&w, a, f);
+        ta_graph_launches_json(&w, a, f);        /* CUDA graphs launched a different number of times */
         if (ta_kinds[f->kind].json) ta_kinds[f->kind].json(&w, a, f);   /* the kind's own members */
         jw_key(&w, "consequences");
         jw_open(&w, '[');
@@ -159,6 +160,7 @@ void ta_out_json(ta_an *a, FILE *o)
     }
     jw_close(&w, ']');
 
+    ta_graphs_json(&w, a);                       /* the job's CUDA graphs */
     int nshared;
     char **shared = ta_env_shared(a, &nshared);
     ta_json_env_shared(&w, shared, nshared);

@@ -7,6 +7,7 @@
 
 #include "ta_out.h"
 #include "ta_seq.h"
+#include "ta_site.h"
 #include "ta_tx.h"
 
 /* who issued the stuck collective and is blocked inside it, who never issued it */
@@ -19,7 +20,7 @@ static void members_lines(ta_an *a, FILE *o, const char *indent, const ta_findin
     const ta_gcomm *n = &a->gc[f->at_g];
     if (!ta_sigbad(n, f->at_seq))     /* the members agree: name the call */
         for (int p = 0; p < f->nmem && !what; p++)
-            if (f->mem[p].call >= 0) what = ta_call_text(a, a->tr[f->mem[p].trace], f->mem[p].call);
+            if (f->mem[p].call >= 0) what = ta_call_text_replay(a, a->tr[f->mem[p].trace], f->mem[p].call);
     if (!what) what = xasprintf("collective #%lld on comm %s", (long long)f->at_seq, ta_comm_name(a, f->at_g));
     fprintf(o, md ? "%s- at `%s`:\n" : "%sat %s:\n", indent, what);
     free(what);

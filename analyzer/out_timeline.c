@@ -364,6 +364,16 @@ static void call_args(tl *x, const ta_trace *t, int64_t ci)
     if (c->xf & XF_CONFIG) jw_str(w, "entry_point", ta_config_entry(c->op));
     kq(w, "site");
     fputs(site_of(x, t, c->stack, c->pystack), w->o);
+    const ta_callx *rx = (c->xf & XF_REPLAY) ? ta_callx_of(t, ci) : NULL;
+    if (rx && rx->graph >= 0 && rx->graph < t->ngraphs) {      /* replayed by a CUDA graph launch */
+        const ta_graph *g = &t->graphs[rx->graph];
+        jw_str(w, "graph", ta_graph_name(x->a, ta_graph_gid(t, rx->graph)));
+        jw_int(w, "replay", rx->replay);
+        kq(w, "captured_at");
+        fputs(site_of(x, t, g->stack, g->pystack), w->o);
+        kq(w, "launched_at");
+        fputs(site_of(x, t, rx->lstack, rx->lpystack), w->o);
+    }
     jw_close(w, '}');
 }
 
@@ -485,7 +495,7 @@ static void write_rank(tl *x, int t)
         int64_t at;
         if (sc >= 0) {
             const ta_call *c = &tr->calls[sc];
-            what = ta_call_text(a, tr, sc);
+            what = ta_call_text_replay(a, tr, sc);
             at = ta_tl_wall_ns(tr, c->enter_ns);
             if (c->exit_ns == TA_NULL64 && c->gpu != GPU_DONE) state = xstrdup("inside the call: it had not returned");
             else if (c->gpu == GPU_PENDING)
@@ -503,7 +513,13 @@ static void write_rank(tl *x, int t)
         jw_key(w, "args");
         jw_open(w, '{');
         jw_str(w, "state", state);
-        if (sc >= 0) { kq(w, "site"); fputs(site_of(x, tr, tr->calls[sc].stack, tr->calls[sc].pystack), w->o); }
+        if (sc >= 0) {
+            kq(w, "site");
+            fputs(site_of(x, tr, tr->calls[sc].stack, tr->calls[sc].pystack), w->o);
+            char *rp = ta_replay_text(a, tr, sc);
+            if (rp) jw_str(w, "replay", rp);
+            free(rp);
+        }
         jw_close(w, '}');
         jw_close(w, '}');
         free(nm); free(what); free(state);
@@ -546,6 +562,9 @@ static void write_roots(tl *x)
                 free(ct);
                 kq(w, "site");
                 fputs(site_of(x, a->tr[t], a->tr[t]->calls[ci].stack, a->tr[t]->calls[ci].pystack), w->o);
+                char *rp = ta_replay_text(a, a->tr[t], ci);      /* a CUDA graph's replay: which, where */
+                if (rp) jw_str(w, "replay", rp);
+                free(rp);
             }
             jw_close(w, '}');
             jw_close(w, '}');

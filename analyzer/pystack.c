@@ -158,11 +158,6 @@ const char *ta_site_function(ta_an *a, const ta_trace *t, int stack, int pystack
     return t->pycodes[s->frames[s->site].code].name;
 }
 
-char *ta_call_site_text(ta_an *a, const ta_trace *t, int64_t ci)
-{
-    return ta_site_text(a, t, t->calls[ci].stack, t->calls[ci].pystack);
-}
-
 /* length of the valid UTF-8 sequence at p (at most n bytes), 0 if invalid */
 static int utf8_seq(const unsigned char *p, size_t n)
 {

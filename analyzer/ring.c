@@ -413,7 +413,7 @@ static void read_blobs(rd *r, pthread_mutex_t *modlk)
     rstack *st = NULL, *ps = NULL;
     rpycode *pc = NULL;
     int nm = 0, capm = 0, ns = 0, caps = 0, badmods = 0, badstacks = 0;
-    int npc = 0, cappc = 0, nps = 0, capps = 0, badpc = 0, badps = 0, badcfg = 0, badnccl = 0;
+    int npc = 0, cappc = 0, nps = 0, capps = 0, badpc = 0, badps = 0, badcfg = 0, badnccl = 0, badgraph = 0;
     uint64_t pos = 0;
     while (pos + sizeof(trr_blob) <= len) {
         trr_blob b;
@@ -426,7 +426,8 @@ static void read_blobs(rd *r, pthread_mutex_t *modlk)
         }
         uint64_t at = pos + sizeof b;
         int known = b.kind == TRR_BLOB_MODULE || b.kind == TRR_BLOB_STACK || b.kind == TRR_BLOB_PYCODE ||
-                    b.kind == TRR_BLOB_PYSTACK || b.kind == TRR_BLOB_COLLCONFIG || b.kind == TRR_BLOB_NCCLINFO;
+                    b.kind == TRR_BLOB_PYSTACK || b.kind == TRR_BLOB_COLLCONFIG || b.kind == TRR_BLOB_NCCLINFO ||
+                    b.kind == TRR_BLOB_GRAPH;
         /* a known blob larger than the window is damaged (counted as its kind) */
         const uint8_t *q = known && b.bytes <= BLOB_WIN ? bw_at(&w, at, b.bytes) : NULL;
         if (b.kind == TRR_BLOB_MODULE) {
@@ -499,6 +500,8 @@ static void read_blobs(rd *r, pthread_mutex_t *modlk)
             badcfg += !collconfig_blob(r, q, b.bytes);
         } else if (b.kind == TRR_BLOB_NCCLINFO) {
             badnccl += !ncclinfo_blob(r, q, b.bytes);
+        } else if (b.kind == TRR_BLOB_GRAPH) {
+            badgraph += !ring_graph_blob(r, q, b.bytes);     /* ring_graph.c */
         }                        /* other kinds: from a newer writer, skipped by their bytes */
         pos += sizeof b + b.bytes;
     }
@@ -508,6 +511,8 @@ static void read_blobs(rd *r, pthread_mutex_t *modlk)
                           "config", badcfg);
     if (badnccl) ring_note(r, "%d damaged NCCL library record(s) ignored: what the library exports is not known",
                            badnccl);
+    if (badgraph) ring_note(r, "%d damaged CUDA graph record(s) ignored: the launches of those graphs replay calls "
+                            "that are not known", badgraph);
     if (npc || nps) py_tables(r, pc, npc, ps, nps, &badps);
     if (badpc) ring_note(r, "%d damaged Python code record(s) ignored: Python stacks that use them are not used", badpc);
     if (badps) ring_note(r, "%d damaged Python stack record(s) ignored: those calls have native call sites", badps);
@@ -575,9 +580,17 @@ static const char *conv_record(rd *r, const trr_record *x, uint64_t index, rcall
         return "its communicator index is negative";
     }
     /* number s of a communicator (or of a peer and direction) follows s - 1
-     * numbered calls, each a record before this one */
-    if (x->seq > 0x7fffffff || x->seq > index + 1) return "seq is out of range";
+     * numbered calls, each a record before this one; not a GraphLaunch's:
+     * the first number of its lane in a replay, where one record numbers
+     * every call of the graph on that lane */
+    int launch = x->op == TRR_OP_GRAPHLAUNCH;
+    if (x->seq > 0x7fffffff || (!launch && x->seq > index + 1)) return "seq is out of range";
     c->seq = (uint32_t)x->seq;
+    if (launch) {
+        const char *why = ring_launch_fields(r, x, o);     /* ring_graph.c */
+        if (why) return why;
+        goto common;
+    }
     if (x->count > (uint64_t)INT64_MAX) return "count is out of range";
     c->count = (int64_t)x->count;
     if (grp || x->dtype == TRR_NONE) c->dtype = DT_NONE;
@@ -601,6 +614,7 @@ static const char *conv_record(rd *r, const trr_record *x, uint64_t index, rcall
         o->x.sig_idx = (int64_t)(x->extra & 0xffffffffu);
         o->x.sig_ctx = (int32_t)(uint32_t)(x->extra >> 32);
     }
+common:
     c->group = x->group;
     /* streams numbered in order of appearance, as calls.c does */
     int k;
@@ -779,6 +793,7 @@ int ring_read(rd *r, ta_an *a, const char *path, int fd, const struct stat *st, 
     info->alive = still_alive(r);
     read_comms(r);
     read_blobs(r, modlk);
+    ring_graphs_finish(r);
     read_records(r);
     if (r->ioerr)
         ring_note(r, "the file could not be read completely (%s): what could not be read counts as lost or torn",
@@ -798,6 +813,7 @@ void ring_rd_free(rd *r)
     free(r->pystacks);
     free(r->pycodes);
     free(r->cfgs);
+    ta_graphs_free(r->graphs, r->ngraphs);
     free(r->nccl_lib);
     free(r->nccl_unknown);
     free(r->slots);

@@ -49,6 +49,8 @@ typedef struct {
     int64_t py_badref;                    /* records naming a Python stack the ring does not hold */
     ta_collcfg *cfgs; int ncfgs;          /* COLLCONFIG blobs by index (state CFG_UNKNOWN: none) */
     int64_t cfg_badref;                   /* records naming a config the ring does not hold */
+    ta_graph *graphs; int ngraphs;        /* GRAPH blobs by index (valid 0: none); a call's comm is its slot */
+    int graph_bad;                        /* damaged GRAPH blobs */
     /* the NCCLINFO blob (has_nccl 0: none) */
     int has_nccl;
     int64_t nccl_version, nccl_exports;
@@ -71,5 +73,18 @@ char *ring_str(const char *s, size_t cap);
 int ring_read(rd *r, ta_an *a, const char *path, int fd, const struct stat *st, pthread_mutex_t *modlk,
               ta_ring_info *info);
 void ring_rd_free(rd *r);
+
+/* ring_graph.c: CUDA graphs in a ring (GRAPH blobs, GraphLaunch records);
+ * nothing there notes: ring.c counts and notes what is damaged */
+int ring_graph_blob(rd *r, const uint8_t *q, uint32_t n);   /* 1 kept (or a repeat), 0 damaged */
+void ring_graphs_finish(rd *r);           /* once every blob is read: references checked */
+/* a GraphLaunch record's own fields into o: NULL, or why the record is not used */
+const char *ring_launch_fields(const rd *r, const trr_record *x, rcall *o);
+/* the graphs of a trace of the ring (local: each slot's index in t's comms, -1 not t's) */
+void ring_graphs_view(const rd *r, ta_trace *t, const int *local);
+/* JSON trace j takes its calls and communicators from the ring's trace rt:
+ * the graphs too (the shim's indexes in both; j's, whose communicators are
+ * renamed to rt's by id, where the ring lacks one). Before j's comms go. */
+void ring_graphs_merge(ta_trace *j, ta_trace *rt);
 
 #endif

@@ -20,6 +20,7 @@ void ta_trace_free(ta_trace *t)
     ta_py_free(t);
     free(t->calls); free(t->call_raw); free(t->mdev); free(t->mfail);
     free(t->callx); free(t->cfgs); free(t->nccl_lib); free(t->nccl_unknown);
+    ta_graphs_free(t->graphs, t->ngraphs);
     free(t->checks); free(t->ckdet);
     free(t->nan_engine); free(t->nan_gpu_unused);
     free(t->job_id); free(t->job_source); free(t->host); free(t->rank_source);
@@ -234,6 +235,7 @@ static ta_trace *build(rd *r, int dev, int trace_dev, int rank, const char *rank
         t->nccl_unknown = xcalloc((size_t)r->nnccl_unknown + 1, sizeof *t->nccl_unknown);
         if (r->nnccl_unknown) memcpy(t->nccl_unknown, r->nccl_unknown, sizeof *t->nccl_unknown * (size_t)r->nnccl_unknown);
     }
+    ring_graphs_view(r, t, local);       /* the CUDA graphs, on this view's communicators */
     free(gm);
     free(local);
     /* stacks: a copy for each trace (several traces of one process) */
@@ -390,6 +392,7 @@ static void ring_end(ta_trace *t, const ta_ring_info *ri)
  * of it); the rest (environment, memory, versions) stays j's */
 static void merge_ring(ta_an *a, ta_trace *j, ta_trace *r)
 {
+    ring_graphs_merge(j, r);             /* first: j's graphs name j's communicators */
     for (int i = 0; i < j->ncomms; i++) free(j->comms[i].ckp);
     free(j->comms);
     j->comms = r->comms; j->ncomms = r->ncomms;

@@ -609,7 +609,7 @@ void ta_rootcause(ta_an *a)
         ranks_of(a, sp->wf, sp->nwf, &r);
         ta_ints_sort(r, sp->nwf);
         char *rt = ta_ranks_text(r, sp->nwf);
-        char *w = sp->rep_t >= 0 && sp->rep_c >= 0 ? ta_call_text(a, a->tr[sp->rep_t], sp->rep_c)
+        char *w = sp->rep_t >= 0 && sp->rep_c >= 0 ? ta_call_text_replay(a, a->tr[sp->rep_t], sp->rep_c)
                                                    : xasprintf("seq %u on comm %s", sp->seq, ta_comm_name(a, sp->g));
         ta_note_add(a, NULL, 0, "%s waits for rank%s %s, which %s the communicator suspended (ncclCommSuspend) and "
                     "%s still running at %s last write: %s not resumed it yet; not a hang as far as the traces show",
@@ -621,7 +621,7 @@ void ta_rootcause(ta_an *a)
         spoint *sp = &P[k];
         if (sp->type == SP_INIT || sp->nwf || sp->mismatch || sp->finding != SP_OPEN) continue;
         sp->finding = SP_LEFT_OUT;
-        char *w = sp->rep_t >= 0 && sp->rep_c >= 0 ? ta_call_text(a, a->tr[sp->rep_t], sp->rep_c)
+        char *w = sp->rep_t >= 0 && sp->rep_c >= 0 ? ta_call_text_replay(a, a->tr[sp->rep_t], sp->rep_c)
                                                    : xasprintf("seq %u on comm %s", sp->seq, ta_comm_name(a, sp->g));
         ta_note_add(a, NULL, 0, "%s never completed in the replay although no member is missing from it and their "
                     "calls agree: the traces contradict each other there; it is not analysed", w);
@@ -705,7 +705,7 @@ void ta_rootcause(ta_an *a)
         c->op = -1;
         if (sp->rep_t >= 0 && sp->rep_c >= 0) {
             c->op = a->tr[sp->rep_t]->calls[sp->rep_c].op;
-            c->what = ta_call_text(a, a->tr[sp->rep_t], sp->rep_c);
+            c->what = ta_call_text_replay(a, a->tr[sp->rep_t], sp->rep_c);
         } else if (sp->type == SP_INIT) {
             c->what = xasprintf("init of communicator %s", ta_comm_name(a, sp->g));
         }
@@ -734,7 +734,7 @@ void ta_rootcause(ta_an *a)
             c->op = -1;
             if (h->other.trace >= 0 && h->other.call >= 0) {
                 c->op = a->tr[h->other.trace]->calls[h->other.call].op;
-                c->what = ta_call_text(a, a->tr[h->other.trace], h->other.call);
+                c->what = ta_call_text_replay(a, a->tr[h->other.trace], h->other.call);
             }
             c->waiting = xmalloc(sizeof(int) * (size_t)(h->other.nranks + 1));
             memcpy(c->waiting, h->other.ranks, sizeof(int) * (size_t)h->other.nranks);

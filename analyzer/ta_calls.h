@@ -9,7 +9,7 @@
  * optional ones (absent in older traces) */
 enum { F_OP, F_COMM, F_SEQ, F_COUNT, F_DTYPE, F_REDOP, F_ROOT, F_PEER, F_STREAM, F_GROUP,
        F_ENTER, F_EXIT, F_RC, F_STACK, F_NREQ,
-       F_DONE = F_NREQ, F_GPU, F_PYSTACK, F_CONFIG, F_SIGNAL, F_NROLES };
+       F_DONE = F_NREQ, F_GPU, F_PYSTACK, F_CONFIG, F_SIGNAL, F_GRAPH, F_REPLAY, F_LANE, F_NROLES };
 
 /* "0x..." (hexadecimal, nothing after it) into *out: 0, -1 when it is not */
 int ta_parse_hex(const char *s, uint64_t *out);

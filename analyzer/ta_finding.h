@@ -43,6 +43,16 @@ typedef struct {
 /* divergence / before_window: the members' fingerprints at the first checkpoint that differs */
 typedef struct { uint64_t hash; int *ranks; int nranks; } ta_fpgroup;
 
+/* graph_launches.c: the ranks launched the CUDA graph of the finding's
+ * replayed call a different number of times */
+typedef struct { int *ranks; int n; int64_t count; } ta_glgroup;
+typedef struct {
+    int gid;                 /* the job's graph (ta_an.graphs) */
+    int trace; int64_t call; /* the replayed call the summary is about */
+    int side;                /* 0: the waiting side's call, 1: the culprit's */
+    ta_glgroup *groups; int ngroups;   /* ranks by launches, the culprits' group first */
+} ta_glaunch;
+
 typedef struct ta_finding {
     int kind;                /* K_* (ta_kinds.h) */
     int root;                /* 1: a root cause (top of the list) */
@@ -81,6 +91,7 @@ typedef struct ta_finding {
     /* signal: the waiter waits for signal #seq from the culprit, who sent sig_sent of them to it
      * (-1: not known) */
     int64_t sig_sent;
+    ta_glaunch *glaunch;     /* NULL: no replayed call, or every rank launched its graph as often */
 } ta_finding;
 
 /* findings.c */
@@ -113,6 +124,11 @@ int ta_move_earlier(ta_an *a, ta_finding *f, int r, const int *peers, int npeers
 void ta_others_of(ta_an *a, ta_finding *f, int g, const int *cul_t, int ncul, int rep_t, int64_t rep_c);
 void ta_diverge_done(ta_an *a);   /* frees what the comparisons cached */
 
+
+/* graph_launches.c: adds to each finding whose call is a CUDA graph's replay,
+ * when the ranks launched that graph a different number of times, who
+ * launched it how often (message, glaunch) */
+void ta_graph_launches(ta_an *a);
 
 /* rootcause.c: the hang analysis (the wait-for graph across communicators):
  * its findings, root causes marked, and a->stuck, a->root */

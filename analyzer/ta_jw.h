@@ -31,5 +31,10 @@ void jw_site(ta_jw *w, ta_an *a, const ta_trace *t, int stack, int pystack);
 /* a side's call (op, comm, seq, arguments, entry point, config, signal, site, stack), null: none */
 void jw_call(ta_jw *w, ta_an *a, const char *k, const ta_side *s);
 void jw_call_at(ta_jw *w, ta_an *a, const char *k, int t, int64_t ci);   /* call ci of trace t (-1: null) */
+/* "graph", "replay", "capture_site", "launch_site" of call ci (null: not replayed by a CUDA graph) */
+void jw_replay(ta_jw *w, ta_an *a, const ta_trace *t, int64_t ci);
+/* graph_launches.c: a finding's "graph_launches" (null: none), the job's "graphs" */
+void ta_graph_launches_json(ta_jw *w, ta_an *a, const ta_finding *f);
+void ta_graphs_json(ta_jw *w, ta_an *a);
 
 #endif

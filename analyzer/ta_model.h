@@ -7,13 +7,18 @@
  *                 ta_calls.h (calls.c: the "calls" array, a dedicated scanner),
  *                 load_int.h (load.c <-> load_fields.c), ta_ring.h (ring.c: ring
  *                 files read and checked; ring_trace.c: their traces, rings next
- *                 to JSON traces), ring_int.h (ring.c <-> ring_trace.c),
- *                 load_env.c (a trace's "system" and "env_changes")
+ *                 to JSON traces; ring_graph.c: their CUDA graphs and launches),
+ *                 ring_int.h (ring.c <-> ring_trace.c), load_env.c (a trace's
+ *                 "system" and "env_changes"), load_graphs.c (a trace's "graphs"),
+ *                 graphs.c (CUDA graph launches replaced by the calls they replay;
+ *                 the job's graphs identified across ranks)
  *   ta_align.h    align.c: communicator table, per-seq tables built, p2p matching,
  *                 completion simulation (what could never finish), ring windows
- *   ta_site.h     pystack.c (Python call sites), symbolize.c (libdw) or symbolize_plain.c (without)
+ *   ta_site.h     pystack.c (Python call sites), symbolize.c (libdw) or symbolize_plain.c (without),
+ *                 replay.c (a replayed call named: replay N of graph G, captured at, launched at)
  *   ta_finding.h  the findings: ta_finding, findings.c (constructors, messages),
- *                 members.c, diverge.c, rootcause.c (the hang analysis)
+ *                 members.c, diverge.c, rootcause.c (the hang analysis),
+ *                 graph_launches.c (ranks that launched a graph a different number of times)
  *   ta_kinds.h    the table of finding kinds (kinds.c) and each kind's detector
  *                 and writers: kind_memory.c, kind_divergence.c (with mispair.c,
  *                 fingerprint.c), kind_p2p.c, kind_hang.c, nan.c, straggler.c,
@@ -98,16 +103,54 @@ typedef struct {
 } ta_call;
 _Static_assert(sizeof(ta_call) == 64, "ta_call stays 64 bytes");
 
-/* what a few calls have besides (trace "config"/"signal", ring record.extra),
- * kept aside, sorted by call, so that every call stays 64 bytes */
+/* what a few calls have besides (trace "config"/"signal", ring record.extra;
+ * CUDA graph replays), kept aside, sorted by call, so that every call stays
+ * 64 bytes */
 enum { XF_CONFIG = 1,      /* a collective issued through its *Config entry point (ncclAllReduceConfig...) */
-       XF_SIGNAL = 2 };    /* PutSignal/Signal/WaitSignal: sigIdx and context known */
+       XF_SIGNAL = 2,      /* PutSignal/Signal/WaitSignal: sigIdx and context known */
+       XF_REPLAY = 4,      /* replayed by a CUDA graph launch (graphs.c made it from the launch and the
+                              graph's captured call): graph, replay, node, the launch's site */
+       XF_LAUNCH = 8 };    /* a GraphLaunch entry as read (one lane of one launch): graph, replay, lane;
+                              graphs.c replaces it by the calls it replays, none is left after loading */
 typedef struct {
     int64_t call;         /* index into the trace's calls */
     int32_t cfg;          /* XF_CONFIG: index into the trace's cfgs, -1 not stored (or damaged) */
     int32_t sig_ctx;      /* XF_SIGNAL */
     int64_t sig_idx;      /* XF_SIGNAL */
+    int64_t replay;       /* XF_REPLAY, XF_LAUNCH: the replay number (launches of that executable graph, 1...) */
+    int32_t graph;        /* XF_REPLAY, XF_LAUNCH: index into the trace's graphs */
+    int32_t node;         /* XF_REPLAY: index of the call in its graph's calls; XF_LAUNCH: the lane (TRR_LANE_*) */
+    int32_t lstack, lpystack;   /* XF_REPLAY: where the launch was made (stack, pystack), -1 */
 } ta_callx;
+
+/* CUDA graphs (trace "graphs", ring GRAPH blobs): the calls a capture
+ * recorded, replayed by each launch (GraphLaunch entries) with no host call */
+int ta_lane_parse(const char *s);            /* -1 unknown */
+int ta_lane_of(int op);                      /* the lane an operation's calls are numbered in, -1: none */
+
+typedef struct {
+    int64_t count;
+    uint64_t n;           /* numbers it takes in its lane per replay (WaitSignal: the signals it waits for; else 1) */
+    int32_t comm;         /* index into the trace's comms; -1: none usable (another device's, or unknown) */
+    int32_t rp;           /* root (rooted collectives) or peer (per-peer lanes), -1 */
+    int32_t stack, pystack;   /* where the call was made during the capture, -1 */
+    int32_t cfg;          /* XF_CONFIG (a ring's): as in ta_callx */
+    int32_t sig_ctx;      /* XF_SIGNAL (a ring's) */
+    int64_t sig_idx;
+    uint8_t op, dtype, redop, lane;   /* lane: TRR_LANE_* */
+    uint8_t xf;           /* XF_CONFIG, XF_SIGNAL */
+} ta_gcall;
+typedef struct {
+    int valid;            /* 0: absent or damaged: its launches replay nothing known */
+    int stack, pystack;   /* where the capture began (cudaStreamBeginCapture), -1 */
+    int end_stack, end_pystack;   /* where it ended, -1 */
+    int base;             /* cudaStreamBeginCaptureToGraph into graph `base` (its calls come first), -1 */
+    int64_t dropped;      /* captured calls past the ones listed (their lanes' numbering is still exact) */
+    ta_gcall *calls; int ncalls;
+    /* derived (graphs.c): the graph's identity in the job: index into ta_an.graphs, -1 */
+    int gid;
+} ta_graph;
+void ta_graphs_free(ta_graph *g, int n);     /* and their calls */
 
 /* one ncclCollConfig_t of a *Config call (trace "coll_configs", ring COLLCONFIG blobs) */
 #define TA_CFG_UNSET INT32_MIN
@@ -298,6 +341,7 @@ typedef struct {
     ta_callx *callx; int64_t ncallx;     /* calls with XF_* set, ascending call */
     ta_collcfg *cfgs; int ncfgs;         /* the *Config calls' configs by index (trace "coll_configs") */
     int64_t cfg_badref;   /* calls naming a config the trace does not hold (noted) */
+    ta_graph *graphs; int ngraphs;       /* CUDA graphs by the shim's index (trace "graphs", ring GRAPH blobs) */
     /* the loaded NCCL library (trace "nccl", ring NCCLINFO blob): has_nccl 0 when not known */
     int has_nccl;
     int64_t nccl_version; /* ncclGetVersion, 0 unknown */
@@ -379,6 +423,14 @@ typedef struct {
     const char *build_id;
 } ta_module;
 
+/* a CUDA graph of the job (graphs.c): the same on every rank that captured
+ * it (the same capture site, the same calls), named "G<index + 1>" */
+typedef struct {
+    uint64_t key;            /* hash of the capture site and the calls' signature (stable across runs) */
+    uint64_t site;           /* hash of the capture site alone */
+    int trace, index;        /* the first trace holding it (lowest rank), its index there */
+} ta_jgraph;
+
 /* ---- the analysis -------------------------------------------------------------- */
 struct ta_finding;           /* ta_finding.h */
 typedef struct ta_an {
@@ -409,6 +461,7 @@ typedef struct ta_an {
     /* model */
     ta_gcomm *gc; int ngc;
     ta_module *mods; int nmods;
+    ta_jgraph *graphs; int ngraphs;   /* the job's CUDA graphs (graphs.c) */
     /* results */
     struct ta_finding *f; int nf;
     int *stuck;                  /* per trace: 1 when it waits on something */

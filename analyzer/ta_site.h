@@ -30,6 +30,19 @@ void ta_py_free(ta_trace *t);                /* pycodes and pystacks */
 char *ta_site_text(ta_an *a, const ta_trace *t, int stack, int pystack);
 /* the function alone: the Python qualified name, else the native function */
 const char *ta_site_function(ta_an *a, const ta_trace *t, int stack, int pystack);
-char *ta_call_site_text(ta_an *a, const ta_trace *t, int64_t ci);   /* ta_site_text of a call */
+
+/* replay.c: how a call replayed by a CUDA graph launch is named */
+/* ta_site_text of a call; a replayed call's with " (replay 42 of graph G1,
+ * captured at train.py:88 in main, launched at train.py:95 in main)" */
+char *ta_call_site_text(ta_an *a, const ta_trace *t, int64_t ci);
+/* ta_call_text, a replayed call's with " (replay 42 of graph G1, captured at ..., launched at ...)" */
+char *ta_call_text_replay(ta_an *a, const ta_trace *t, int64_t ci);
+/* "replay 42 of graph G1, captured at ..., launched at ..."; NULL: not a replay */
+char *ta_replay_text(ta_an *a, const ta_trace *t, int64_t ci);
+const char *ta_graph_name(const ta_an *a, int gid);        /* "G1"; "G?" unknown (thread-local, 8 at a time) */
+char *ta_graph_id(const ta_an *a, int gid);                /* "0x..." of its key; NULL unknown */
+int ta_graph_gid(const ta_trace *t, int gi);               /* the job-wide graph of graph gi of t, -1 */
+char *ta_capture_site_text(ta_an *a, const ta_trace *t, int gi);   /* where graph gi's capture began */
+char *ta_launch_site_text(ta_an *a, const ta_trace *t, const ta_callx *x);   /* where a replay was launched */
 
 #endif

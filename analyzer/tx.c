@@ -74,7 +74,8 @@ void ta_tx_side(ta_tx *x, const ta_side *s, const char *label)
     if (s->call >= 0) stack = t->calls[s->call].stack, py = t->calls[s->call].pystack;
     if (stack < 0 && !ta_py_valid(t, py) && s->call < 0) return;
     char *r = ta_ranks_text(s->ranks, s->nranks);
-    char *site = ta_site_text(a, t, stack, py);
+    /* a replayed call says which replay of which graph it is */
+    char *site = s->call >= 0 ? ta_call_site_text(a, t, s->call) : ta_site_text(a, t, stack, py);
     char *sig = s->call >= 0 ? ta_call_sig(t, s->call) : xstrdup("");
     if (md) fprintf(o, "%s- rank%s %s%s: `%s` at `%s`\n", indent, s->nranks > 1 ? "s" : "", r, label, sig, site);
     else fprintf(o, "%srank%s %s%s: %s at %s\n", indent, s->nranks > 1 ? "s" : "", r, label, sig, site);

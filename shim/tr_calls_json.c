@@ -106,7 +106,7 @@ static char *put_call(char *p, const trr_record *r, int32_t comm)
         *p++ = ',';
         p = trj_put_u64(p, r->count);
         *p++ = ',';
-        p = trj_put_str(p, r->redop >= 0 && r->redop < TRR_LANE_N ? tr_lane_names[r->redop] : "invalid");
+        p = trj_put_str(p, r->redop >= 0 && r->redop < TRR_LANE_N ? trr_lane_names[r->redop] : "invalid");
     } else {
         p = trj_put_lit(p, "null,null,null");
     }

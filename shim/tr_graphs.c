@@ -348,7 +348,7 @@ static char *put_graph_call(char *p, const trr_graph_call *c, int32_t comm)
     p = trj_put_lit(p, ",\"pystack\":");
     p = trj_put_i64(p, c->pystack);
     p = trj_put_lit(p, ",\"lane\":");
-    p = trj_put_str(p, c->lane < TRR_LANE_N ? tr_lane_names[c->lane] : "invalid");
+    p = trj_put_str(p, c->lane < TRR_LANE_N ? trr_lane_names[c->lane] : "invalid");
     p = trj_put_lit(p, ",\"n\":");
     p = trj_put_u64(p, c->n);
     return trj_put_lit(p, "}");

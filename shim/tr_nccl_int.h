@@ -75,11 +75,9 @@ extern const unsigned char tr_op_flags[TR_OP_N];
 static inline int tr_op_has(int op, int flag) { return op >= 0 && op < TR_OP_N && (tr_op_flags[op] & flag); }
 /* JSON values (trj_put_* style, at most 32 bytes) of a dtype and a reduction
  * op as recorded (NONE: null; unknown values "invalid(N)", ops made by
- * ncclRedOpCreatePreMulSum "premulsum(N)"), and the names of the lanes of
- * a GraphLaunch (TRR_LANE_*) */
+ * ncclRedOpCreatePreMulSum "premulsum(N)") */
 char *tr_put_dtype(char *p, int32_t dt);
 char *tr_put_redop(char *p, int32_t op);
-extern const char *const tr_lane_names[TRR_LANE_N];
 
 #define NONE TRR_NONE    /* no reduction op / root / peer */
 enum { CAPT_NO = TRR_CAPT_NO, CAPT_YES = TRR_CAPT_YES, CAPT_UNKNOWN = TRR_CAPT_UNKNOWN };

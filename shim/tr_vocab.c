@@ -30,7 +30,6 @@ const unsigned char tr_op_flags[TR_OP_N] = {TR_NCCL_OPS(OP_FLAGS_)};
 static const char *const dtype_names[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "float16",
                                           "float32", "float64", "bfloat16", "float8e4m3", "float8e5m2"};
 static const char *const redop_names[] = {"sum", "prod", "max", "min", "avg"};
-const char *const tr_lane_names[TRR_LANE_N] = {"send", "recv", "signal", "wait", "coll"};
 
 char *tr_put_dtype(char *p, int32_t dt)
 {

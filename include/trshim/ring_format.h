@@ -28,6 +28,7 @@
 #ifndef TRSHIM_RING_FORMAT_H
 #define TRSHIM_RING_FORMAT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "nccl_calls.h"
@@ -116,8 +117,19 @@ enum { TRR_BLOB_END = 0, TRR_BLOB_MODULE = 1, TRR_BLOB_STACK = 2, TRR_BLOB_PYCOD
  *            replay (calls; for TRR_LANE_WAIT the signals waited for)
  *   rc       the launch's cudaError_t; stack, pystack, stream, times: the launch's
  *   dtype    TRR_NONE */
-enum { TRR_LANE_SEND = 0, TRR_LANE_RECV = 1, TRR_LANE_SIGNAL = 2, TRR_LANE_WAIT = 3, TRR_LANE_COLL = 4,
-       TRR_LANE_N };
+#define TRR_LANES(X)                                                           \
+    X(SEND, "send")                                                            \
+    X(RECV, "recv")                                                            \
+    X(SIGNAL, "signal")                                                        \
+    X(WAIT, "wait")                                                            \
+    X(COLL, "coll")
+#define TRR_LANE_ENUM_(id, name) TRR_LANE_##id,
+#define TRR_LANE_NAME_(id, name) name,
+enum { TRR_LANES(TRR_LANE_ENUM_) TRR_LANE_N };
+/* the lanes' names in the JSON traces ("lane"), by number */
+static const char *const trr_lane_names[TRR_LANE_N] __attribute__((unused)) = {TRR_LANES(TRR_LANE_NAME_)};
+#undef TRR_LANE_ENUM_
+#undef TRR_LANE_NAME_
 /* TRR_BLOB_GRAPH payload: a graph whose capture recorded NCCL calls, stored
  * when its capture ended (cudaStreamEndCapture); then its calls */
 typedef struct {

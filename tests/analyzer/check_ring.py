@@ -85,6 +85,21 @@ def check_case(tranalyze, exe, work, case):
                                  ("config", "call", "config")):
             if key in w and (g.get(side) or {}).get(field) != w[key]:
                 fail("finding %d: %s %s is %r, expected %r" % (i, side, field, (g.get(side) or {}).get(field), w[key]))
+        # issue 16: replayed calls ("graph", "replay", "capture_site", "launch_site"; dotted keys), messages
+        for key, side in (("call_has", "call"), ("others_has", "others_call")):
+            for k, v in w.get(key, {}).items():
+                have = dotted(g.get(side) or {}, k)
+                if have != v:
+                    fail("finding %d: %s %s is %r, expected %r" % (i, side, k, have, v))
+        for sub in w.get("message_contains", []):
+            if sub not in (g.get("message") or ""):
+                fail("finding %d: %r not in the message: %s" % (i, sub, g.get("message")))
+        if "stuck" in w:
+            st = g.get("stuck_at") or {}
+            got_m = {str(m["rank"]): m["state"] for m in st.get("members", []) if m["rank"] is not None}
+            want_m = {r: m["state"] for r, m in w["stuck"]["members"].items()}
+            if st.get("seq") != w["stuck"]["seq"] or got_m != want_m:
+                fail("finding %d: stuck_at %r, expected %r" % (i, st, w["stuck"]))
     traced = [r for r in res["ranks"] if r["ended"]["state"] != "no_trace"]
     nums = [r["rank"] for r in traced]
     if len(nums) != len(set(nums)):
@@ -193,8 +208,10 @@ def layout(prog):
              gen_ring.VERSION, gen_ring.MAGIC.decode()):
         fail("constants differ: %s" % k)
     if k["blob_kinds"] != [gen_ring.BLOB_MODULE, gen_ring.BLOB_STACK, gen_ring.BLOB_PYCODE, gen_ring.BLOB_PYSTACK,
-                           gen_ring.BLOB_COLLCONFIG, gen_ring.BLOB_NCCLINFO]:
+                           gen_ring.BLOB_COLLCONFIG, gen_ring.BLOB_NCCLINFO, gen_ring.BLOB_GRAPH]:
         fail("blob kinds differ: %s" % k["blob_kinds"])
+    if k["lanes"] != [gen_ring.LANES.index(x) for x in ("send", "recv", "signal", "wait", "coll")]:
+        fail("lanes differ: %s" % k["lanes"])
     print("ok: gen_ring.py's layouts are ring_format.h's")
 
 

@@ -209,6 +209,15 @@ def main():
                 fail("finding %d: call %s is %r, expected %r" % (i, key, (g.get("call") or {}).get(key, "<absent>"), w[key]))
         if "signal" in w and g.get("signal") != w["signal"]:
             fail("finding %d: signal is %r, expected %r" % (i, g.get("signal"), w["signal"]))
+        # issue 16: a call replayed by a CUDA graph ("graph", "replay", "capture_site", "launch_site"; dotted keys)
+        for key, side in (("call_has", "call"), ("others_has", "others_call")):
+            for k, v in w.get(key, {}).items():
+                got_v = g.get(side) or {}
+                for part in k.split("."):
+                    got_v = got_v.get(part, "<absent>") if isinstance(got_v, dict) else "<absent>"
+                if got_v != v:
+                    fail("finding %d: %s %s is %r, expected %r\n%s" % (i, side, k, got_v, v,
+                                                                    json.dumps(g.get(side), indent=1)[:3000]))
         if "others_function" in w:
             fn = (g.get("others_call") or {}).get("function")
             if fn != w["others_function"]:
@@ -241,6 +250,11 @@ def main():
         c = [c for c in res["comms"] if c["id"] == cs["comm"]]
         if not c or c[0].get("entry_spread") != {k: v for k, v in cs.items() if k != "comm"}:
             fail("entry_spread of comm %s is %r, expected %r" % (cs["comm"], c and c[0].get("entry_spread"), cs))
+    if "last_seq" in exp:          # issue 16: the exact seqs replayed calls took
+        for r in res["ranks"]:
+            want_l = exp["last_seq"].get(str(r["rank"]))
+            if want_l is not None and {k: r["last_seq"].get(k) for k in want_l} != want_l:
+                fail("rank %d: last_seq %r, expected %r" % (r["rank"], r["last_seq"], want_l))
     if "waiting" in exp:
         got_w = sorted(r["rank"] for r in res["ranks"] if r.get("waiting"))
         if got_w != exp["waiting"]:

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""tranalyze never crashes on damaged input: takes the traces of four
+"""tranalyze never crashes on damaged input: takes the traces of five
 synthetic jobs (a hang across split communicators, a pipeline, a NaN that
 spreads: every kind of check record; Python stacks: python, pycodes,
-pystacks, the pystack call field), damages one
+pystacks, the pystack call field; CUDA graphs: graphs, GraphLaunch entries
+and their graph, replay and lane fields), damages one
 file at a time (truncation, flipped bytes, every field replaced by a value
 of each wrong type, fields removed, out-of-range indices and numbers) and
 runs tranalyze on the folder. Each run must end with status 0, 1 or 2 (never
@@ -48,6 +49,18 @@ def crafted(doc, rnd):
         for i in colls:
             m["calls"][i][seq] += v - 2**20
         out.append(("every seq + %d" % (v - 2**20), json.dumps(m)))
+    if doc.get("graphs"):           # CUDA graphs: a graph of 4096 calls launched 600 times (2.4 million
+        fields = doc["call_fields"]  # replayed calls: past what tranalyze expands, the oldest are lost)
+        rix, cix = fields.index("replay"), fields.index("count")
+        launches = [c for c in doc["calls"] if c[0] == "GraphLaunch"]
+        m = copy.deepcopy(doc)
+        g = m["graphs"][launches[-1][fields.index("graph")]]
+        g["calls"] = [dict(g["calls"][0]) for _ in range(4096)]
+        for k in range(600):
+            row = list(launches[-1])
+            row[rix], row[cix], row[seq] = 1000 + k, 4096, 1000 + 4096 * k
+            m["calls"].append(row)
+        out.append(("a graph of 4096 calls launched 600 times", json.dumps(m)))
     for at in (1, len(doc["comms"])):                        # a communicator listed twice
         m = copy.deepcopy(doc)
         m["comms"].insert(at, copy.deepcopy(doc["comms"][0]))
@@ -93,9 +106,12 @@ def main():
     rnd = random.Random(7)
     shutil.rmtree(work, ignore_errors=True)
     n = 0
-    for sc in ("hang_spread", "pipeline_missing_send", "nan_consequences", "py_extra_collective"):
+    # (gen_graphs.py's scenario: CUDA graphs, GraphLaunch entries, "graphs")
+    graphs = os.path.join(os.path.dirname(os.path.abspath(gen)), "gen_graphs.py")
+    for sc, g in (("hang_spread", gen), ("pipeline_missing_send", gen), ("nan_consequences", gen),
+                  ("py_extra_collective", gen), ("graph_fewer", graphs)):
         base = os.path.join(work, sc + "-base")
-        subprocess.run([sys.executable, gen, sc, base], check=True)
+        subprocess.run([sys.executable, g, sc, base], check=True)
         os.remove(os.path.join(base, "expected.json"))
         files = sorted(f for f in os.listdir(base) if f.endswith(".json"))
         victim = files[1]

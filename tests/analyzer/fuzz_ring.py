@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """tranalyze never crashes on a damaged ring file: takes the ring files of
-four synthetic jobs (tests/analyzer/gen_ring.py: a rank killed among ranks
+five synthetic jobs (tests/analyzer/gen_ring.py: a rank killed among ranks
 with JSON traces, a process driving two devices, a wrapped ring, Python
-stacks in PYCODE/PYSTACK blobs), damages
+stacks in PYCODE/PYSTACK blobs, CUDA graphs in GRAPH blobs replayed by
+GraphLaunch records), damages
 one ring at a time -- truncated at many offsets (every area boundary and
 random ones), bytes flipped (anywhere, and in each area), every header
 field, communicator slot field, record field and blob field (Python code
-objects' lengths and strings, Python frames' codes) set to hostile
+objects' lengths and strings, Python frames' codes, a graph's and its
+captured calls' fields) set to hostile
 values (0, -1, huge counts and offsets, values just past the file) -- and
 runs tranalyze on the folder and on the ring file alone. Each run must end
 with status 0, 1 or 2 (never a signal or a sanitizer report), within a time
@@ -140,7 +142,7 @@ def cases(data, rnd, rounds):
                 set_field(b, off, "blob", fld, v)
                 yield "blob@%d.%s=%d" % (off, fld, v), bytes(b)
         sub = {gr.BLOB_MODULE: "module", gr.BLOB_STACK: "stack", gr.BLOB_PYCODE: "pycode",
-               gr.BLOB_PYSTACK: "pystack"}.get(kind, "stack")
+               gr.BLOB_PYSTACK: "pystack", gr.BLOB_GRAPH: "graph"}.get(kind, "stack")
         for name, code in gr.LAYOUTS[sub]:
             for v in rnd.sample(HOSTILE, 4) + [2**32 - 1]:
                 b = bytearray(data)
@@ -160,6 +162,15 @@ def cases(data, rnd, rounds):
             b = bytearray(data)
             b[off + 24:off + 24 + fl - 1] = bytes(rnd.randrange(1, 256) for _ in range(fl - 1))
             yield "pycode@%d file of random bytes" % off, bytes(b)
+        if kind == gr.BLOB_GRAPH:    # its captured calls' fields (the first and the last call)
+            ncalls = struct.unpack_from("<I", data, off + 12)[0]
+            for k in {0, max(0, ncalls - 1)}:
+                at = off + 8 + gr.STRUCTS["graph"][1] + k * gr.STRUCTS["graph_call"][1]
+                for name, code in gr.LAYOUTS["graph_call"]:
+                    for v in rnd.sample(HOSTILE, 3) + [2**32 - 1]:
+                        b = bytearray(data)
+                        set_field(b, at, "graph_call", name, v)
+                        yield "graph_call[%d]@%d.%s=%d" % (k, off, name, v), bytes(b)
         if kind == gr.BLOB_PYSTACK:  # every frame's code and line hostile
             n = struct.unpack_from("<I", data, off + 12)[0]
             for v in (2**32 - 1, 2**31, 5000):
@@ -195,7 +206,8 @@ def main():
     shutil.rmtree(work, ignore_errors=True)
     total = 0
     for sc, pick in (("ring_killed_rank", "trshim.node0.40002.ring"), ("ring_multi_device", None),
-                     ("ring_wrapped", None), ("ring_py_hang", "trshim.node0.40000.ring")):
+                     ("ring_wrapped", None), ("ring_py_hang", "trshim.node0.40000.ring"),
+                     ("ring_graph_fewer", "trshim.node0.40000.ring")):
         base = os.path.join(work, sc + "-base")
         subprocess.run([sys.executable, os.path.join(HERE, "gen_ring.py"), sc, base], check=True)
         os.remove(os.path.join(base, "expected.json"))

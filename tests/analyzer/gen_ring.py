@@ -36,7 +36,8 @@ RUNNING, EXITED, SIGNALED = 1, 2, 3
 REC_ENTERED, REC_RETURNED = 1, 2
 GPU_UNTRACKED, GPU_PENDING, GPU_DONE, GPU_ERROR = 0, 1, 2, 3
 NONE = -2 ** 31
-BLOB_MODULE, BLOB_STACK, BLOB_PYCODE, BLOB_PYSTACK, BLOB_COLLCONFIG, BLOB_NCCLINFO = 1, 2, 3, 4, 5, 6
+BLOB_MODULE, BLOB_STACK, BLOB_PYCODE, BLOB_PYSTACK, BLOB_COLLCONFIG, BLOB_NCCLINFO, BLOB_GRAPH = 1, 2, 3, 4, 5, 6, 7
+LANES = ["send", "recv", "signal", "wait", "coll"]       # TRR_LANE_*
 OPS = vocab.OPS
 DTYPES = ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64", "bfloat16",
           "float8e4m3", "float8e5m2"]
@@ -77,6 +78,11 @@ LAYOUTS = {
                    ("cga_cluster_size", "i"), ("force_alg", "i"), ("cta_policy", "i"), ("user_tag", "Q"),
                    ("alg_len", "I"), ("pad", "I")],
     "ncclinfo": [("version", "i"), ("exports", "I"), ("path_len", "I"), ("unknown_len", "I")],
+    "graph": [("index", "I"), ("ncalls", "I"), ("capture_id", "Q"), ("stream", "Q"), ("graph", "Q"), ("stack", "i"),
+              ("pystack", "i"), ("end_stack", "i"), ("end_pystack", "i"), ("dropped", "I"), ("base", "i")],
+    "graph_call": [("op", "B"), ("lane", "B"), ("pad", "H"), ("comm", "i"), ("dtype", "i"), ("redop", "i"),
+                   ("root", "i"), ("stack", "i"), ("pystack", "i"), ("pad2", "I"), ("count", "Q"), ("sendbuff", "Q"),
+                   ("recvbuff", "Q"), ("stream", "Q"), ("n", "Q"), ("extra", "Q")],
 }
 
 
@@ -197,6 +203,7 @@ class Ring:
         self.pystacks = []       # [[code, line], ...] by index (Python stacks, innermost first)
         self.cfgs = []           # coll_configs entries (gen_traces' dicts) by index: TRR_BLOB_COLLCONFIG
         self.nccl = None         # gen_traces' "nccl" object: a TRR_BLOB_NCCLINFO
+        self.graphs = []         # gen_traces' "graphs" entries: TRR_BLOB_GRAPH each
         self.damage_code = None  # a code index written with lengths past its blob
         self.unknown_blob = False  # a blob of an unknown kind (9) first: readers skip it by its bytes
         self.torn = set()        # indices whose stamp is left 0
@@ -250,6 +257,8 @@ class Ring:
             blobs += collconfig_blob(ix, c)
         if self.nccl:
             blobs += ncclinfo_blob(self.nccl)
+        for ix, gr in enumerate(self.graphs):      # (at each capture's end, in the shim)
+            blobs += graph_blob(ix, gr)
         assert len(blobs) <= self.blob_bytes, "blob area too small"
         h["blob_used"] = len(blobs)
         out[:STRUCTS["header"][1]] = pack("header", **h)
@@ -295,6 +304,21 @@ def ncclinfo_blob(n):
                 unknown_len=len(unk)) + path + unk
     body += b"\0" * (-len(body) % 8)
     return pack("blob", kind=BLOB_NCCLINFO, bytes=len(body)) + body
+
+
+def graph_blob(ix, gr):
+    """a TRR_BLOB_GRAPH of gen_traces' "graphs" entry gr (its calls' comm: the slot, as the index)"""
+    body = pack("graph", index=ix, ncalls=len(gr["calls"]), capture_id=gr["capture_id"], stream=int(gr["stream"], 16),
+                graph=int(gr["graph"], 16), stack=gr["stack"], pystack=gr["pystack"], end_stack=gr["end_stack"],
+                end_pystack=gr["end_pystack"], dropped=gr["dropped"], base=gr["base"])
+    for c in gr["calls"]:
+        per_peer = c["lane"] != "coll"
+        rp = c["peer"] if per_peer else c["root"]
+        body += pack("graph_call", op=OPS.index(c["op"]), lane=LANES.index(c["lane"]), comm=c["comm"],
+                     dtype=dtype_num(c["dtype"]), redop=redop_num(c["redop"]), root=NONE if rp is None else rp,
+                     stack=c["stack"], pystack=c["pystack"], count=c["count"], sendbuff=int(c["sendbuff"], 16),
+                     recvbuff=int(c["recvbuff"], 16), stream=int(c["stream"], 16), n=c["n"])
+    return pack("blob", kind=BLOB_GRAPH, bytes=len(body)) + body
 
 
 EXTRA_CONFIG = 1 << 63
@@ -352,6 +376,10 @@ def rank_ring(r, state=RUNNING, signo=0, capacity=4096, lost=0, gpu=None, env_ra
     for k, call in enumerate(r.calls):
         rec = record_of(r, call)
         rec["extra"] = extra_of(r, k, call)
+        if call[0] == "GraphLaunch":     # a launch's lane: redop the lane, root its peer, count the replay
+            x = r.xlaunch[k]
+            rec.update(redop=LANES.index(x["lane"]), root=NONE if call[7] is None else call[7], count=x["replay"],
+                       recvbuff=call[3], extra=x["graph"], dtype=NONE)
         if gpu:
             rec["gpu"], rec["done_ns"] = gpu(r, k, call)
         last = max(last, rec["enter_ns"], rec["exit_ns"], rec["done_ns"])
@@ -368,6 +396,7 @@ def rank_ring(r, state=RUNNING, signo=0, capacity=4096, lost=0, gpu=None, env_ra
         rg.pystacks = [list(s) for s in r.pystacks]
     rg.cfgs = [dict(c) for c in r.cfgs]
     rg.nccl = r.nccl
+    rg.graphs = list(r.graphs or [])
     rg.modules.append({"path": g.MODULE, "build_id": g.BUILD_ID, "base": BASE, "lo": BASE, "hi": BASE + (64 << 20)})
     return rg
 
@@ -390,7 +419,7 @@ def record_of(r, call):
 def fingerprints(r):
     """per communicator of Rank r: its Fingerprint after the returned collectives"""
     fps = [Fingerprint() for _ in r.comms]
-    for call in r.calls:
+    for call in r.numbered():             # (a launch: the calls it replays)
         op, comm, seq = call[0], call[1], call[2]
         if comm < 0 or seq <= 0 or not vocab.op_has(op, "COLL") or call[15] is None:
             continue
@@ -427,6 +456,11 @@ def new_json(r, ring_file=None, capacity=4096, first=0, nxt=None, gpu=None, reas
         for k, c in enumerate(calls):
             x = r.xcall.get(k + r.ring_lost, {})
             c += [x.get("config"), x.get("signal")]
+    if r.graphs is not None:  # issue 16's call fields
+        d["call_fields"] += g.GRAPH_FIELDS
+        for k, c in enumerate(calls):
+            x = r.xlaunch.get(k + r.ring_lost, {})
+            c += [x.get("graph"), x.get("replay"), x.get("lane")]
     d["calls"] = calls
     for i, (c, fp) in enumerate(zip(d["comms"], fingerprints(r))):
         c["slot"] = i
@@ -961,6 +995,54 @@ def sc_ring_suspend(out):
                   (GPU_DONE, c[15] + 3000) if c[15] is not None and c[2] > 0 and not vocab.op_has(c[0], "GROUP")
                   else (GPU_UNTRACKED, 0)).write(os.path.join(out, ring_name(r)))
     expect(out, 1, [g.F("missing", tid, 5, [1, 2, 3], others=[0], subkind="suspended")], nranks=4)
+
+# ---- issue 16: CUDA graphs in rings (GRAPH blobs, GraphLaunch records)
+def graph_gpu(r, k, call):
+    """completion as gen_traces recorded it for Rank r's call k (its "gpu" and "done_ns")"""
+    c = r.calls[k]
+    if c[20] == "pending":
+        return GPU_PENDING, 0
+    return (GPU_DONE, c[19]) if c[20] == "done" else (GPU_UNTRACKED, 0)
+
+
+def sc_ring_graph_fewer(out):
+    """gen_graphs' graph_fewer from ring files only (every process
+    SIGKILLed, completion in the records): rank 3 replayed the graph 41
+    times, ranks 0-2 42 times; the same answer as from JSON, the replay
+    named with its Python capture and launch lines"""
+    import gen_graphs as gg
+    ranks, wid, gi = gg.fewer_job("ringgraph")
+    os.makedirs(out, exist_ok=True)
+    for r in ranks:
+        rank_ring(r, gpu=graph_gpu, state=EXITED if r.rank == 3 else RUNNING).write(os.path.join(out, ring_name(r)))
+    f = gg.fewer_expect(ranks, wid, gi)
+    for m in f["stuck"]["members"].values():
+        m.pop("pending_s", None)
+    expect(out, 1, [f], nranks=4,
+           ranks={"0": {"ended.state": "killed", "ring.from_ring": True}, "3": {"ended.state": "exited"}})
+
+
+def sc_ring_graph_json_newer(out):
+    """gen_graphs' graph_fewer with JSON traces written before the last
+    launches (snapshots) and rings holding the rest: the graphs come from
+    the rings (the JSON's ones where a ring lacks one); the same answer"""
+    import gen_graphs as gg
+    ranks, wid, gi = gg.fewer_job("ringgraphjs")
+    os.makedirs(out, exist_ok=True)
+    for r in ranks:
+        gpu = graph_gpu
+        rg = rank_ring(r, gpu=gpu, state=EXITED if r.rank == 3 else RUNNING)
+        if r.rank == 1:
+            rg.graphs = []            # its blob area was full: the JSON's graph is used
+        rg.write(os.path.join(out, ring_name(r)))
+        d = new_json(r, ring_file=os.path.join(out, ring_name(r)), nxt=len(r.calls) - 10, gpu=gpu, reason="snapshot",
+                     signal=10)
+        write_json(d, out, r.filename())
+    f = gg.fewer_expect(ranks, wid, gi)
+    for m in f["stuck"]["members"].values():
+        m.pop("pending_s", None)
+    expect(out, 1, [f], nranks=4, ranks={"1": {"ring.from_ring": True}})
+
 
 SCENARIOS = {k[3:]: v for k, v in sorted(globals().items()) if k.startswith("sc_")}
 

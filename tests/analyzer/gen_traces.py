@@ -35,6 +35,9 @@ FLOATS = {"float16", "float32", "float64", "bfloat16", "float8e4m3", "float8e5m2
 COMPLETION_FIELDS = ["done_ns", "gpu"]
 # the newest call fields (issue 13): a *Config collective's config, a signal's [sigIdx, ctx]
 NEW_FIELDS = ["config", "signal"]
+# CUDA graphs (issue 16): a GraphLaunch entry's graph index, replay number and lane
+GRAPH_FIELDS = ["graph", "replay", "lane"]
+LANES = {"Send": "send", "Recv": "recv", "PutSignal": "signal", "Signal": "signal", "WaitSignal": "wait"}
 NCCL_DTYPES = {"int8": 0, "uint8": 1, "int32": 2, "uint32": 3, "int64": 4, "uint64": 5, "float16": 6, "float32": 7,
                "float64": 8, "bfloat16": 9, "float8e4m3": 10, "float8e5m2": 11}
 NCCL_REDOPS = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}
@@ -169,6 +172,11 @@ class Rank:
         self.signals = {}                   # (comm, peer) -> signals sent to peer (PutSignal + Signal)
         self.waited = {}                    # (comm, peer) -> signals waited for from peer
         self.simulating = False             # inside a group closed by GroupSimulateEnd: calls get seq 0
+        # CUDA graphs (issue 16): None: an older shim (no "graphs", no graph/replay/lane call fields)
+        self.graphs = None                  # the trace's "graphs" entries
+        self.capture = None                 # the graph being captured (its calls get seq 0, capturing true)
+        self.xlaunch = {}                   # call index -> {"graph", "replay", "lane"} of a GraphLaunch entry
+        self.replays = {}                   # graph index -> launches so far
         self.job_source = "TRSHIM_JOB_ID"
         if PY_AUTO:
             self.enable_python()
@@ -244,7 +252,7 @@ class Rank:
         enter = self.tick() if at is None else at
         ex = self.tick(5_000) if returned else None
         self.calls.append([op, comm, seq, count, dtype, redop, root, peer,
-                           "0x7f0000100000", "0x7f0000100000", self.stream, False,
+                           "0x7f0000100000", "0x7f0000100000", self.stream, self.capture is not None,
                            self.group, self.depth, enter, ex, self.pid, 0 if returned else None,
                            self.stack(site, caller)])
         if gpu is None and self.track and returned and seq > 0 and not vocab.op_has(op, "GROUP"):
@@ -278,14 +286,18 @@ class Rank:
         at: enter_ns, gpu: completion, py: Python stack (see _call); config: issued through the *Config
         entry point with that config (a dict of ncclCollConfig_t fields, "null" for a NULL pointer, -1
         not stored by the shim)"""
+        if op in ROOTED and root is None:
+            root = 0
+        if self.capture is not None:        # a template: its replays are numbered (launch)
+            self._captured(op, comm, count, dtype, redop if op in REDUCING else None, root if op in ROOTED else None,
+                           None, site, caller, py)
+            return 0
         if self.simulating:
             seq = 0
         else:
             self.colls[comm] += 1
             self.comms[comm]["colls"] = self.colls[comm]
             seq = self.colls[comm]
-        if op in ROOTED and root is None:
-            root = 0
         self._call(op, comm, seq, count, dtype, redop if op in REDUCING else None,
                    root if op in ROOTED else None, None, site, returned, caller, inp, out, cap, at, gpu, py)
         if config is not None:
@@ -310,13 +322,17 @@ class Rank:
     def put_signal(self, comm, peer, count=1024, dtype="float32", site="put_activations", sig_idx=0, ctx=0, op="PutSignal"):
         """PutSignal (Signal: count 0, dtype null) to peer: numbered per (comm, peer), shared by both"""
         self.use_v13()
+        if op == "Signal":
+            count, dtype = 0, None
+        if self.capture is not None:
+            self._captured(op, comm, count, dtype, None, None, peer, site, "main", None)
+            self.xcall.setdefault(len(self.calls) - 1, {})["signal"] = [sig_idx, ctx]
+            return 0
         if self.simulating:
             seq = 0
         else:
             self.signals[(comm, peer)] = self.signals.get((comm, peer), 0) + 1
             seq = self.signals[(comm, peer)]
-        if op == "Signal":
-            count, dtype = 0, None
         self._call(op, comm, seq, count, dtype, None, None, peer, site)
         self.xcall.setdefault(len(self.calls) - 1, {})["signal"] = [sig_idx, ctx]
         return seq
@@ -330,6 +346,11 @@ class Rank:
         one's included"""
         self.use_v13()
         first = len(self.calls)
+        if self.capture is not None:     # one template (and graph call) per descriptor
+            for peer, cnt in descs:
+                self._captured("WaitSignal", comm, cnt, None, None, None, peer, site, "main", None, n=cnt)
+                self.xcall.setdefault(len(self.calls) - 1, {})["signal"] = [sig_idx, ctx]
+            return [0] * len(descs)
         for k, (peer, cnt) in enumerate(descs):
             if self.simulating:
                 seq = 0
@@ -370,6 +391,9 @@ class Rank:
 
     def sendrecv(self, comm, op, peer, count=4096, dtype="float32", site="pipeline_step", gpu=None, py=None):
         key = (comm, peer, op)
+        if self.capture is not None:
+            self._captured(op, comm, count, dtype, None, None, peer, site, "main", py)
+            return 0
         if self.simulating:
             self._call(op, comm, 0, count, dtype, None, None, peer, site, gpu=gpu, py=py)
             return 0
@@ -425,6 +449,107 @@ class Rank:
                     break
             self.peak_after = last
 
+    # ---- CUDA graphs (issue 16) ----
+    def use_graphs(self):
+        self.use_v13()
+        if self.graphs is None:
+            self.graphs = []
+
+    def begin_capture(self, site="capture_step", caller="main", py=None):
+        """cudaStreamBeginCapture at site: the NCCL calls until end_capture are templates
+        (capturing true, seq 0) and the graph's calls"""
+        self.use_graphs()
+        self.capture = {"capture_id": 100 + len(self.graphs), "graph": "0x%x" % (0x7e0000000000 + 0x1000 * len(self.graphs)),
+                        "stream": self.stream, "stack": self.stack(site, caller), "pystack": self.pystack(py),
+                        "base": -1, "calls": [], "dropped": 0}
+
+    def _captured(self, op, comm, count, dtype, redop, root, peer, site, caller, py, n=1):
+        self._call(op, comm, 0, count, dtype, redop, root, peer, site, caller=caller, py=py)
+        self.capture["calls"].append({
+            "op": op, "comm": comm, "count": count, "dtype": dtype, "redop": redop, "root": root, "peer": peer,
+            "sendbuff": "0x7f0000100000", "recvbuff": "0x7f0000100000", "stream": self.stream,
+            "stack": self.calls[-1][18], "pystack": self.calls[-1][21] if self.python is not None else -1,
+            "lane": LANES.get(op, "coll"), "n": n})
+
+    def end_capture(self, site="capture_step_end", caller="main", py=None):
+        """cudaStreamEndCapture: the graph's index"""
+        g = self.capture
+        g["end_stack"], g["end_pystack"] = self.stack(site, caller), self.pystack(py)
+        self.capture = None
+        self.graphs.append(g)
+        self.replays[len(self.graphs) - 1] = 0
+        return len(self.graphs) - 1
+
+    def graph_lanes(self, gi):
+        """the lanes of graph gi in the order of its calls: [((comm, lane, peer), numbers per replay)]"""
+        lanes = {}
+        for c in self.graphs[gi]["calls"]:
+            key = (c["comm"], c["lane"], c["peer"] if c["lane"] != "coll" else None)
+            lanes[key] = lanes.get(key, 0) + c["n"]
+        return list(lanes.items())
+
+    def launch(self, gi, site="train_step", caller="main", gpu=None, returned=True, rc=0, py=None, lanes=None):
+        """cudaGraphLaunch of graph gi: one GraphLaunch entry per lane, numbering the replayed
+        calls (rc != 0: a failed launch numbers nothing); gpu: the launch's completion (default
+        "done" when completion is tracked); lanes: the entries' lanes (damage tests)"""
+        self.replays[gi] += 1
+        replay = self.replays[gi]
+        enter = self.tick()
+        ex = self.tick(5_000) if returned else None
+        if gpu is None and self.track and returned and rc == 0:
+            gpu = "done"
+        for (comm, lane, peer), total in (lanes if lanes is not None else self.graph_lanes(gi)):
+            if lane == "coll":
+                base = self.colls[comm] + 1
+                if rc == 0:
+                    self.colls[comm] += total
+                    self.comms[comm]["colls"] = self.colls[comm]
+            else:
+                ctr = {"send": (self.p2p, (comm, peer, "Send")), "recv": (self.p2p, (comm, peer, "Recv")),
+                       "signal": (self.signals, (comm, peer)), "wait": (self.waited, (comm, peer))}[lane]
+                base = ctr[0].get(ctr[1], 0) + 1
+                if rc == 0:
+                    ctr[0][ctr[1]] = base - 1 + total
+            self.calls.append(["GraphLaunch", comm, base if rc == 0 else 0, total, None, None, None, peer,
+                               self.graphs[gi]["graph"], None, self.stream, False, self.group, self.depth, enter, ex,
+                               self.pid, rc if returned else None, self.stack(site, caller)])
+            self.calls[-1] += [ex + 3000 if gpu == "done" else None, gpu]
+            if self.python is not None:
+                self.calls[-1].append(self.pystack(py if py is not None or not PY_AUTO else py_auto_frames(site)))
+            self.xlaunch[len(self.calls) - 1] = {"graph": gi, "replay": replay, "lane": lane}
+        return replay
+
+    def numbered(self):
+        """the calls as numbered, a launch's entries replaced by the calls it replays (the
+        fingerprints count replayed collectives): rows as self.calls' (op, comm, seq, count,
+        dtype, redop, root, peer, ..., exit_ns at 15)"""
+        out, i = [], 0
+        while i < len(self.calls):
+            c = self.calls[i]
+            if c[0] != "GraphLaunch":
+                out.append(c)
+                i += 1
+                continue
+            x = self.xlaunch[i]
+            bases = {}
+            while i < len(self.calls) and self.calls[i][0] == "GraphLaunch" and \
+                    self.xlaunch[i]["replay"] == x["replay"] and self.xlaunch[i]["graph"] == x["graph"]:
+                e = self.calls[i]
+                bases[(e[1], self.xlaunch[i]["lane"], e[7] if self.xlaunch[i]["lane"] != "coll" else None)] = e
+                i += 1
+            off = {}
+            for gc in self.graphs[x["graph"]]["calls"]:
+                key = (gc["comm"], gc["lane"], gc["peer"] if gc["lane"] != "coll" else None)
+                e = bases.get(key)
+                if e is None:
+                    continue
+                k = off.get(key, 0)
+                off[key] = k + gc["n"]
+                seq = e[2] + k + gc["n"] - 1 if e[2] else 0
+                out.append([gc["op"], gc["comm"], seq, gc["count"], gc["dtype"], gc["redop"], gc["root"], gc["peer"]]
+                           + e[8:15] + [e[15]] + e[16:])
+        return out
+
     def finish(self, reason="exit", signal=None):
         self.end["reason"], self.end["signal"] = reason, signal
         if any(c[15] is None for c in self.calls):
@@ -450,7 +575,7 @@ class Rank:
             "env": {"NCCL_DEBUG": "WARN", "TRSHIM_DIR": "traces", "NCCL_IB_KEY": "<redacted>"},
             "settings": {"dir": "traces", "stack_depth": 64},
             "clock": {"realtime": self.clock_real, "monotonic_ns": self.mono_base},
-            "comms": [dict(c, fingerprint=fingerprint(self.calls, i), slot=i) for i, c in enumerate(self.comms)],
+            "comms": [dict(c, fingerprint=fingerprint(self.numbered(), i), slot=i) for i, c in enumerate(self.comms)],
             "call_fields": CALL_FIELDS + COMPLETION_FIELDS, "calls": self.calls[self.ring_lost:],
             "memory": {"devices": mem_devs,
                        "pinned": {"live_bytes": 0, "peak_bytes": 0, "allocs": 0, "frees": 0},
@@ -473,6 +598,12 @@ class Rank:
                 x = self.xcall.get(i, {})
                 calls.append(list(c) + [x.get("config"), x.get("signal")])
             d["calls"] = calls
+            if self.graphs is not None:   # issue 16's fields (a newer shim)
+                d["call_fields"] = d["call_fields"] + GRAPH_FIELDS
+                for i, c in enumerate(d["calls"], self.ring_lost):
+                    x = self.xlaunch.get(i, {})
+                    c += [x.get("graph"), x.get("replay"), x.get("lane")]
+                d["graphs"] = [dict(g, calls=[dict(c) for c in g["calls"]]) for g in self.graphs]
             d["coll_configs"] = [dict(c) for c in self.cfgs]
             d["nccl"] = self.nccl
             for c in d["comms"]:

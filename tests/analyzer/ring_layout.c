@@ -71,10 +71,23 @@ int main(void)
     BEGIN("ncclinfo");
     F(trr_ncclinfo, version); F(trr_ncclinfo, exports); F(trr_ncclinfo, path_len); F(trr_ncclinfo, unknown_len);
     END(trr_ncclinfo);
+    BEGIN("graph");
+    F(trr_graph, index); F(trr_graph, ncalls); F(trr_graph, capture_id); F(trr_graph, stream); F(trr_graph, graph);
+    F(trr_graph, stack); F(trr_graph, pystack); F(trr_graph, end_stack); F(trr_graph, end_pystack);
+    F(trr_graph, dropped); F(trr_graph, base);
+    END(trr_graph);
+    BEGIN("graph_call");
+    F(trr_graph_call, op); F(trr_graph_call, lane); F(trr_graph_call, pad); F(trr_graph_call, comm);
+    F(trr_graph_call, dtype); F(trr_graph_call, redop); F(trr_graph_call, root); F(trr_graph_call, stack);
+    F(trr_graph_call, pystack); F(trr_graph_call, pad2); F(trr_graph_call, count); F(trr_graph_call, sendbuff);
+    F(trr_graph_call, recvbuff); F(trr_graph_call, stream); F(trr_graph_call, n); F(trr_graph_call, extra);
+    END(trr_graph_call);
     printf(", \"constants\": {\"header_bytes\": %d, \"record_bytes\": %d, \"comm_bytes\": %d, \"checkpoints\": %d, "
-           "\"version\": %d, \"magic\": \"%s\", \"blob_kinds\": [%d, %d, %d, %d, %d, %d]}}\n",
+           "\"version\": %d, \"magic\": \"%s\", \"blob_kinds\": [%d, %d, %d, %d, %d, %d, %d], "
+           "\"lanes\": [%d, %d, %d, %d, %d], \"graph_max_calls\": %d}}\n",
            TRR_HEADER_BYTES, TRR_RECORD_BYTES, TRR_COMM_BYTES, TRR_COMM_CHECKPOINTS, TRSHIM_RING_VERSION,
            TRSHIM_RING_MAGIC, TRR_BLOB_MODULE, TRR_BLOB_STACK, TRR_BLOB_PYCODE, TRR_BLOB_PYSTACK,
-           TRR_BLOB_COLLCONFIG, TRR_BLOB_NCCLINFO);
+           TRR_BLOB_COLLCONFIG, TRR_BLOB_NCCLINFO, TRR_BLOB_GRAPH, TRR_LANE_SEND, TRR_LANE_RECV, TRR_LANE_SIGNAL,
+           TRR_LANE_WAIT, TRR_LANE_COLL, TRR_GRAPH_MAX_CALLS);
     return 0;
 }

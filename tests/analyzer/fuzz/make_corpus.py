@@ -32,6 +32,8 @@ SEP = "\n@@ %s\n"
 JSON_JOBS = ["extra_collective", "pipeline_missing_send", "py_extra_collective", "oom", "nan_input_fp32",
              "fp8_overflow", "damaged", "init_hang", "p2p_size", "two_jobs", "missing_trace", "dup_comm",
              "completed_observed"]
+# CUDA graphs (gen_graphs.py): "graphs", GraphLaunch entries, damaged graph data
+GRAPH_JOBS = ["graph_fewer", "graph_p2p_fewer", "graph_damaged"]
 
 
 def seed(files):
@@ -39,9 +41,9 @@ def seed(files):
     return b"".join(SEP.encode() % n.encode() + data for n, data in files)
 
 
-def gen_json_job(sc):
+def gen_json_job(sc, gen=None):
     with tempfile.TemporaryDirectory() as d:
-        subprocess.run([sys.executable, g.__file__, sc, d], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([sys.executable, gen or g.__file__, sc, d], check=True, stdout=subprocess.DEVNULL)
         out = []
         for n in sorted(os.listdir(d)):
             if n != "expected.json":
@@ -127,6 +129,10 @@ def ring_seeds():
     out["signaled_torn"] = files
     # one ring alone
     out["alone"] = out["wrapped"][:1]
+    # CUDA graphs: GRAPH blobs and GraphLaunch records (rank 3 replayed one time fewer)
+    import gen_graphs as gg
+    ranks, _, _ = gg.fewer_job("fzgraph", python=False)
+    out["graph"] = [(gr.ring_name(r), small_ring(r, gpu=gr.graph_gpu)[1]) for r in ranks]
     return out
 
 
@@ -138,6 +144,11 @@ def main():
     total = 0
     for sc in JSON_JOBS:
         data = seed(gen_json_job(sc))
+        with open(os.path.join(corpus, "json", sc), "wb") as f:
+            f.write(data)
+        total += len(data)
+    for sc in GRAPH_JOBS:
+        data = seed(gen_json_job(sc, os.path.join(HERE, "..", "gen_graphs.py")))
         with open(os.path.join(corpus, "json", sc), "wb") as f:
             f.write(data)
         total += len(data)
