@@ -37,6 +37,14 @@ typedef void *P;   /* a parameter forwarded unread */
 #define RT_LIB TR_LIB_CUDART, cudaErrorInitializationError
 #define DRV_LIB TR_LIB_CUDA, CUDA_ERROR_NOT_INITIALIZED
 
+#define TR_ARG1(a, b) a
+#define TR_ARG2(a, b) b
+/* real: the function the wrapper forwards to; its absence fails the call */
+#define REAL_OR_FAIL(ret, params, name, lib_err)                                       \
+    typedef ret(*fn_t) params;                                                         \
+    TR_REAL(real, fn_t, #name, TR_ARG1 lib_err);                                       \
+    if (!real) MISSING(#name, TR_ARG2 lib_err)
+
 /* ---- captures --------------------------------------------------------------------------- */
 
 static __attribute__((noinline)) void capture_begun(cudaStream_t s, int32_t st, int32_t pst, uintptr_t base)
@@ -50,9 +58,7 @@ static __attribute__((noinline)) void capture_begun(cudaStream_t s, int32_t st, 
     TR_API ret trw_##name params __asm__(#name);                                       \
     TR_API ret trw_##name params                                                       \
     {                                                                                  \
-        typedef ret(*fn_t) params;                                                     \
-        TR_REAL(real, fn_t, #name, TR_ARG1 lib_err);                                   \
-        if (!real) MISSING(#name, TR_ARG2 lib_err);                                    \
+        REAL_OR_FAIL(ret, params, name, lib_err);                                      \
         int rec = tr_enter();                                                          \
         ret r = real args;                                                             \
         if (rec && r == 0) {                                                           \
@@ -62,8 +68,6 @@ static __attribute__((noinline)) void capture_begun(cudaStream_t s, int32_t st, 
         tr_leave();                                                                    \
         return r;                                                                      \
     }
-#define TR_ARG1(a, b) a
-#define TR_ARG2(a, b) b
 
 BEGIN_WRAPPER(cudaError_t, cudaStreamBeginCapture, (RT_LIB), (cudaStream_t s, enum cudaStreamCaptureMode mode),
               (s, mode), s, 0)
@@ -93,9 +97,7 @@ BEGIN_WRAPPER(CUresult, cuStreamBeginCaptureToGraph_ptsz, (DRV_LIB),
     TR_API ret trw_##name(cudaStream_t s, gtype *pg) __asm__(#name);                   \
     TR_API ret trw_##name(cudaStream_t s, gtype *pg)                                   \
     {                                                                                  \
-        typedef ret (*fn_t)(cudaStream_t, gtype *);                                    \
-        TR_REAL(real, fn_t, #name, TR_ARG1 lib_err);                                   \
-        if (!real) MISSING(#name, TR_ARG2 lib_err);                                    \
+        REAL_OR_FAIL(ret, (cudaStream_t, gtype *), name, lib_err);                     \
         int rec = tr_enter();                                                          \
         uint64_t id = 0;                                                               \
         if (rec && tr_cuda_capture_id(s, &id) != 1) id = 0;                            \
@@ -121,9 +123,7 @@ END_WRAPPER(CUresult, cuStreamEndCapture_ptsz, (DRV_LIB), CUgraph)
     TR_API ret trw_##name params __asm__(#name);                                       \
     TR_API ret trw_##name params                                                       \
     {                                                                                  \
-        typedef ret(*fn_t) params;                                                     \
-        TR_REAL(real, fn_t, #name, TR_ARG1 lib_err);                                   \
-        if (!real) MISSING(#name, TR_ARG2 lib_err);                                    \
+        REAL_OR_FAIL(ret, params, name, lib_err);                                      \
         int rec = tr_enter();                                                          \
         ret r = real args;                                                             \
         if (rec && r == 0) tr_graph_exec_set((uintptr_t)(exec), (uintptr_t)(graph), instantiated); \
@@ -161,9 +161,7 @@ EXEC_WRAPPER(CUresult, cuGraphExecUpdate_v2, (DRV_LIB), (CUgraphExec e, CUgraph 
     TR_API ret trw_##name(type h) __asm__(#name);                                      \
     TR_API ret trw_##name(type h)                                                      \
     {                                                                                  \
-        typedef ret (*fn_t)(type);                                                     \
-        TR_REAL(real, fn_t, #name, TR_ARG1 lib_err);                                   \
-        if (!real) MISSING(#name, TR_ARG2 lib_err);                                    \
+        REAL_OR_FAIL(ret, (type), name, lib_err);                                      \
         if (tr_enter()) forget((uintptr_t)h);                                          \
         ret r = real(h);                                                               \
         tr_leave();                                                                    \
@@ -244,9 +242,7 @@ static __attribute__((noinline)) void launch_end(const launch_ctx *L, uintptr_t 
     TR_API ret trw_##name(etype e, stype s) __asm__(#name);                            \
     TR_API ret trw_##name(etype e, stype s)                                            \
     {                                                                                  \
-        typedef ret (*fn_t)(etype, stype);                                             \
-        TR_REAL(real, fn_t, #name, TR_ARG1 lib_err);                                   \
-        if (!real) MISSING(#name, TR_ARG2 lib_err);                                    \
+        REAL_OR_FAIL(ret, (etype, stype), name, lib_err);                              \
         launch_ctx L = {0};                                                            \
         if (tr_enter()) L.g = tr_graph_launching((uintptr_t)e, &L.replay);             \
         /* a launch captured into another graph runs when that one does */             \

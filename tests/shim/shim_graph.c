@@ -9,7 +9,7 @@
  * shim_graph MODE REPLAYS:
  *   clean      every rank replays REPLAYS times; after every 250th replay an
  *              eager AllReduce world 8 float32; the first 10 launches go
- *              through cuGraphLaunch from cudaGetDriverEntryPoint; results
+ *              through cuGraphLaunch from cudaGetDriverEntryPointByVersion; results
  *              checked after each synchronization; exits 0
  *   fewer      rank 3 replays once fewer, then waits (a host stall): the
  *              others' last replay never completes
@@ -25,16 +25,6 @@
 #define NOINLINE __attribute__((noinline))
 
 static int rank, world;
-
-static void marker(const char *name)
-{
-    const char *dir = getenv("TRSHIM_TEST_MARKERS");
-    char path[4096];
-    if (!dir) return;
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd >= 0) close(fd);
-}
 
 typedef struct {
     float *sendA, *recvA, *sendB, *recvB, *sendD, *recvD, *eager;
@@ -119,7 +109,7 @@ NOINLINE void train_loop(const bufs *b, cudaGraphExec_t e, ncclComm_t wc, cudaSt
 {
     void *fn = NULL;
     enum cudaDriverEntryPointQueryResult q;
-    CUDACHECK(cudaGetDriverEntryPoint("cuGraphLaunch", &fn, cudaEnableDefault, &q));
+    CUDACHECK(cudaGetDriverEntryPointByVersion("cuGraphLaunch", &fn, 12000, cudaEnableDefault, &q));
     EXPECT(fn != NULL, "cuGraphLaunch from the entry point");
     for (int i = 1; i <= replays; i++) {
         if (i == eager_at && before) eager_step(b, wc, s);
@@ -162,7 +152,7 @@ int main(int argc, char **argv)
     if (fewer || other || inter) {
         char m[32];
         snprintf(m, sizeof m, "ready.%d", rank);
-        marker(m);
+        trtest_marker(m);
         for (;;) trtest_sleep_ms(1000);
     }
     CUDACHECK(cudaStreamSynchronize(s));

@@ -15,16 +15,6 @@
 
 static int rank, world;
 
-static void marker(const char *name)
-{
-    const char *dir = getenv("TRSHIM_TEST_MARKERS");
-    char path[4096];
-    if (!dir) return;
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd >= 0) close(fd);
-}
-
 /* async-signal-safe: open/close, then _exit */
 static void app_handler(int sig)
 {
@@ -41,14 +31,14 @@ static void app_handler(int sig)
 NOINLINE void hang_rank0(float *buf, ncclComm_t comm, cudaStream_t s)
 {
     NCCLCHECK(ncclAllReduce(buf, buf, 16, ncclFloat32, ncclSum, comm, s));
-    marker("ready.0");
+    trtest_marker("ready.0");
     cudaStreamSynchronize(s);
 }
 
 NOINLINE void hang_rank1(float *buf, ncclComm_t comm, cudaStream_t s)
 {
     NCCLCHECK(ncclAllReduce(buf, buf, 16, ncclFloat32, ncclSum, comm, s));
-    marker("ready.1");
+    trtest_marker("ready.1");
     ncclCommDestroy(comm);
 }
 
@@ -60,14 +50,14 @@ NOINLINE void hang_rank2(float *buf, ncclComm_t comm, cudaStream_t s)
     ncclComm_t lonely;
     NCCLCHECK(ncclGroupStart());
     NCCLCHECK(ncclCommInitRank(&lonely, 2, id, 0));
-    marker("ready.2");
+    trtest_marker("ready.2");
     ncclGroupEnd();
 }
 
 NOINLINE void hang_rank3(ncclComm_t comm)
 {
     ncclComm_t child;
-    marker("ready.3");
+    trtest_marker("ready.3");
     ncclCommSplit(comm, 0, 0, &child, NULL);
 }
 

@@ -32,24 +32,9 @@ static ncclComm_t comm;
 static float *buf;
 static cudaStream_t stream;
 
-/* async-signal-safe */
-static void marker(const char *name)
-{
-    const char *dir = getenv("TRSHIM_TEST_MARKERS");
-    char path[4096];
-    if (!dir) return;
-    size_t n = strlen(dir), m = strlen(name);
-    if (n + m + 2 > sizeof path) return;
-    memcpy(path, dir, n);
-    path[n] = '/';
-    memcpy(path + n + 1, name, m + 1);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd >= 0) close(fd);
-}
-
 static void plain_handler(int sig)
 {
-    marker(sig == SIGABRT ? "apphandler.6" : sig == SIGUSR1 ? "apphandler.10" : "apphandler.other");
+    trtest_marker(sig == SIGABRT ? "apphandler.6" : sig == SIGUSR1 ? "apphandler.10" : "apphandler.other");
 }
 
 static void segv_handler(int sig, siginfo_t *si, void *uc)
@@ -62,7 +47,7 @@ static void segv_handler(int sig, siginfo_t *si, void *uc)
     name[n++] = '.';
     name[n++] = si->si_addr == NULL ? '1' : '0';
     name[n] = 0;
-    marker(sig == SIGSEGV ? name : "apphandler.other");
+    trtest_marker(sig == SIGSEGV ? name : "apphandler.other");
 }
 
 static void overflow_handler(int sig, siginfo_t *si, void *uc)
@@ -71,7 +56,7 @@ static void overflow_handler(int sig, siginfo_t *si, void *uc)
     (void)uc;
     stack_t ss;
     int on_alt = sigaltstack(NULL, &ss) == 0 && (ss.ss_flags & SS_ONSTACK);
-    marker(sig != SIGSEGV ? "apphandler.other" : on_alt ? "apphandler.11.altstack" : "apphandler.11.mainstack");
+    trtest_marker(sig != SIGSEGV ? "apphandler.other" : on_alt ? "apphandler.11.altstack" : "apphandler.11.mainstack");
 }
 
 static void install(int sig, void (*plain)(int), void (*info)(int, siginfo_t *, void *), int flags)
@@ -188,7 +173,7 @@ int main(int argc, char **argv)
     else if (!strcmp(mode, "bus")) signal_bus();
     else if (!strcmp(mode, "fpe")) signal_fpe();
     else if (!strcmp(mode, "usr1")) {
-        marker("ready");
+        trtest_marker("ready");
         wait_marker("go");
         signal_more();
         CUDACHECK(cudaStreamSynchronize(stream));
