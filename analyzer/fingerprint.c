@@ -104,7 +104,10 @@ static void describe(ta_an *a, ta_finding *f, const fpmem *m, const int *late, i
 static void scan_comm(ta_an *a, int g, int nfirst)
 {
     const ta_gcomm *n = &a->gc[g];
-    fpmem *m = xmalloc(sizeof *m * (size_t)(n->npos + 1));
+    /* sized by the members with traces, not by the places (a crafted size) */
+    int present = 0;
+    for (int p = 0; p < n->npos; p++) present += n->member[p] >= 0;
+    fpmem *m = xmalloc(sizeof *m * (size_t)(present + 1));
     int nm = 0;
     size_t nseqs = 0;
     for (int p = 0; p < n->npos; p++) {

@@ -23,8 +23,13 @@
 
 /* calls a trace may have once its launches are expanded: a crafted trace of
  * one graph of 4096 calls launched a million times must not cost 4 billion
- * calls. Past it, the oldest launches are treated as lost from the ring. */
+ * calls, nor a few crafted records of a small file millions. The bound is
+ * EXPAND_PER_RECORD calls per record the trace holds, within [EXPAND_MIN,
+ * EXPAND_MAX]; past it, the oldest launches are treated as lost from the
+ * ring (the fingerprints still cover them). */
+#define EXPAND_MIN (1 << 18)
 #define EXPAND_MAX (1 << 21)
+#define EXPAND_PER_RECORD 256
 
 /* a graph's lanes: distinct (communicator, lane, peer) in the order of its
  * calls, and where each call falls in its lane */
@@ -249,15 +254,17 @@ void ta_graphs_expand(ta_an *a, ta_trace *t)
         i = j;
     }
     int64_t cut = 0;
-    if (total > EXPAND_MAX) {
+    int64_t cap = t->ncalls < EXPAND_MAX / EXPAND_PER_RECORD ? t->ncalls * EXPAND_PER_RECORD : EXPAND_MAX;
+    if (cap < EXPAND_MIN) cap = EXPAND_MIN;
+    if (total > cap) {
         int64_t acc = 0;
         cut = t->ncalls;
-        while (cut > 0 && acc + outn[cut - 1] <= EXPAND_MAX) acc += outn[--cut];
+        while (cut > 0 && acc + outn[cut - 1] <= cap) acc += outn[--cut];
         while (cut < t->ncalls && !start[cut]) cut++;
         total = acc;
         ta_note_add(a, t->file, 0, "its CUDA graph launches replay more calls than tranalyze expands for one rank "
-                    "(%d): its oldest %lld record(s) are treated as lost from its ring window", EXPAND_MAX,
-                    (long long)cut);
+                    "of %lld records (%lld): its oldest %lld record(s) are treated as lost from its ring window",
+                    (long long)t->ncalls, (long long)cap, (long long)cut);
         t->ring_lost += cut;
         t->dropped += cut;
     }

@@ -7,18 +7,39 @@
 #include "ta_env.h"
 #include "ta_out.h"
 
+/* The rank of each place of communicator g (null: no trace). Past 64
+ * places per trace found (4096 at least), as for ranks without a trace, a
+ * crafted size of 16 million places makes no 16-million-entry list: the
+ * places beyond with a trace follow as "<k>_beyond": [[place, rank]...],
+ * and "<k>_unlisted" counts the places left out. */
 static void comm_members(ta_jw *w, ta_an *a, const char *k, int g)
 {
+    int n = g >= 0 ? a->gc[g].npos : 0;
+    int64_t bound = (int64_t)a->ntr * 64 > 4096 ? (int64_t)a->ntr * 64 : 4096;
+    int list = n <= bound ? n : (int)bound;
     jw_key(w, k);
     fputc('[', w->o);
-    if (g >= 0)
-        for (int p = 0; p < a->gc[g].npos; p++) {
-            int m = a->gc[g].member[p];
-            if (p) fputc(',', w->o);
-            if (m >= 0) fprintf(w->o, "%d", a->tr[m]->rank);
-            else fputs("null", w->o);
-        }
+    for (int p = 0; p < list; p++) {
+        int m = a->gc[g].member[p];
+        if (p) fputc(',', w->o);
+        if (m >= 0) fprintf(w->o, "%d", a->tr[m]->rank);
+        else fputs("null", w->o);
+    }
     fputc(']', w->o);
+    if (list == n) return;
+    char key[64];
+    snprintf(key, sizeof key, "%s_beyond", k);
+    jw_key(w, key);
+    fputc('[', w->o);
+    int beyond = 0;
+    for (int p = list; p < n; p++) {
+        int m = a->gc[g].member[p];
+        if (m < 0) continue;
+        fprintf(w->o, "%s[%d,%d]", beyond++ ? "," : "", p, a->tr[m]->rank);
+    }
+    fputc(']', w->o);
+    snprintf(key, sizeof key, "%s_unlisted", k);
+    jw_int(w, key, n - list - beyond);
 }
 
 /* a hang's stuck collective: each member's state there (members.c) */
