@@ -431,18 +431,26 @@ void ta_align(ta_an *a)
 }
 
 /* ---- completion simulation ---- */
+/* The state of one trace's calls and units (an operation, or the calls of
+ * one group launched together), each in one small struct: a collective
+ * completes with one visit to each member, and at thousands of members the
+ * lines each visit touches, not the instructions, are the cost. */
 typedef struct {
-    int32_t *unit;        /* per call: unit index, -1 */
-    int32_t *ufirst;      /* per unit: first op in ops[] */
-    int32_t *unops;
-    int32_t *upending;
-    uint8_t *ustream;
-    uint8_t *uactive;
-    int32_t *unext;       /* next unit on the same stream */
-    int64_t *ops;         /* op call indices grouped by unit */
+    int32_t unit;         /* unit index, -1 */
+    uint8_t done;
+} scall;
+typedef struct {
+    int32_t first;        /* first op in ops[] */
+    int32_t nops, pending;
+    int32_t next;         /* next unit on the same stream, -1 */
+    uint8_t stream, active;
+} sunit;
+typedef struct {
+    scall *call;          /* per call */
+    sunit *u;             /* per unit */
+    int32_t *ops;         /* op call indices grouped by unit (a trace holds fewer than 2^31 calls) */
     int32_t nunits;
     int32_t head[256];
-    uint8_t *done;        /* per call */
 } simtr;
 
 typedef struct { int t, u; } ev;
@@ -452,8 +460,16 @@ static simtr *S;
 static int32_t **arrived;   /* per gcomm, per seq (index ta_gseq) */
 static int *present;        /* per gcomm: members with traces */
 
+/* The queue holds what is activated but not yet processed (about a unit per
+ * rank and stream): once its processed head is most of it, the rest moves
+ * to the front, so it does not grow with the job's calls. */
 static void push(int t, int u)
 {
+    if (qn == qcap && qh > qn / 2) {
+        memmove(q, q + qh, sizeof *q * (qn - qh));
+        qn -= qh;
+        qh = 0;
+    }
     if (qn == qcap) { qcap = qcap ? qcap * 2 : 4096; q = xrealloc(q, sizeof *q * qcap); }
     q[qn++] = (ev){t, u};
 }
@@ -461,25 +477,25 @@ static void push(int t, int u)
 static void unit_op_done(int t, int64_t ci)
 {
     simtr *s = &S[t];
-    if (s->done[ci]) return;
-    s->done[ci] = 1;
-    int u = s->unit[ci];
-    if (--s->upending[u] == 0) {
-        int st = s->ustream[u];
-        s->head[st] = s->unext[u];
-        if (s->unext[u] >= 0) push(t, s->unext[u]);
+    if (s->call[ci].done) return;
+    s->call[ci].done = 1;
+    int u = s->call[ci].unit;
+    if (--s->u[u].pending == 0) {
+        int st = s->u[u].stream;
+        s->head[st] = s->u[u].next;
+        if (s->u[u].next >= 0) push(t, s->u[u].next);
     }
 }
 
 static void activate(ta_an *a, int t, int u)
 {
     simtr *s = &S[t];
-    if (s->uactive[u]) return;
-    s->uactive[u] = 1;
+    if (s->u[u].active) return;
+    s->u[u].active = 1;
     ta_trace *tr = a->tr[t];
-    for (int k = 0; k < s->unops[u]; k++) {
-        int64_t ci = s->ops[s->ufirst[u] + k];
-        if (s->done[ci]) continue;
+    for (int k = 0; k < s->u[u].nops; k++) {
+        int64_t ci = s->ops[s->u[u].first + k];
+        if (s->call[ci].done) continue;
         const ta_call *c = &tr->calls[ci];
         int g = tr->comms[c->comm].g;
         if (g < 0) continue;
@@ -503,14 +519,14 @@ static void activate(ta_an *a, int t, int u)
                  * by an earlier wait, in order) */
                 unit_op_done(t, ci);
                 int64_t wc = pt >= 0 ? ta_p2p_find(a, pt, n->local[peer], me, 3, c->seq) : -1;
-                if (wc >= 0 && S[pt].unit[wc] >= 0 && S[pt].uactive[S[pt].unit[wc]]) unit_op_done(pt, wc);
+                if (wc >= 0 && S[pt].call[wc].unit >= 0 && S[pt].u[S[pt].call[wc].unit].active) unit_op_done(pt, wc);
                 continue;
             }
             /* a wait: complete once the sender's signal #seq (or a later one) was sent; a
              * sender without a trace is assumed to send it (as for send/recv) */
             if (c->count <= 0 || pt < 0) { unit_op_done(t, ci); continue; }
             int64_t sc = ta_sig_find_from(a, pt, n->local[peer], me, c->seq, NULL);
-            if (sc >= 0 ? S[pt].done[sc] : ta_p2p_lost(a, pt, n->local[peer], me, 2, c->seq, ta_wall(tr, c->enter_ns)))
+            if (sc >= 0 ? S[pt].call[sc].done : ta_p2p_lost(a, pt, n->local[peer], me, 2, c->seq, ta_wall(tr, c->enter_ns)))
                 unit_op_done(t, ci);
         } else {
             int peer = c->rp;
@@ -525,7 +541,7 @@ static void activate(ta_an *a, int t, int u)
                 continue;
             }
             simtr *ps = &S[pt];
-            if (ps->unit[pc] < 0 || !ps->uactive[ps->unit[pc]] || ps->done[pc]) continue;
+            if (ps->call[pc].unit < 0 || !ps->u[ps->call[pc].unit].active || ps->call[pc].done) continue;
             const ta_call *o = &a->tr[pt]->calls[pc];
             if (c->count * ta_dtype_size(c->dtype) != o->count * ta_dtype_size(o->dtype)) continue;
             unit_op_done(t, ci);
@@ -550,9 +566,9 @@ static uint8_t **obs_coll;  /* per gcomm, per seq (ta_gseq): its members' parts 
 static void obs_push(int t, int64_t ci)
 {
     simtr *s = &S[t];
-    if (ci < 0 || s->unit[ci] < 0 || s->done[ci]) return;
-    s->done[ci] = 1;
-    s->upending[s->unit[ci]]--;
+    if (ci < 0 || s->call[ci].unit < 0 || s->call[ci].done) return;
+    s->call[ci].done = 1;
+    s->u[s->call[ci].unit].pending--;
     if (own == owcap) { owcap = owcap ? owcap * 2 : 1024; ow = xrealloc(ow, sizeof *ow * owcap); }
     ow[own++] = (obsref){t, ci};
 }
@@ -579,12 +595,12 @@ static void observe(ta_an *a, int32_t (*cursor)[256])
         int64_t ci = ow[w].ci;
         simtr *s = &S[t];
         ta_trace *tr = a->tr[t];
-        int u = s->unit[ci], st = s->ustream[u];
+        int u = s->call[ci].unit, st = s->u[u].stream;
         /* everything before it on its stream: units are numbered in issue order */
         while (cursor[t][st] >= 0 && cursor[t][st] < u) {
             int v = cursor[t][st];
-            for (int k = 0; k < s->unops[v]; k++) obs_push(t, s->ops[s->ufirst[v] + k]);
-            cursor[t][st] = s->unext[v];
+            for (int k = 0; k < s->u[v].nops; k++) obs_push(t, s->ops[s->u[v].first + k]);
+            cursor[t][st] = s->u[v].next;
         }
         const ta_call *c = &tr->calls[ci];
         int g = tr->comms[c->comm].g;
@@ -652,20 +668,17 @@ void ta_simulate(ta_an *a, uint8_t ***out)
     for (int t = 0; t < a->ntr; t++) {
         ta_trace *tr = a->tr[t];
         simtr *s = &S[t];
-        s->unit = xmalloc(sizeof(int32_t) * (size_t)(tr->ncalls + 1));
-        s->done = xcalloc((size_t)tr->ncalls + 1, 1);
-        s->ops = xmalloc(sizeof(int64_t) * (size_t)(tr->ncalls + 1));
+        s->call = xcalloc((size_t)tr->ncalls + 1, sizeof *s->call);
+        s->ops = xmalloc(sizeof *s->ops * (size_t)(tr->ncalls + 1));
         int64_t nops = 0;
         int32_t cap = 64;
-        s->ufirst = xmalloc(sizeof(int32_t) * (size_t)cap);
-        s->unops = xmalloc(sizeof(int32_t) * (size_t)cap);
-        s->ustream = xmalloc((size_t)cap);
+        s->u = xcalloc((size_t)cap, sizeof *s->u);
         uint32_t cur_group = 0;
         int32_t cur_unit = -1;
         int64_t prev = -1;
         for (int64_t i = 0; i < tr->ncalls; i++) {
             const ta_call *c = &tr->calls[i];
-            s->unit[i] = -1;
+            s->call[i].unit = -1;
             if (!(ta_op_is_coll(c->op) || ta_op_is_p2p(c->op) || ta_op_is_onesided(c->op)) || c->seq == 0 ||
                 c->comm < 0 || tr->comms[c->comm].g < 0)
                 continue;
@@ -673,37 +686,30 @@ void ta_simulate(ta_an *a, uint8_t ***out)
             if (ta_op_is_coll(c->op) && ta_comm_call(&tr->comms[c->comm], c->seq) != i) continue;
             /* the records of one ncclWaitSignal (one per descriptor: the same entry) are one operation */
             int same_wait = c->op == OP_WAITSIGNAL && prev >= 0 && tr->calls[prev].op == OP_WAITSIGNAL &&
-                            tr->calls[prev].enter_ns == c->enter_ns && s->unit[prev] == cur_unit && cur_unit >= 0;
+                            tr->calls[prev].enter_ns == c->enter_ns && s->call[prev].unit == cur_unit && cur_unit >= 0;
             prev = i;
             if (!same_wait && !(c->group && c->group == cur_group && cur_unit >= 0)) {
                 if (s->nunits == cap) {
                     cap *= 2;
-                    s->ufirst = xrealloc(s->ufirst, sizeof(int32_t) * (size_t)cap);
-                    s->unops = xrealloc(s->unops, sizeof(int32_t) * (size_t)cap);
-                    s->ustream = xrealloc(s->ustream, (size_t)cap);
+                    s->u = xrealloc(s->u, sizeof *s->u * (size_t)cap);
                 }
                 cur_unit = s->nunits++;
-                s->ufirst[cur_unit] = (int32_t)nops;
-                s->unops[cur_unit] = 0;
-                s->ustream[cur_unit] = c->stream;
+                s->u[cur_unit] = (sunit){.first = (int32_t)nops, .stream = c->stream, .next = -1};
                 cur_group = c->group;
             }
-            s->ops[nops++] = i;
-            s->unops[cur_unit]++;
-            s->unit[i] = cur_unit;
+            s->ops[nops++] = (int32_t)i;
+            s->u[cur_unit].nops++;
+            s->call[i].unit = cur_unit;
         }
-        s->upending = xmalloc(sizeof(int32_t) * (size_t)(s->nunits + 1));
-        s->uactive = xcalloc((size_t)s->nunits + 1, 1);
-        s->unext = xmalloc(sizeof(int32_t) * (size_t)(s->nunits + 1));
         for (int k = 0; k < 256; k++) s->head[k] = -1;
         int32_t last[256];
         for (int k = 0; k < 256; k++) last[k] = -1;
         for (int32_t u = 0; u < s->nunits; u++) {
-            s->upending[u] = s->unops[u];
-            s->unext[u] = -1;
-            int st = s->ustream[u];
+            s->u[u].pending = s->u[u].nops;
+            s->u[u].next = -1;
+            int st = s->u[u].stream;
             if (last[st] < 0) s->head[st] = u;
-            else s->unext[last[st]] = u;
+            else s->u[last[st]].next = u;
             last[st] = u;
         }
     }
@@ -714,7 +720,7 @@ void ta_simulate(ta_an *a, uint8_t ***out)
     for (int t = 0; t < a->ntr; t++) {
         simtr *s = &S[t];
         for (int k = 0; k < 256; k++) {
-            while (s->head[k] >= 0 && s->upending[s->head[k]] == 0) s->head[k] = s->unext[s->head[k]];
+            while (s->head[k] >= 0 && s->u[s->head[k]].pending == 0) s->head[k] = s->u[s->head[k]].next;
             if (s->head[k] >= 0) push(t, s->head[k]);
         }
     }
@@ -729,12 +735,11 @@ void ta_simulate(ta_an *a, uint8_t ***out)
         ta_trace *tr = a->tr[t];
         res[t] = xcalloc((size_t)tr->ncalls + 1, 1);
         for (int64_t i = 0; i < tr->ncalls; i++) {
-            int u = s->unit[i];
-            if (u < 0 || s->done[i]) continue;
-            res[t][i] = s->uactive[u] ? 1 : 2;
+            int u = s->call[i].unit;
+            if (u < 0 || s->call[i].done) continue;
+            res[t][i] = s->u[u].active ? 1 : 2;
         }
-        free(s->unit); free(s->done); free(s->ops); free(s->ufirst); free(s->unops);
-        free(s->ustream); free(s->upending); free(s->uactive); free(s->unext);
+        free(s->call); free(s->u); free(s->ops);
     }
     for (int g = 0; g < a->ngc; g++) free(arrived[g]);
     free(arrived); free(present); free(S); free(q);
