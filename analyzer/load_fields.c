@@ -130,7 +130,7 @@ static void conv_comm_grow(pctx *x, const cJSON *o, ta_comm *m, const char *w)
         const cJSON *u = cJSON_IsObject(gr) ? cJSON_GetObjectItemCaseSensitive(gr, "uid") : NULL;
         const cJSON *n = cJSON_IsObject(gr) ? cJSON_GetObjectItemCaseSensitive(gr, "ranks") : NULL;
         uint64_t uid = 0;
-        if (!cJSON_IsObject(gr) || !n || !int_in(n, 1, 1 << 24) ||
+        if (!cJSON_IsObject(gr) || !n || !int_in(n, 1, TA_COMM_PLACES_MAX) ||
             !(!u || cJSON_IsNull(u) || (cJSON_IsString(u) && !ta_parse_hex(u->valuestring, &uid))))
             ta_note_add(x->a, x->file, 0, "field %sgrow is not an object with a \"0x...\" or null uid and a number "
                         "of ranks; it is not used", w);
@@ -166,8 +166,8 @@ int conv_comm(pctx *x, const cJSON *o, ta_comm *m, int i)
     snprintf(m->kind, sizeof m->kind, "%s", s);
     if (get_int(x, o, "size", &m->size, 1, w) < 0) return -1;
     if (get_int(x, o, "rank", &m->rank, 0, w) < 0) return -1;
-    if (m->rank < 0 || m->rank > 1 << 24) return BAD(x, "field %srank is out of range", w);
-    if (m->size > 1 << 24) return BAD(x, "field %ssize is out of range", w);
+    if (m->rank < 0 || m->rank >= TA_COMM_PLACES_MAX) return BAD(x, "field %srank is out of range", w);
+    if (m->size > TA_COMM_PLACES_MAX) return BAD(x, "field %ssize is out of range", w);
     if (get_int(x, o, "device", &m->device, 1, w) < 0) return -1;
     const cJSON *in = cJSON_GetObjectItemCaseSensitive(o, "init");
     if (!cJSON_IsObject(in)) return BAD(x, "field %sinit is not an object", w);

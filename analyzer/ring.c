@@ -225,9 +225,10 @@ static void read_comms(rd *r)
         if (c->valid != 1) why = "its valid flag is damaged";
         else if (c->kind < 0 || c->kind >= TRR_KIND_N) why = "its kind is unknown";
         else if (c->end_kind < TRR_END_NONE || c->end_kind >= TRR_END_N) why = "its end kind is unknown";
-        else if (c->size < -1 || c->size > RANK_MAX || c->rank < -1 || c->rank > RANK_MAX) why = "its size or rank is out of range";
+        else if (c->size < -1 || c->size > TA_COMM_PLACES_MAX || c->rank < -1 || c->rank >= TA_COMM_PLACES_MAX)
+            why = "its size or rank is out of range";
         else if (c->device < -1 || c->device > 65535) why = "its device is out of range";
-        else if (c->grow_ranks < 0 || c->grow_ranks > RANK_MAX || (c->kind != TRR_KIND_GROW && (c->grow_ranks || c->grow_uid)))
+        else if (c->grow_ranks < 0 || c->grow_ranks > TA_COMM_PLACES_MAX || (c->kind != TRR_KIND_GROW && (c->grow_ranks || c->grow_uid)))
             why = "its grow fields are damaged";
         else if ((c->suspended != 0 && c->suspended != 1) || c->suspends > (1u << 30))
             why = "its suspend fields are damaged";

@@ -85,6 +85,12 @@ int ta_redop_parse(const char *s);
 /* ---- one NCCL call, compact (64 bytes) ------------------------------------- */
 /* completion on the GPU (trace "gpu" / ring record gpu) */
 enum { GPU_UNTRACKED, GPU_PENDING, GPU_DONE, GPU_ERROR };
+/* The places of one communicator: its size, a member's rank, a grow's size.
+ * The largest jobs have ~100,000 ranks; a damaged trace that claims 16
+ * million places would cost every per-place table of the analysis 16
+ * million entries. */
+#define TA_COMM_PLACES_MAX (1 << 20)
+
 typedef struct {
     int64_t count;
     int64_t enter_ns;
