@@ -65,8 +65,10 @@ static void describe(ta_an *a, ta_finding *f, const fpmem *m, const int *late, i
     char *span = xasprintf("#%lld-#%lld", (long long)f->win_after + 1, (long long)f->win_upto);
     int *lr = xmalloc(sizeof(int) * (size_t)(nlate + 1));
     uint32_t wmin = UINT32_MAX;
+    int unloaded = 0;     /* a window is the call budget's, not (only) a ring's: the calls are in the files */
     for (int i = 0; i < nlate; i++) {
         lr[i] = a->tr[m[late[i]].t]->rank;
+        unloaded |= a->tr[m[late[i]].t]->unloaded > 0;
         uint32_t w = ta_window_start(a->tr[m[late[i]].t], (int)(m[late[i]].k - a->tr[m[late[i]].t]->comms));
         if (w < wmin) wmin = w;
     }
@@ -89,15 +91,19 @@ static void describe(ta_an *a, ta_finding *f, const fpmem *m, const int *late, i
                                       f->culprit.nranks > 1 ? "they include" : "it is")
                           : xstrdup("");
     f->message = xasprintf("the collectives of communicator %s diverged between %s, before the oldest call kept in "
-                           "the trace of rank%s %s (ring window from #%u on): the fingerprints at checkpoint #%lld "
-                           "are%s; %s%s. The calls themselves are gone from the ring",
-                           ta_comm_name(a, f->g), range, nlate > 1 ? "s" : "", lt, wmin, (long long)f->win_upto,
-                           groups, agree, tie);
+                           "the trace of rank%s %s (%s window from #%u on): the fingerprints at checkpoint #%lld "
+                           "are%s; %s%s. %s",
+                           ta_comm_name(a, f->g), range, nlate > 1 ? "s" : "", lt, unloaded ? "loaded" : "ring", wmin,
+                           (long long)f->win_upto, groups, agree, tie,
+                           unloaded ? "The calls themselves were not loaded (the call budget, --max-calls)"
+                                    : "The calls themselves are gone from the ring");
     f->hint = xasprintf("rank%s %s issued a different collective (operation, count, datatype, reduction or root), or "
-                        "one more or fewer, somewhere in %s: look for a rank-specific branch or uneven data there; "
-                        "raise TRSHIM_RING (records kept per rank, default 131072) so that the calls themselves "
-                        "stay in the trace",
-                        f->culprit.nranks > 1 ? "s" : "", cr, span);
+                        "one more or fewer, somewhere in %s: look for a rank-specific branch or uneven data there; %s",
+                        f->culprit.nranks > 1 ? "s" : "", cr, span,
+                        unloaded ? "run tranalyze with --max-calls 0 (every call) or a larger budget to see the calls "
+                                   "themselves"
+                                 : "raise TRSHIM_RING (records kept per rank, default 131072) so that the calls "
+                                   "themselves stay in the trace");
     free(range); free(span); free(lr); free(lt); free(groups); free(cr); free(agree); free(tie);
 }
 

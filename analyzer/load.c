@@ -497,6 +497,7 @@ typedef struct {
     ta_an *a;
     infile *files; int nfiles;
     ta_file_traces *out;
+    int64_t share;        /* the call budget's share of each trace, 0: none */
     int next;
     pthread_mutex_t lk, modlk;
 } work;
@@ -527,9 +528,11 @@ static void *worker(void *arg)
             o->is_ring = 1;
             int n = ta_ring_read(w->a, path, fd, &st, &w->modlk, &o->tr, &o->ri);
             o->ntr = n > 0 ? n : 0;
+            for (int k = 0; k < o->ntr; k++) ta_budget_trim(o->tr[k], w->share);
         } else {
             ta_trace *t = parse_file(w->a, path, fd, &st, &w->modlk, &o->ring_next);
             if (t) {
+                ta_budget_trim(t, w->share);     /* at once: the peak is the budget, not the job */
                 o->tr = xmalloc(sizeof *o->tr);
                 o->tr[0] = t;
                 o->ntr = 1;
@@ -797,7 +800,8 @@ int ta_load(ta_an *a, char **paths, int npaths)
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     int nth = ncpu < 1 ? 1 : ncpu > 4 ? 4 : (int)ncpu;
     if (nth > files.n) nth = files.n ? files.n : 1;
-    work w = {a, files.v, files.n, out, 0, PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER};
+    int64_t share = ta_budget_share(a->max_calls, files.n);
+    work w = {a, files.v, files.n, out, share, 0, PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER};
     pthread_t th[4];
     int started = 0;
     for (int i = 1; i < nth; i++)
@@ -820,6 +824,7 @@ int ta_load(ta_an *a, char **paths, int npaths)
             if (out[i].tr[k]) {
                 ta_py_prepare(out[i].tr[k]);
                 ta_graphs_expand(a, out[i].tr[k]);   /* graph launches: the calls they replay */
+                ta_budget_trim(out[i].tr[k], share);
             }
     /* usable traces, grouped by job */
     int ntraces = 0;
@@ -934,6 +939,7 @@ int ta_load(ta_an *a, char **paths, int npaths)
                     "as without a trace (%d more ranks have none)", world, a->ntr, lim, a->missing_unlisted);
     }
     markers_place(a);
+    ta_budget_note(a, share);
     ta_graphs_identify(a);           /* "graph G1" means the same graph on every rank */
     return 0;
 }

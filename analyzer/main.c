@@ -58,6 +58,9 @@ static void usage(FILE *o)
           "                             communicator's collectives (default 0.1)\n"
           "  --max-trace-mb MB          skip a JSON trace larger than MB MiB (default 4096): what one\n"
           "                             damaged or foreign file may cost is bounded\n"
+          "  --max-calls N              the call budget: hold at most N calls of the whole job (default\n"
+          "                             8000000; each trace its share, at least 64: its newest calls; the\n"
+          "                             older ones count as lost from its window); 0: every call\n"
           "  --version                  print the version and exit\n"
           "  -h, --help                 this help\n\n"
           "Exit status: 0 nothing found, 1 findings, 2 could not analyse.\n", o);
@@ -85,11 +88,13 @@ int main(int argc, char **argv)
     a.straggler_ns = 50000000;
     a.straggler_frac = 0.1;
     a.max_trace_bytes = 4096ull << 20;
+    a.max_calls = TA_BUDGET_DEFAULT;
     static const struct option opts[] = {
         {"job", required_argument, 0, 'j'}, {"json", no_argument, 0, 'J'}, {"markdown", no_argument, 0, 'm'},
         {"modules", required_argument, 0, 'M'}, {"full-stacks", no_argument, 0, 'F'},
         {"imbalance-threshold", required_argument, 0, 'i'}, {"straggler-ms", required_argument, 0, 'S'},
         {"straggler-fraction", required_argument, 0, 'f'}, {"max-trace-mb", required_argument, 0, 'X'},
+        {"max-calls", required_argument, 0, 'C'},
         {"timeline", required_argument, 0, 'T'}, {"html", required_argument, 0, 'H'},
         {"anonymize", no_argument, 0, 'A'},
         {"help", no_argument, 0, 'h'}, {"version", no_argument, 0, 'V'}, {0, 0, 0, 0}};
@@ -126,6 +131,12 @@ int main(int argc, char **argv)
             if (!number_arg("--max-trace-mb", "MiB such as 4096", 1 << 30, &mb)) return 2;
             if (mb < 1) { fputs("tranalyze: --max-trace-mb wants at least 1\n", stderr); return 2; }
             a.max_trace_bytes = (uint64_t)mb << 20;
+            break;
+        }
+        case 'C': {
+            double n = 0;
+            if (!number_arg("--max-calls", "a number of calls such as 8000000 (0: no budget)", 1e15, &n)) return 2;
+            a.max_calls = (int64_t)n;
             break;
         }
         case 'h': usage(stdout); return 0;

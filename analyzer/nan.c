@@ -44,6 +44,7 @@ typedef struct {
     int64_t call;            /* -1: the rank never issued it, or (lost) its record is gone */
     int64_t in, out;         /* index into the trace's checks, -1 none */
     int source;              /* its input was non-finite */
+    int earlier;             /* ... with no finite check kept before it (UR_EARLIER): not counted a source */
     int lost;                /* it issued it before its ring window (ring_lost > 0): call, checks unknown */
 } ta_nanmember;
 
@@ -240,8 +241,8 @@ static void reach_from(ta_an *a, int g0, uint32_t s0, uint32_t *reach)
 }
 
 /* ---- one non-finite point ------------------------------------------------- */
-enum { UR_NOTRACE, UR_NEVER, UR_LOST, UR_OFF, UR_ABSENT, UR_UNREADABLE, UR_OUTPUT_MODE, UR_NOCHECK, UR_NOT_CHECKED,
-       UR_PENDING, UR_PARTIAL, UR_N };
+enum { UR_NOTRACE, UR_NEVER, UR_LOST, UR_EARLIER, UR_OFF, UR_ABSENT, UR_UNREADABLE, UR_OUTPUT_MODE, UR_NOCHECK,
+       UR_NOT_CHECKED, UR_PENDING, UR_PARTIAL, UR_N };
 
 typedef struct {
     int *r[UR_N]; int n[UR_N];
@@ -295,6 +296,11 @@ static char *unk_text(const unk_t *u)
                 part = pl ? xasprintf("the calls of %s lie outside their ring windows (calls lost)", who)
                           : xasprintf("%s's call lies outside its ring window (calls lost)", who);
                 break;
+            case UR_EARLIER:  /* a non-finite input, and no finite check kept before it */
+                part = xasprintf("%s %s %s already non-finite with no finite check kept before it in %s window (the "
+                                 "NaN/Inf may come from a call older than the calls kept)", in, who, was,
+                                 pl ? "their" : "its");
+                break;
             case UR_OFF: part = xasprintf("NaN/Inf checks were off on %s (TRSHIM_NANCHECK=off)", who); break;
             case UR_ABSENT:
                 part = xasprintf("the trace%s of %s %s no NaN/Inf checks (an older trshim, or only a ring file)",
@@ -321,6 +327,18 @@ static char *unk_text(const unk_t *u)
         s = join(s, "; ", part);
     }
     return s;
+}
+
+/* A rank's non-finite input is born in its own computation when its data
+ * were finite before: always so for a whole trace (it issued nothing older
+ * unchecked); for a trace whose oldest calls are gone (a ring window, the
+ * call budget), only when a finite check was kept before it. */
+static int finite_before(const ta_trace *t, int64_t ck)
+{
+    if (t->ring_lost <= 0) return 1;
+    for (int64_t k = 0; k < ck; k++)
+        if (t->checks[k].status == CK_CLEAN) return 1;
+    return 0;
 }
 
 static void analyse_event(ta_an *a, int g, uint32_t seq, ta_nanev *ev)
@@ -352,7 +370,7 @@ static void analyse_event(ta_an *a, int g, uint32_t seq, ta_nanev *ev)
             m->in = ta_check_find(t, m->call, BUF_INPUT);
             m->out = ta_check_find(t, m->call, BUF_OUTPUT);
         }
-        if (m->in >= 0 && t->checks[m->in].status == CK_NONFINITE) m->source = 1;
+        if (m->in >= 0 && t->checks[m->in].status == CK_NONFINITE) m->source = finite_before(t, m->in) ? 1 : -1;
         if (ev->ref < 0 && m->out >= 0 && t->checks[m->out].status == CK_NONFINITE) ev->ref = p;
     }
     if (ev->op < 0) { ev->op = OP_ALLREDUCE; ev->dtype = DT_NONE; ev->redop = RO_NONE; }
@@ -373,6 +391,7 @@ static void analyse_event(ta_an *a, int g, uint32_t seq, ta_nanev *ev)
         const ta_trace *t = a->tr[m->trace];
         int cls = -1;
         if (m->call < 0) cls = m->lost ? UR_LOST : UR_NEVER;
+        else if (m->source < 0) cls = UR_EARLIER;
         else if (!t->nan_usable)
             cls = t->nan_mode == NM_OFF ? UR_OFF : t->nan_mode == NM_ABSENT ? UR_ABSENT : UR_UNREADABLE;
         else if (m->in < 0) cls = t->nan_mode == NM_OUTPUT ? UR_OUTPUT_MODE : UR_NOCHECK;
@@ -407,7 +426,10 @@ static void analyse_event(ta_an *a, int g, uint32_t seq, ta_nanev *ev)
     /* cause and culprits */
     int *r = xmalloc(sizeof(int) * (size_t)(n->npos + 1)), nr = 0;
     enum { SEL_SOURCES, SEL_UNCHECKED, SEL_ALL, SEL_BAD_OUTPUT } sel = SEL_ALL;
-    for (int p = 0; p < n->npos; p++) nr += ev->mem[p].source;
+    for (int p = 0; p < n->npos; p++) {
+        if (ev->mem[p].source < 0) ev->mem[p].source = 0, ev->mem[p].earlier = 1;   /* unknown (UR_EARLIER) */
+        nr += ev->mem[p].source;
+    }
     if (nr) {
         ev->cause = NC_INPUT;
         sel = SEL_SOURCES;
@@ -578,12 +600,19 @@ static char *describe_event(ta_an *a, const ta_nanev *ev, char **hint)
         free(c);
         if (hint) {
             char *rs = ta_ranks_text(ev->ranks, ev->nranks);
-            int lost = 0;     /* inputs gone with the ring's oldest records: a ring too small */
-            for (int p = 0; p < ev->nmem; p++) lost |= ev->mem[p].lost;
+            int lost = 0, unloaded = 0;     /* inputs gone with the oldest records: a ring too small, the budget */
+            for (int p = 0; p < ev->nmem; p++) {
+                const ta_nanmember *m = &ev->mem[p];
+                lost |= m->lost || m->earlier;
+                unloaded |= (m->lost || m->earlier) && a->tr[m->trace]->unloaded > 0;
+            }
             *hint = xasprintf("look at the values of rank%s %s at this step; to have the analyzer tell, run with "
                               "TRSHIM_NANCHECK=all (the default) and enough TRSHIM_NANCHECK_POOL_MB / "
                               "TRSHIM_NANCHECK_MAX_MB for every input to be checked%s", ev->nranks > 1 ? "s" : "", rs,
-                              lost ? ", and a larger TRSHIM_RING (records kept per rank) for every call to be kept" : "");
+                              unloaded ? ", and tranalyze --max-calls 0 (every call loaded: the call budget left the "
+                                         "older calls out)"
+                              : lost ? ", and a larger TRSHIM_RING (records kept per rank) for every call to be kept"
+                                     : "");
             free(rs);
         }
     }

@@ -210,6 +210,7 @@ void ta_out_json(ta_an *a, FILE *o)
         jw_bool(&w, "root_cause", a->root ? a->root[i] : 0);
         jw_int(&w, "calls", t->ncalls);
         jw_int(&w, "dropped", t->dropped);
+        jw_int(&w, "unloaded", t->unloaded);
         /* the ring: where the calls were read from, and how many were lost */
         jw_key(&w, "ring");
         if (t->from_ring || t->ring_file || t->ring_capacity > 0) {

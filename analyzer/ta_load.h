@@ -14,4 +14,13 @@ int ta_load(ta_an *a, char **paths, int npaths);   /* 0 ok, -1 nothing usable */
 void ta_graphs_expand(ta_an *a, ta_trace *t);
 void ta_graphs_identify(ta_an *a);
 
+/* budget.c: the call budget. Each trace keeps at most its share of the
+ * job's --max-calls (never fewer than TA_BUDGET_FLOOR), its newest calls;
+ * the older ones count as lost from its window. */
+#define TA_BUDGET_FLOOR 64
+#define TA_BUDGET_DEFAULT 8000000
+int64_t ta_budget_share(int64_t max_calls, int nfiles);   /* 0: no budget */
+void ta_budget_trim(ta_trace *t, int64_t share);
+void ta_budget_note(ta_an *a, int64_t share);
+
 #endif

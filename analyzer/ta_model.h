@@ -328,7 +328,9 @@ typedef struct {
     int from_ring;        /* calls, comms and stacks were read from the ring file (the process was
                              killed, or the ring holds calls newer than the JSON's last write) */
     char *ring_file;      /* its path, NULL */
-    int64_t ring_capacity, ring_lost;    /* records overwritten before the kept window: 0 none */
+    int64_t ring_capacity, ring_lost;    /* records before the kept window (overwritten in the ring, or
+                                            not loaded: unloaded): 0 none */
+    int64_t unloaded;     /* oldest calls not loaded: past the call budget (budget.c) */
     int64_t heartbeat_ns; /* ring: last sign of life (CLOCK_MONOTONIC), TA_NULL64 */
     /* records */
     ta_comm *comms; int ncomms;
@@ -449,6 +451,7 @@ typedef struct ta_an {
                                     between the communicator's collectives */
     const char *job_wanted;
     uint64_t max_trace_bytes;    /* --max-trace-mb: a JSON trace larger than this is not read */
+    int64_t max_calls;           /* --max-calls: the call budget of the whole job (budget.c), 0: none */
     const char **module_dirs; int nmodule_dirs;
     /* input */
     ta_trace **all; int nall;    /* every usable trace of every job */

@@ -255,6 +255,11 @@ def main():
             want_l = exp["last_seq"].get(str(r["rank"]))
             if want_l is not None and {k: r["last_seq"].get(k) for k in want_l} != want_l:
                 fail("rank %d: last_seq %r, expected %r" % (r["rank"], r["last_seq"], want_l))
+    for rk, fields in exp.get("rank_fields", {}).items():     # issue 17: calls loaded / not loaded per rank
+        r = [r for r in res["ranks"] if r["rank"] == int(rk)]
+        got_f = {k: r[0].get(k, "<absent>") for k in fields} if r else None
+        if got_f != fields:
+            fail("rank %s: %r, expected %r" % (rk, got_f, fields))
     if "waiting" in exp:
         got_w = sorted(r["rank"] for r in res["ranks"] if r.get("waiting"))
         if got_w != exp["waiting"]:

@@ -2770,6 +2770,121 @@ SCENARIOS.update({
 })
 
 
+
+# ---------------------------------------------------------------- the call budget (issue 17)
+# --max-calls 400 over 4 traces: each keeps its newest 100 calls; the
+# answers are those of the whole traces (the *_whole twins, default budget)
+BUDGET = ["--max-calls", "400"]
+
+
+def budget_exit_job(name, out):
+    """early_exit over 300 steps: rank 3 returns after step 298 (598 calls),
+    ranks 0-2 issue step 299's train_step all-reduce (#599) and wait"""
+    ranks, wid = world_job(name, 4)
+    for step in range(300):
+        for r in ranks:
+            if r.rank == 3 and step == 299:
+                continue
+            r.coll(0, count=1 << 16, site="train_step")
+            if step < 299:
+                r.coll(0, op="Broadcast", count=4, root=0, site="sync_step")
+    for r in ranks:
+        if r.rank == 3:
+            r.finish("exit")
+        else:
+            r.finish("signal", 15)
+    write(ranks, out)
+    return wid
+
+
+def sc_budget_exit(out, args=BUDGET, whole=False):
+    """budget_exit_job: rank 3 named, each trace holding its newest 100 calls"""
+    wid = budget_exit_job("budgetexit", out)
+    fields = ({str(r): {"calls": 599 if r < 3 else 598, "unloaded": 0} for r in range(4)} if whole else
+              {str(r): {"calls": 100, "unloaded": 499 if r < 3 else 498} for r in range(4)})
+    expect(out, 1, [F("missing", wid, 599, [3], "sync_step", others=[0, 1, 2], others_function="train_step")],
+           args=args, rank_fields=fields,
+           **({} if whole else {"note_contains": "4 of 4 traces hold more calls than the call budget"}))
+
+
+def sc_budget_before_window(out):
+    """before_window_job with whole traces, each cut to its newest 100 calls
+    by the budget: the divergence at #100 is placed by the fingerprints in
+    (64, 128], rank 2, and the hint says how to load the calls"""
+    ranks, wid = before_window_job("budgetfp", {0: 0, 1: 0, 2: 0, 3: 0})
+    write(ranks, out)
+    expect(out, 1, [F("divergence", wid, None, [2], subkind="before_window", others=[0, 1, 3],
+                      seq_window=[64, 128], fingerprints=[[2], [0, 1, 3]], tie=False)], count=1, args=BUDGET,
+           text_contains=["collectives #65-#128", "--max-calls 0", "not loaded"],
+           rank_fields={str(r): {"calls": 100, "unloaded": 300} for r in range(4)})
+
+
+def sc_budget_before_window_whole(out):
+    """the same job, every call loaded: the calls themselves name #100"""
+    ranks, wid = before_window_job("budgetfpall", {0: 0, 1: 0, 2: 0, 3: 0})
+    write(ranks, out)
+    expect(out, 1, [F("divergence", wid, 100, [2], subkind="different_call", others=[0, 1, 3])], count=1,
+           rank_fields={str(r): {"calls": 400, "unloaded": 0} for r in range(4)})
+
+
+def budget_nan_job(name, out, born_step, steps=150):
+    """nan_input_fp32 over 150 steps (300 calls per rank): rank 2's gradient
+    turns NaN at born_step"""
+    ranks, wid = world_job(name, 4)
+    poisoned, marked = set(), set()
+    seq_born = None
+    for step in range(steps):
+        born = {2: nonfinite(123)} if step == born_step else None
+        s = nan_coll(ranks, lambda r: 0, poisoned, marked, born=born, count=4096, site="allreduce_grads")
+        if step == born_step:
+            seq_born = s
+        nan_coll(ranks, lambda r: 0, poisoned, marked, count=1, site="reduce_loss")
+    for r in ranks:
+        r.finish()
+    write(ranks, out)
+    return wid, seq_born, marked
+
+
+def sc_budget_nan(out, args=BUDGET, whole=False):
+    """the NaN is born at step 60 (call 120 of 300): older than the newest
+    100 calls, within 4 x 100 of the end: each trace's window widens back to
+    16 calls before its first non-finite check (184 calls kept), the same
+    answer as every call loaded"""
+    wid, seq_born, marked = budget_nan_job("budgetnan", out, 60)
+    expect(out, 1, [F("nan", wid, seq_born, [2], "allreduce_grads", others=[0, 1, 3], cause="input",
+                      later_count=len(marked) - 1)], count=1, args=args,
+           rank_fields={str(r): ({"calls": 300, "unloaded": 0} if whole else {"calls": 196, "unloaded": 104})
+                        for r in range(4)})
+
+
+def sc_budget_exit_whole(out):
+    """budget_exit_job with every call loaded: the same answer"""
+    sc_budget_exit(out, args=[], whole=True)
+
+
+def sc_budget_nan_whole(out):
+    """budget_nan_job with every call loaded: the same answer"""
+    sc_budget_nan(out, args=[], whole=True)
+
+
+def sc_budget_nan_older(out):
+    """the NaN is born at step 5 of 300 (call 10 of 600): too old to widen
+    to (4 x 100 calls from the end): every input of the oldest collective
+    kept is already non-finite, and with no finite check kept before it
+    nobody is blamed: cause unknown, the budget named in the hint"""
+    wid, seq_born, marked = budget_nan_job("budgetnanold", out, 5, steps=300)
+    expect(out, 1, [F("nan", wid, 501, [0, 1, 2, 3], cause="unknown", unchecked_inputs=[0, 1, 2, 3],
+                      reason_contains=["already non-finite with no finite check kept before it"],
+                      message_contains=["--max-calls 0"])], count=1, args=BUDGET,
+           rank_fields={str(r): {"calls": 100, "unloaded": 500} for r in range(4)})
+
+
+SCENARIOS.update({
+    "budget_exit": sc_budget_exit, "budget_exit_whole": sc_budget_exit_whole,
+    "budget_before_window": sc_budget_before_window, "budget_before_window_whole": sc_budget_before_window_whole,
+    "budget_nan": sc_budget_nan, "budget_nan_whole": sc_budget_nan_whole, "budget_nan_older": sc_budget_nan_older,
+})
+
 # ---------------------------------------------------------------- reports (issue 15)
 def sc_env_differs(out):
     """a clean 8-rank job whose ranks 3 and 7 run with NCCL_ALGO=Tree, the others Ring:
