@@ -21,7 +21,8 @@
  * The first call of a trace that had a non-finite NaN/Inf check, and the
  * first that returned an error, are kept when the window can be widened to
  * them within TA_BUDGET_WIDEN times the share: where a NaN began is what the
- * nan analysis must see. */
+ * nan analysis must see. So is, on a second reading (main.c), the first
+ * call after a divergence the fingerprints placed before the windows. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,8 +44,17 @@ static int rc_error(int16_t rc)
     return rc != INT16_MIN && rc != 0 && rc != 7;
 }
 
+/* a call a second reading asks for: of an anchor's communicator, numbered after its seq */
+static int anchored(const ta_an *a, const ta_trace *t, const ta_call *c)
+{
+    if (c->comm < 0 || c->comm >= t->ncomms || !ta_op_is_coll(c->op)) return 0;
+    for (int k = 0; k < a->nanchors; k++)
+        if (t->comms[c->comm].id == a->anchors[k].comm && c->seq > a->anchors[k].after) return 1;
+    return 0;
+}
+
 /* the first call to keep: the newest `share`, widened back to a point that matters */
-static int64_t window_start(const ta_trace *t, int64_t share)
+static int64_t window_start(const ta_an *a, const ta_trace *t, int64_t share)
 {
     int64_t from = t->ncalls - share, widest = t->ncalls - share * TA_BUDGET_WIDEN;
     if (widest < 0) widest = 0;
@@ -52,7 +62,7 @@ static int64_t window_start(const ta_trace *t, int64_t share)
     for (int64_t k = 0; k < t->nchecks; k++)      /* sorted by call */
         if (t->checks[k].status == CK_NONFINITE) { point = t->checks[k].call; break; }
     for (int64_t i = 0; i < from && (point < 0 || i < point); i++)
-        if (rc_error(t->calls[i].rc)) { point = i; break; }
+        if (rc_error(t->calls[i].rc) || (a->nanchors && anchored(a, t, &t->calls[i]))) { point = i; break; }
     if (point >= 0 && point < from) {
         int64_t w = point > TA_BUDGET_MARGIN ? point - TA_BUDGET_MARGIN : 0;
         if (w >= widest) from = w;
@@ -60,10 +70,10 @@ static int64_t window_start(const ta_trace *t, int64_t share)
     return from;
 }
 
-void ta_budget_trim(ta_trace *t, int64_t share)
+void ta_budget_trim(const ta_an *a, ta_trace *t, int64_t share)
 {
     if (share <= 0 || t->ncalls <= share) return;
-    int64_t from = window_start(t, share), keep = t->ncalls - from;
+    int64_t from = window_start(a, t, share), keep = t->ncalls - from;
     if (from <= 0) return;
     memmove(t->calls, t->calls + from, sizeof *t->calls * (size_t)keep);
     t->calls = xrealloc(t->calls, sizeof *t->calls * (size_t)(keep + 1));   /* the pages given back */
@@ -108,6 +118,10 @@ void ta_budget_note(ta_an *a, int64_t share)
             if (a->tr[i]->unloaded + a->tr[i]->ncalls > most) most = a->tr[i]->unloaded + a->tr[i]->ncalls;
         }
     if (!n) return;
+    if (a->nanchors)
+        ta_note_add(a, NULL, 0, "read twice: the fingerprints placed a divergence before the calls the call budget "
+                    "kept, so each trace was read again with its window widened back to it (up to %d times its share)",
+                    TA_BUDGET_WIDEN);
     ta_note_add(a, NULL, 0, "%d of %d traces hold more calls than the call budget gives each (--max-calls: %lld "
                 "per trace, up to %lld in one): their oldest %lld call(s) in all were not loaded and are treated as "
                 "calls lost from a ring window (a divergence among them is found by the communicators' "

@@ -528,11 +528,11 @@ static void *worker(void *arg)
             o->is_ring = 1;
             int n = ta_ring_read(w->a, path, fd, &st, &w->modlk, &o->tr, &o->ri);
             o->ntr = n > 0 ? n : 0;
-            for (int k = 0; k < o->ntr; k++) ta_budget_trim(o->tr[k], w->share);
+            for (int k = 0; k < o->ntr; k++) ta_budget_trim(w->a, o->tr[k], w->share);
         } else {
             ta_trace *t = parse_file(w->a, path, fd, &st, &w->modlk, &o->ring_next);
             if (t) {
-                ta_budget_trim(t, w->share);     /* at once: the peak is the budget, not the job */
+                ta_budget_trim(w->a, t, w->share);     /* at once: the peak is the budget, not the job */
                 o->tr = xmalloc(sizeof *o->tr);
                 o->tr[0] = t;
                 o->ntr = 1;
@@ -824,7 +824,7 @@ int ta_load(ta_an *a, char **paths, int npaths)
             if (out[i].tr[k]) {
                 ta_py_prepare(out[i].tr[k]);
                 ta_graphs_expand(a, out[i].tr[k]);   /* graph launches: the calls they replay */
-                ta_budget_trim(out[i].tr[k], share);
+                ta_budget_trim(a, out[i].tr[k], share);
             }
     /* usable traces, grouped by job */
     int ntraces = 0;

@@ -11,6 +11,7 @@
 #include "ta_finding.h"
 #include "ta_load.h"
 #include "ta_out.h"
+#include "ta_ring.h"
 #include "ta_site.h"
 
 static double t_start;
@@ -77,6 +78,43 @@ static int number_arg(const char *opt, const char *wants, double max, double *ou
     }
     *out = v;
     return 1;
+}
+
+/* Reads the traces and analyses them: 0, or ta_load's failure (nothing usable). */
+static int analyse(ta_an *a, char **paths, int npaths)
+{
+    int lrc = ta_load(a, paths, npaths);
+    phase("load");
+    if (a->nnotes > 1) qsort(a->notes, (size_t)a->nnotes, sizeof *a->notes, cmp_note);   /* files in name order (threads) */
+    if (lrc != 0) return lrc;
+    ta_align(a);
+    phase("align");
+    ta_rootcause(a);
+    phase("rootcause");
+    ta_kinds_detect(a, phase);       /* each kind's detector, in the table's order (ta_kinds.h) */
+    ta_kinds_rank(a);                /* root cause first */
+    ta_graph_launches(a);            /* CUDA graphs the ranks launched a different number of times */
+    return 0;
+}
+
+/* The call budget left out the calls of a divergence the fingerprints placed
+ * (docs/analysis-format.md, "Memory: the call budget"): the traces are read
+ * once more with their windows widened back to it, for the calls themselves.
+ * Once: a second reading asks for nothing more. */
+static int wants_second_reading(ta_an *a)
+{
+    if (a->nanchors) return 0;
+    int cut = 0;
+    for (int i = 0; i < a->ntr && !cut; i++) cut = a->tr[i]->unloaded > 0;
+    if (!cut) return 0;
+    for (int i = 0; i < a->nf; i++) {
+        const ta_finding *f = &a->f[i];
+        if (f->kind != K_DIVERGENCE || strcmp(f->subkind, "before_window") || f->g < 0 || f->win_after < 0) continue;
+        a->anchors = xrealloc(a->anchors, sizeof *a->anchors * (size_t)(a->nanchors + 1));
+        a->anchors[a->nanchors++] = (struct ta_anchor){a->gc[f->g].id,
+                                                       f->win_after > UINT32_MAX ? UINT32_MAX : (uint32_t)f->win_after};
+    }
+    return a->nanchors > 0;
 }
 
 int main(int argc, char **argv)
@@ -150,9 +188,16 @@ int main(int argc, char **argv)
 
     timing = getenv("TRANALYZE_TIMING") != NULL;
     t_start = now();
-    int lrc = ta_load(&a, argv + optind, argc - optind);
-    phase("load");
-    if (a.nnotes > 1) qsort(a.notes, (size_t)a.nnotes, sizeof *a.notes, cmp_note);   /* files in name order (threads) */
+    ta_an given = a;                 /* the options alone: a second reading starts from them */
+    int lrc = analyse(&a, argv + optind, argc - optind);
+    if (lrc == 0 && wants_second_reading(&a)) {
+        ta_an b = given;
+        b.anchors = a.anchors;
+        b.nanchors = a.nanchors;
+        for (int i = 0; i < a.nall; i++) ta_trace_free(a.all[i]);   /* the bulk of the first reading */
+        a = b;
+        lrc = analyse(&a, argv + optind, argc - optind);
+    }
     if (lrc != 0) {
         if (a.json) {
             ta_out_json(&a, stdout);
@@ -165,14 +210,6 @@ int main(int argc, char **argv)
         if (anonymize) ta_anon_end(&a, a.json, NULL, NULL);
         return 2;
     }
-    ta_align(&a);
-    phase("align");
-    ta_rootcause(&a);
-    phase("rootcause");
-    ta_kinds_detect(&a, phase);      /* each kind's detector, in the table's order (ta_kinds.h) */
-    ta_kinds_rank(&a);               /* root cause first */
-    ta_graph_launches(&a);           /* CUDA graphs the ranks launched a different number of times */
-
     ta_module_notes(&a);
     ta_warnings_nccl(&a);
     char *text = html_path ? ta_text_capture(&a) : NULL;   /* the text document once: --html's and stdout's */

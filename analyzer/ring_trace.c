@@ -477,7 +477,9 @@ static void merge_ring(ta_an *a, ta_trace *j, ta_trace *r)
     free(j->ring_file);
     j->ring_file = xstrdup(r->ring_file);
     j->ring_capacity = r->ring_capacity;
-    j->ring_lost = j->dropped = r->ring_lost;
+    j->ring_lost = r->ring_lost;
+    j->unloaded = r->unloaded;                    /* the call budget's part of ring_lost */
+    j->dropped = r->ring_lost - r->unloaded;
     j->heartbeat_ns = r->heartbeat_ns;
     j->end_state = r->end_state;
     j->end_signal = r->end_signal;

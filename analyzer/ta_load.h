@@ -20,7 +20,7 @@ void ta_graphs_identify(ta_an *a);
 #define TA_BUDGET_FLOOR 64
 #define TA_BUDGET_DEFAULT 8000000
 int64_t ta_budget_share(int64_t max_calls, int nfiles);   /* 0: no budget */
-void ta_budget_trim(ta_trace *t, int64_t share);
+void ta_budget_trim(const ta_an *a, ta_trace *t, int64_t share);
 void ta_budget_note(ta_an *a, int64_t share);
 
 #endif

@@ -452,6 +452,10 @@ typedef struct ta_an {
     const char *job_wanted;
     uint64_t max_trace_bytes;    /* --max-trace-mb: a JSON trace larger than this is not read */
     int64_t max_calls;           /* --max-calls: the call budget of the whole job (budget.c), 0: none */
+    /* a second reading (main.c): each trace's window widened back to the first call of
+     * communicator `comm` numbered after `after` (a divergence the fingerprints placed
+     * before the calls the budget kept) */
+    struct ta_anchor { uint64_t comm; uint32_t after; } *anchors; int nanchors;
     const char **module_dirs; int nmodule_dirs;
     /* input */
     ta_trace **all; int nall;    /* every usable trace of every job */

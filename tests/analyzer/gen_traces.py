@@ -2809,14 +2809,27 @@ def sc_budget_exit(out, args=BUDGET, whole=False):
 
 def sc_budget_before_window(out):
     """before_window_job with whole traces, each cut to its newest 100 calls
-    by the budget: the divergence at #100 is placed by the fingerprints in
-    (64, 128], rank 2, and the hint says how to load the calls"""
+    by the budget: the fingerprints place the divergence in (64, 128],
+    older than the calls kept, and the traces are read again with their
+    windows widened back to the first call after #64 (16 calls before it:
+    352 kept, within 4 x 100): the calls themselves name #100, rank 2"""
     ranks, wid = before_window_job("budgetfp", {0: 0, 1: 0, 2: 0, 3: 0})
     write(ranks, out)
+    expect(out, 1, [F("divergence", wid, 100, [2], subkind="different_call", others=[0, 1, 3])], count=1,
+           args=BUDGET, note_contains="read twice: the fingerprints placed a divergence before the calls",
+           rank_fields={str(r): {"calls": 352, "unloaded": 48} for r in range(4)})
+
+
+def sc_budget_before_window_far(out):
+    """the same job with --max-calls 200 (64 per trace: the floor): the
+    window cannot widen back to #64 (352 calls > 4 x 64): the fingerprints'
+    finding, its seq window and ranks, and the hint to load every call"""
+    ranks, wid = before_window_job("budgetfpfar", {0: 0, 1: 0, 2: 0, 3: 0})
+    write(ranks, out)
     expect(out, 1, [F("divergence", wid, None, [2], subkind="before_window", others=[0, 1, 3],
-                      seq_window=[64, 128], fingerprints=[[2], [0, 1, 3]], tie=False)], count=1, args=BUDGET,
-           text_contains=["collectives #65-#128", "--max-calls 0", "not loaded"],
-           rank_fields={str(r): {"calls": 100, "unloaded": 300} for r in range(4)})
+                      seq_window=[64, 128], fingerprints=[[2], [0, 1, 3]], tie=False)], count=1,
+           args=["--max-calls", "200"], text_contains=["collectives #65-#128", "--max-calls 0", "not loaded"],
+           rank_fields={str(r): {"calls": 64, "unloaded": 336} for r in range(4)})
 
 
 def sc_budget_before_window_whole(out):
@@ -2882,6 +2895,7 @@ def sc_budget_nan_older(out):
 SCENARIOS.update({
     "budget_exit": sc_budget_exit, "budget_exit_whole": sc_budget_exit_whole,
     "budget_before_window": sc_budget_before_window, "budget_before_window_whole": sc_budget_before_window_whole,
+    "budget_before_window_far": sc_budget_before_window_far,
     "budget_nan": sc_budget_nan, "budget_nan_whole": sc_budget_nan_whole, "budget_nan_older": sc_budget_nan_older,
 })
 
