@@ -33,9 +33,14 @@ static size_t str_end(const char *b, size_t n, size_t i)
 {
     i++;
     while (i < n) {
-        const char *q = memchr(b + i, '"', n - i);
-        if (!q) return (size_t)-1;
-        size_t k = (size_t)(q - b);
+        /* a trace's strings are short (names, hex numbers): a loop before memchr's call */
+        size_t k = i, stop = n - i > 32 ? i + 32 : n;
+        while (k < stop && b[k] != '"') k++;
+        if (k == stop) {
+            const char *q = memchr(b + k, '"', n - k);
+            if (!q) return (size_t)-1;
+            k = (size_t)(q - b);
+        }
         size_t bs = 0;
         while (k - bs > i && b[k - bs - 1] == '\\') bs++;
         if (!(bs & 1)) return k + 1;
@@ -43,6 +48,8 @@ static size_t str_end(const char *b, size_t n, size_t i)
     }
     return (size_t)-1;
 }
+
+static const unsigned char structural[256] = {['"'] = 1, ['['] = 1, [']'] = 1, ['{'] = 1, ['}'] = 1};
 
 /* end of any value at b[i] (structure only; the content of scalars is
  * checked where they are used). (size_t)-1 on a structural error. */
@@ -55,6 +62,9 @@ static size_t skip_value(const char *b, size_t n, size_t i)
         int depth = 0;
         char stack[1024];
         while (i < n) {
+            /* most of a calls array is digits, commas and names: past them at once */
+            while (i < n && !structural[(unsigned char)b[i]]) i++;
+            if (i >= n) break;
             c = b[i];
             if (c == '"') {
                 size_t e = str_end(b, n, i);
@@ -229,6 +239,47 @@ int ta_parse_hex(const char *s, uint64_t *out)
     return 0;
 }
 
+/* The few distinct strings of a column (operations, datatypes, streams),
+ * remembered per loading thread: a call's names are then one strcmp, not a
+ * search of the vocabulary (a tenth of the time of a large job's loading) */
+#define MEMO_N 8
+typedef struct { char s[MEMO_N][24]; int64_t v[MEMO_N]; int next; } memo;
+static _Thread_local memo memo_op, memo_dtype, memo_redop, memo_stream;
+
+static int memo_find(const memo *m, const char *s, int64_t *v)
+{
+    for (int k = 0; k < MEMO_N; k++)
+        if (m->s[k][0] && !strcmp(m->s[k], s)) { *v = m->v[k]; return 1; }
+    return 0;
+}
+
+static void memo_put(memo *m, const char *s, int64_t v)
+{
+    if (strlen(s) >= sizeof m->s[0]) return;
+    strcpy(m->s[m->next], s);
+    m->v[m->next] = v;
+    m->next = (m->next + 1) % MEMO_N;
+}
+
+/* parse(s) through memo m: -1 when s is not known */
+static int memo_parse(memo *m, const char *s, int (*parse)(const char *))
+{
+    int64_t v;
+    if (memo_find(m, s, &v)) return (int)v;
+    int r = parse(s);
+    if (r >= 0) memo_put(m, s, r);
+    return r;
+}
+
+static int parse_stream(const char *s, uint64_t *out)
+{
+    int64_t v;
+    if (memo_find(&memo_stream, s, &v)) { *out = (uint64_t)v; return 0; }
+    if (ta_parse_hex(s, out)) return -1;
+    memo_put(&memo_stream, s, (int64_t)*out);
+    return 0;
+}
+
 static const char *conv(const jv *vals, int nv, const int8_t *role, ta_trace *t, ta_call *c, uint64_t *streams,
                         int *nstreams, ta_callx *x)
 {
@@ -252,7 +303,7 @@ static const char *conv(const jv *vals, int nv, const int8_t *role, ta_trace *t,
         switch (r) {
         case F_OP: {
             if (v->type != JV_STR) return "op is not a string";
-            int op = ta_op_parse(v->s);
+            int op = memo_parse(&memo_op, v->s, ta_op_parse);
             if (op < 0) return "op is not a known NCCL operation";
             c->op = (uint8_t)op;
             break;
@@ -272,12 +323,12 @@ static const char *conv(const jv *vals, int nv, const int8_t *role, ta_trace *t,
         case F_DTYPE:
             if (v->type == JV_NULL) break;
             if (v->type != JV_STR) return "dtype is not a string";
-            { int d = ta_dtype_parse(v->s); if (d < 0) return "dtype is not a known datatype"; c->dtype = (uint8_t)d; }
+            { int d = memo_parse(&memo_dtype, v->s, ta_dtype_parse); if (d < 0) return "dtype is not a known datatype"; c->dtype = (uint8_t)d; }
             break;
         case F_REDOP:
             if (v->type == JV_NULL) break;
             if (v->type != JV_STR) return "redop is not a string";
-            { int d = ta_redop_parse(v->s); if (d < 0) return "redop is not a known reduction"; c->redop = (uint8_t)d; }
+            { int d = memo_parse(&memo_redop, v->s, ta_redop_parse); if (d < 0) return "redop is not a known reduction"; c->redop = (uint8_t)d; }
             break;
         case F_ROOT:
             if (v->type == JV_NULL) break;
@@ -291,7 +342,7 @@ static const char *conv(const jv *vals, int nv, const int8_t *role, ta_trace *t,
             break;
         case F_STREAM: {
             uint64_t s = ~0ull;
-            if (v->type != JV_NULL && (v->type != JV_STR || ta_parse_hex(v->s, &s))) return "stream is not a \"0x...\" string";
+            if (v->type != JV_NULL && (v->type != JV_STR || parse_stream(v->s, &s))) return "stream is not a \"0x...\" string";
             int k;
             for (k = 0; k < *nstreams; k++) if (streams[k] == s) break;
             if (k == *nstreams) {
