@@ -96,13 +96,7 @@ void ta_budget_trim(const ta_an *a, ta_trace *t, int64_t share)
         }
     t->nchecks = w;
     t->ncalls = keep;
-    for (int c = 0; c < t->ncomms; c++) t->comms[c].first_seq = 0;
-    for (int64_t i = 0; i < t->ncalls; i++) {
-        const ta_call *c = &t->calls[i];
-        if (!c->seq || c->comm < 0 || c->comm >= t->ncomms || !ta_op_is_coll(c->op)) continue;
-        uint32_t *f = &t->comms[c->comm].first_seq;
-        if (!*f || c->seq < *f) *f = c->seq;
-    }
+    ta_first_seqs(t);
     t->ring_lost += from;
     t->unloaded += from;
 }

@@ -310,13 +310,7 @@ void ta_graphs_expand(ta_an *a, ta_trace *t)
     t->callx = o.callx; t->ncallx = o.ncallx;
     t->call_raw = raw;
     /* each communicator's lowest collective kept, replays included */
-    for (int c = 0; c < t->ncomms; c++) t->comms[c].first_seq = 0;
-    for (int64_t i = 0; i < t->ncalls; i++) {
-        const ta_call *c = &t->calls[i];
-        if (!c->seq || c->comm < 0 || c->comm >= t->ncomms || !ta_op_is_coll(c->op)) continue;
-        uint32_t *f = &t->comms[c->comm].first_seq;
-        if (!*f || c->seq < *f) *f = c->seq;
-    }
+    ta_first_seqs(t);
     if (x.bad_graph)
         ta_note_add(a, t->file, 0, "%lld CUDA graph launch(es) name a graph the trace does not hold (absent or "
                     "damaged; first: graph %d): the calls they replay are not known", (long long)x.bad_graph,

@@ -37,6 +37,17 @@ int ta_lane_of(int op)
     if (op == OP_WAITSIGNAL) return TRR_LANE_WAIT;
     return -1;
 }
+void ta_first_seqs(ta_trace *t)
+{
+    for (int c = 0; c < t->ncomms; c++) t->comms[c].first_seq = 0;
+    for (int64_t i = 0; i < t->ncalls; i++) {
+        const ta_call *c = &t->calls[i];
+        if (!c->seq || c->comm < 0 || c->comm >= t->ncomms || !ta_op_is_coll(c->op)) continue;
+        uint32_t *f = &t->comms[c->comm].first_seq;
+        if (!*f || c->seq < *f) *f = c->seq;
+    }
+}
+
 void ta_graphs_free(ta_graph *g, int n)
 {
     for (int i = 0; i < n; i++) free(g[i].calls);

@@ -369,6 +369,8 @@ typedef struct {
     /* derived */
     int idx;              /* index in the analysed job's rank array */
 } ta_trace;
+/* each communicator's first_seq from the trace's calls (after they change: a cut, a graph expansion) */
+void ta_first_seqs(ta_trace *t);
 
 /* ---- messages about the input ---------------------------------------------- */
 typedef struct {
