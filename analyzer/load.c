@@ -19,6 +19,7 @@
 #include "ta_calls.h"
 #include "ta_load.h"
 #include "ta_ring.h"
+#include "ta_crash.h"
 #include "ta_site.h"
 #include "trshim/ring_format.h"
 #include "trshim/trace_format.h"
@@ -317,6 +318,7 @@ static ta_trace *parse_file(ta_an *a, const char *path, int fd, const struct sta
     conv_configs(&x, root, t);       /* the *Config collectives' configs, before calls */
     conv_nccl(&x, root, t);
     conv_graphs(&x, root, t);        /* CUDA graphs, before calls (load_graphs.c) */
+    ta_crash_json(a, path, root, t); /* "crash", "errors" (crash.c), after the stacks */
     /* calls, positions by name from call_fields */
     {
         const cJSON *cf = cJSON_GetObjectItemCaseSensitive(root, "call_fields");

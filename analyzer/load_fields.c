@@ -297,6 +297,7 @@ void conv_python(pctx *x, const cJSON *root, ta_trace *t)
             const cJSON *d = cJSON_GetObjectItemCaseSensitive(py, "detail");
             if (cJSON_IsString(v)) t->py_version = ta_py_intern(v->valuestring, 64);
             if (cJSON_IsString(d)) t->py_detail = ta_py_intern(d->valuestring, 1024);
+            ta_pyroots_json(a, path, t, py);      /* python.roots (pyroots.c) */
         }
     }
     if ((!pc || cJSON_IsNull(pc)) && (!ps || cJSON_IsNull(ps))) return;

@@ -51,6 +51,11 @@ static void usage(FILE *o)
           "  --modules DIR              also look for the job's modules (executables, libraries) in DIR\n"
           "  --full-stacks              every frame of the stacks in --json (default: 8), and call sites\n"
           "                             with every Python frame (innermost first) and the native site\n"
+          "  --fold DIR                 Python files under DIR are a library's: folded from call sites\n"
+          "                             (absolute: that folder; relative, e.g. megatron: any folder so named)\n"
+          "  --no-fold DIR              Python files under DIR are the user's, wherever they are installed\n"
+          "                             (by default files of the standard library and of installed\n"
+          "                             distributions are folded, as each rank's shim recorded them)\n"
           "  --imbalance-threshold F    report a rank whose peak memory exceeds the median of the\n"
           "                             others by more than F (fraction, default 0.25)\n"
           "  --straggler-ms MS          report a rank that enters a communicator's collectives late by a\n"
@@ -134,7 +139,7 @@ int main(int argc, char **argv)
         {"straggler-fraction", required_argument, 0, 'f'}, {"max-trace-mb", required_argument, 0, 'X'},
         {"max-calls", required_argument, 0, 'C'},
         {"timeline", required_argument, 0, 'T'}, {"html", required_argument, 0, 'H'},
-        {"anonymize", no_argument, 0, 'A'},
+        {"anonymize", no_argument, 0, 'A'}, {"fold", required_argument, 0, 'D'}, {"no-fold", required_argument, 0, 'U'},
         {"help", no_argument, 0, 'h'}, {"version", no_argument, 0, 'V'}, {0, 0, 0, 0}};
     int anonymize = 0;                                     /* --anonymize */
     const char *timeline_path = NULL, *html_path = NULL;   /* --timeline, --html */
@@ -148,6 +153,13 @@ int main(int argc, char **argv)
         case 'T': timeline_path = optarg; break;
         case 'H': html_path = optarg; break;
         case 'F': a.full_stacks = 1; break;
+        case 'D':
+        case 'U':
+            if (ta_py_fold_option(optarg, c == 'D') < 0) {
+                fprintf(stderr, "tranalyze: --%s wants a folder, not \"%s\"\n", c == 'D' ? "fold" : "no-fold", optarg);
+                return 2;
+            }
+            break;
         case 'M':
             a.module_dirs = xrealloc(a.module_dirs, sizeof(char *) * (size_t)(a.nmodule_dirs + 1));
             a.module_dirs[a.nmodule_dirs++] = optarg;

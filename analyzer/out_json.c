@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "ta_finding.h"
+#include "ta_crash.h"
 #include "ta_jw.h"
 #include "ta_env.h"
 #include "ta_out.h"
@@ -278,6 +279,7 @@ void ta_out_json(ta_an *a, FILE *o)
             jw_int(&w, "dropped", t->nan_dropped);
             jw_close(&w, '}');
         }
+        ta_crash_json_out(&w, a, t);     /* "crash", "errors" (crash.c) */
         jw_close(&w, '}');
     }
     for (int i = 0; i < a->nmissing; i++) {

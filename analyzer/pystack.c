@@ -5,67 +5,58 @@
  * A call issued from Python has the native stack of the interpreter loop
  * and the framework's C++ (the same for every Python-issued all-reduce), so
  * when a call has a Python stack, that stack names and compares its call
- * site. Frames of libraries are folded: files inside site-packages or
- * dist-packages, in a torch/, deepspeed/, colossalai/, megatron/ or
- * nanotron/ package folder, or in the standard library (a lib/python3.X/
- * folder, frozen modules). The site is the innermost frame that is not
- * folded; when every frame is folded, the innermost frame. */
+ * site. Frames of libraries are folded: files of the standard library or of
+ * installed distributions, by where the shim recorded that they are
+ * installed (pyroots.c; --fold, --no-fold). The site is the innermost frame
+ * that is not folded. When every frame is folded (issue 18): the program's
+ * entry point, the outermost frame that is not the standard library's
+ * (runpy's, importlib's and threading's frames skipped), when it is a
+ * module's body (`<module>`: the script or `python -m` module the user ran,
+ * installed like a library) -- and from it inward, the innermost frame of
+ * the same package before the stack enters another one (the line of the
+ * user's installed code that called into torch); otherwise (a library's
+ * own thread) the innermost frame. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ta_site.h"
 
-/* dir is a whole path component of f, followed by a further component */
-static int has_dir(const char *f, const char *dir)
-{
-    size_t n = strlen(dir);
-    for (const char *p = f; (p = strstr(p, dir)); p++)
-        if ((p == f || p[-1] == '/') && p[n] == '/') return 1;
-    return 0;
-}
-
-/* .../lib/python3.N/ or lib64/python3.Nt/ (free-threaded builds): the
- * standard library's folder (sysconfig's "stdlib" path) */
-static int stdlib_dir(const char *f)
-{
-    for (const char *p = f; (p = strstr(p, "python3.")); p++) {
-        int lib = (p - f >= 4 && !strncmp(p - 4, "lib/", 4)) || (p - f >= 6 && !strncmp(p - 6, "lib64/", 6));
-        if (!lib) continue;
-        const char *q = p + 8;
-        if (*q < '0' || *q > '9') continue;
-        while (*q >= '0' && *q <= '9') q++;
-        if (*q == 't') q++;
-        if (*q == '/') return 1;
-    }
-    return 0;
-}
-
-int ta_py_folded(const char *f)
-{
-    static const char *const pkgs[] = {"site-packages", "dist-packages", "torch", "deepspeed", "colossalai",
-                                       "megatron", "nanotron"};
-    if (!f) return 0;
-    if (!strncmp(f, "<frozen ", 8)) return 1;          /* <frozen importlib._bootstrap> & co. */
-    for (size_t i = 0; i < sizeof pkgs / sizeof *pkgs; i++)
-        if (has_dir(f, pkgs[i])) return 1;
-    return stdlib_dir(f);
-}
-
 int ta_py_valid(const ta_trace *t, int p)
 {
     return t && p >= 0 && p < t->npystacks && t->pystacks[p].nframes > 0;
 }
 
+/* the site of a stack whose every frame is folded (above) */
+static int entry_site(const ta_trace *t, const ta_pystack *s)
+{
+#define CODE(k) (&t->pycodes[s->frames[k].code])
+    int k = s->nframes - 1;
+    while (k >= 0 && CODE(k)->folded == TA_PY_STDLIB) k--;
+    if (k < 0 || strcmp(CODE(k)->name, "<module>")) return 0;
+    const char *pf = CODE(k)->file;
+    size_t pn = ta_py_package_len(t, pf);
+    int site = k;
+    for (int j = k - 1; j >= 0; j--) {
+        const ta_pycode *c = CODE(j);
+        if (c->folded == TA_PY_STDLIB) continue;
+        if (ta_py_package_len(t, c->file) != pn || strncmp(c->file, pf, pn)) break;
+        site = j;
+    }
+    return site;
+#undef CODE
+}
+
 void ta_py_prepare(ta_trace *t)
 {
-    for (int i = 0; i < t->npycodes; i++) t->pycodes[i].folded = ta_py_folded(t->pycodes[i].file);
+    for (int i = 0; i < t->npycodes; i++) t->pycodes[i].folded = ta_py_class(t, t->pycodes[i].file);
     for (int i = 0; i < t->npystacks; i++) {
         ta_pystack *s = &t->pystacks[i];
         s->site = 0;
         s->nuser = 0;
         for (int k = s->nframes - 1; k >= 0; k--)
             if (!t->pycodes[s->frames[k].code].folded) { s->nuser++; s->site = k; }
+        if (!s->nuser && s->nframes) s->site = entry_site(t, s);
         uint64_t h = (uint64_t)s->nuser;
         for (int k = 0; k < s->nframes; k++) {
             const ta_pycode *c = &t->pycodes[s->frames[k].code];
@@ -214,6 +205,7 @@ void ta_py_code_set(ta_pycode *c, const char *file, size_t flen, const char *nam
 
 void ta_py_free(ta_trace *t)
 {
+    ta_pyroots_free(&t->pyroots);
     for (int i = 0; i < t->npystacks; i++) free(t->pystacks[i].frames);
     free(t->pystacks);
     free(t->pycodes);

@@ -403,6 +403,18 @@ static int ncclinfo_blob(rd *r, const uint8_t *q, uint32_t n)
     return 1;
 }
 
+/* an address of the ring as a frame (the crash's: crash.c) */
+typedef struct { const rmod *mods; int nm; } modset;
+static void mod_frame(const void *ctx, uint64_t ip, ta_frame *fr)
+{
+    const modset *m = ctx;
+    int k = find_mod(m->mods, m->nm, ip);
+    fr->module = k >= 0 ? m->mods[k].gid : -1;
+    fr->offset = k >= 0 ? ip - m->mods[k].base : ip;
+    fr->symbol = NULL;
+    fr->symbol_offset = TA_NULL64;
+}
+
 static void read_blobs(rd *r, pthread_mutex_t *modlk)
 {
     const trr_header *h = &r->h;
@@ -415,6 +427,7 @@ static void read_blobs(rd *r, pthread_mutex_t *modlk)
     rpycode *pc = NULL;
     int nm = 0, capm = 0, ns = 0, caps = 0, badmods = 0, badstacks = 0;
     int npc = 0, cappc = 0, nps = 0, capps = 0, badpc = 0, badps = 0, badcfg = 0, badnccl = 0, badgraph = 0;
+    int badcrash = 0;
     uint64_t pos = 0;
     while (pos + sizeof(trr_blob) <= len) {
         trr_blob b;
@@ -428,7 +441,8 @@ static void read_blobs(rd *r, pthread_mutex_t *modlk)
         uint64_t at = pos + sizeof b;
         int known = b.kind == TRR_BLOB_MODULE || b.kind == TRR_BLOB_STACK || b.kind == TRR_BLOB_PYCODE ||
                     b.kind == TRR_BLOB_PYSTACK || b.kind == TRR_BLOB_COLLCONFIG || b.kind == TRR_BLOB_NCCLINFO ||
-                    b.kind == TRR_BLOB_GRAPH;
+                    b.kind == TRR_BLOB_GRAPH || b.kind == TRR_BLOB_PYROOTS || b.kind == TRR_BLOB_CRASH ||
+                    b.kind == TRR_BLOB_ERROR;
         /* a known blob larger than the window is damaged (counted as its kind) */
         const uint8_t *q = known && b.bytes <= BLOB_WIN ? bw_at(&w, at, b.bytes) : NULL;
         if (b.kind == TRR_BLOB_MODULE) {
@@ -503,6 +517,10 @@ static void read_blobs(rd *r, pthread_mutex_t *modlk)
             badnccl += !ncclinfo_blob(r, q, b.bytes);
         } else if (b.kind == TRR_BLOB_GRAPH) {
             badgraph += !ring_graph_blob(r, q, b.bytes);     /* ring_graph.c */
+        } else if (b.kind == TRR_BLOB_CRASH || b.kind == TRR_BLOB_ERROR) {
+            badcrash += !ring_crash_blob(r, b.kind, q, b.bytes);   /* crash.c */
+        } else if (b.kind == TRR_BLOB_PYROOTS && !ta_pyroots_blob(&r->pyroots, q, b.bytes)) {
+            ring_note(r, "a damaged Python folders record ignored: library frames are told by folder names");
         }                        /* other kinds: from a newer writer, skipped by their bytes */
         pos += sizeof b + b.bytes;
     }
@@ -512,6 +530,8 @@ static void read_blobs(rd *r, pthread_mutex_t *modlk)
                           "config", badcfg);
     if (badnccl) ring_note(r, "%d damaged NCCL library record(s) ignored: what the library exports is not known",
                            badnccl);
+    if (badcrash) ring_note(r, "%d damaged crash or error record(s) ignored: where this process crashed, or the "
+                            "CUDA/NCCL errors it saw, are not known from them", badcrash);
     if (badgraph) ring_note(r, "%d damaged CUDA graph record(s) ignored: the launches of those graphs replay calls "
                             "that are not known", badgraph);
     if (npc || nps) py_tables(r, pc, npc, ps, nps, &badps);
@@ -550,6 +570,8 @@ static void read_blobs(rd *r, pthread_mutex_t *modlk)
             fr->symbol_offset = TA_NULL64;
         }
     }
+    modset ms = {mods, nm};
+    ring_crash_finish(r, mod_frame, &ms);     /* crash.c: the crash's frames */
     if (h->stacks_dropped)
         ring_note(r, "%llu call stack(s) were not stored (the ring's blob area was full): those call sites are unknown",
               (unsigned long long)h->stacks_dropped);
@@ -808,11 +830,13 @@ int ring_read(rd *r, ta_an *a, const char *path, int fd, const struct stat *st, 
 
 void ring_rd_free(rd *r)
 {
+    ring_crash_rd_free(r);
     for (int i = 0; i < r->nstacks; i++) free(r->stacks[i].frames);
     free(r->stacks);
     for (int i = 0; i < r->npystacks; i++) free(r->pystacks[i].frames);
     free(r->pystacks);
     free(r->pycodes);
+    ta_pyroots_free(&r->pyroots);
     free(r->cfgs);
     ta_graphs_free(r->graphs, r->ngraphs);
     free(r->nccl_lib);

@@ -47,6 +47,7 @@ typedef struct {
     ta_pycode *pycodes; int npycodes;     /* Python code objects by index (file NULL: none) */
     ta_pystack *pystacks; int npystacks;  /* Python stacks by index (nframes 0: none) */
     int64_t py_badref;                    /* records naming a Python stack the ring does not hold */
+    ta_pyroots pyroots;                   /* the PYROOTS blob (present 0: none) */
     ta_collcfg *cfgs; int ncfgs;          /* COLLCONFIG blobs by index (state CFG_UNKNOWN: none) */
     int64_t cfg_badref;                   /* records naming a config the ring does not hold */
     ta_graph *graphs; int ngraphs;        /* GRAPH blobs by index (valid 0: none); a call's comm is its slot */
@@ -59,6 +60,7 @@ typedef struct {
     rcall *calls; int64_t ncalls;
     int64_t last_ns;
     uint64_t streams[256]; int nstreams;
+    struct ring_crash *crash;             /* CRASH and ERROR blobs (crash.c), NULL */
 } rd;
 
 static inline int64_t max64(int64_t x, int64_t y) { return x > y ? x : y; }
@@ -86,5 +88,12 @@ void ring_graphs_view(const rd *r, ta_trace *t, const int *local);
  * the graphs too (the shim's indexes in both; j's, whose communicators are
  * renamed to rt's by id, where the ring lacks one). Before j's comms go. */
 void ring_graphs_merge(ta_trace *j, ta_trace *rt);
+/* crash.c: CRASH and ERROR blobs (1 kept, 0 damaged); once the stacks are
+ * made, the crash's frames (frame_of: an address of the ring as a frame);
+ * a copy into each trace of the ring; freed with r */
+int ring_crash_blob(rd *r, uint32_t kind, const uint8_t *q, uint32_t n);
+void ring_crash_finish(rd *r, void (*frame_of)(const void *ctx, uint64_t ip, ta_frame *fr), const void *ctx);
+void ring_crash_view(const rd *r, ta_trace *t);
+void ring_crash_rd_free(rd *r);
 
 #endif

@@ -8,6 +8,7 @@
 
 #include "ring_int.h"
 #include "ta_site.h"
+#include "ta_crash.h"
 
 
 void ta_trace_free(ta_trace *t)
@@ -30,6 +31,7 @@ void ta_trace_free(ta_trace *t)
     ta_env_free(t);
     free(t->v_trshim);
     free(t->ring_file);
+    ta_crash_free(t);
     free((void *)t->file);
     free(t);
 }
@@ -248,6 +250,7 @@ static ta_trace *build(rd *r, int dev, int trace_dev, int rank, const char *rank
             memcpy(t->stacks[i].frames, r->stacks[i].frames, sizeof(ta_frame) * (size_t)r->stacks[i].nframes);
         }
     }
+    ring_crash_view(r, t);               /* crash.c: the crash and errors, a copy for each trace */
     /* Python code objects and stacks: likewise */
     t->npycodes = r->npycodes;
     t->pycodes = xcalloc((size_t)r->npycodes + 1, sizeof *t->pycodes);
@@ -261,6 +264,7 @@ static ta_trace *build(rd *r, int dev, int trace_dev, int rank, const char *rank
             memcpy(t->pystacks[i].frames, r->pystacks[i].frames, sizeof(ta_pyframe) * (size_t)r->pystacks[i].nframes);
         }
     }
+    ta_pyroots_copy(&t->pyroots, &r->pyroots);
     in_call_and_first(t);
     return t;
 }
@@ -393,6 +397,7 @@ static void ring_end(ta_trace *t, const ta_ring_info *ri)
 static void merge_ring(ta_an *a, ta_trace *j, ta_trace *r)
 {
     ring_graphs_merge(j, r);             /* first: j's graphs name j's communicators */
+    ta_crash_adopt(j, r);                /* crash.c: the JSON's crash, else the ring's */
     for (int i = 0; i < j->ncomms; i++) free(j->comms[i].ckp);
     free(j->comms);
     j->comms = r->comms; j->ncomms = r->ncomms;
@@ -443,6 +448,7 @@ static void merge_ring(ta_an *a, ta_trace *j, ta_trace *r)
     for (int i = 0; i < nc; i++)
         pc[i] = i < j->npycodes && (j->pycodes[i].file || i >= r->npycodes) ? j->pycodes[i] : r->pycodes[i];
     free(j->pycodes);
+    ta_pyroots_copy(&j->pyroots, &r->pyroots);     /* the JSON's when it has them */
     j->pycodes = pc;
     j->npycodes = nc;
     int np = j->npystacks > r->npystacks ? j->npystacks : r->npystacks;
@@ -515,6 +521,7 @@ void ta_ring_pair(ta_an *a, char **files, ta_file_traces *res, int nfiles)
                 if (R->ri.last_ns != TA_NULL64 && (t->heartbeat_ns == TA_NULL64 || R->ri.last_ns > t->heartbeat_ns))
                     t->heartbeat_ns = R->ri.last_ns;
                 if (!t->ring_file) t->ring_file = xstrdup(files[i]);
+                ta_crash_adopt(t, R->tr[k < R->ntr ? k : 0]);   /* crash.c: when the JSON lacks it */
             }
             for (int k = 0; k < R->ntr; k++) ta_trace_free(R->tr[k]);
             R->ntr = 0;

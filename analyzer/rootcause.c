@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ta_crash.h"
 #include "ta_align.h"
 #include "ta_finding.h"
 #include "ta_seq.h"
@@ -93,7 +94,10 @@ static void add_end_info(ta_an *a, ta_finding *f, const int *cul_t, int ncul)
     char *extra = xstrdup("");
     for (int k = 0; k < ncul && k < 4; k++) {
         ta_trace *t = a->tr[cul_t[k]];
-        char *e = ta_end_text(a, t);
+        char *cr = ta_crash_text(a, t);      /* crash.c: where it crashed, NULL */
+        char *e0 = cr ? cr : ta_end_text(a, t), *es = ta_errors_suffix(a, t);
+        char *e = xasprintf("%s%s", e0, es);
+        free(e0); free(es);
         int64_t lc;
         char *last;
         if (ta_last_call(t, &lc)) {
@@ -109,12 +113,13 @@ static void add_end_info(ta_an *a, ta_finding *f, const int *cul_t, int ncul)
         } else {
             last = xstrdup("it made no NCCL call");
         }
-        char *n = xasprintf("%s; rank %d %s%s, %s", extra, t->rank, t->end_state == END_SIGNAL ? "was " : "", e, last);
+        char *n = xasprintf("%s; rank %d %s%s, %s", extra, t->rank, t->end_state == END_SIGNAL && !cr ? "was " : "", e, last);
         free(extra); free(e); free(last);
         extra = n;
     }
-    char *m = xasprintf("%s%s", f->message, extra);
-    free(f->message); free(extra);
+    char *pe = ta_peer_errors_text(a, cul_t, ncul);     /* crash.c: the others' NCCL errors */
+    char *m = xasprintf("%s%s%s", f->message, extra, pe);
+    free(f->message); free(extra); free(pe);
     f->message = m;
 }
 

@@ -225,8 +225,13 @@ typedef struct {
     const char *base;     /* its last path component (interned) */
     const char *name;     /* qualified name (interned) */
     int firstline;
-    int folded;           /* a library's or the standard library's frame (ta_py_folded) */
+    int folded;           /* TA_PY_USER (0), TA_PY_LIB or TA_PY_STDLIB (ta_py_class, pyroots.c) */
 } ta_pycode;
+/* Python's install folders the shim recorded once per process (trace
+ * python.roots, ring PYROOTS blob; pyroots.c) */
+enum { TA_ROOT_STDLIB = 1, TA_ROOT_SITE, TA_ROOT_EDITABLE };
+typedef struct { const char *dir; int kind; } ta_pyroot;    /* dir interned, absolute, no trailing '/' */
+typedef struct { ta_pyroot *v; int n; int present; } ta_pyroots;   /* present: recorded (maybe none) */
 typedef struct { int32_t code, line; } ta_pyframe;   /* line < 1: unknown */
 typedef struct {
     int nframes;          /* 0: none (a damaged stack is kept empty) */
@@ -297,6 +302,28 @@ typedef struct {
     char **unset; int nunset; /* names */
 } ta_envchg;
 /* trace "system".gpus */
+/* The rank that died (crash.c): the fatal signal the shim's handler
+ * captured (trace "crash", ring CRASH blob), and the first CUDA / NCCL
+ * errors it saw (trace "errors", ring ERROR blobs). Frames are copies. */
+typedef struct {
+    int signo, code, tid, sender;
+    int has_addr;
+    uint64_t addr;
+    char thread[17];
+    char *message;        /* NULL */
+    ta_stack stack;       /* nframes 0: unknown */
+    int pystack;          /* the crashing thread's Python stack (the trace's pystacks), -1 */
+} ta_crash;
+typedef struct {
+    int kind;             /* 1 CUDA, 2 NCCL (TRR_ERR_*) */
+    int code, tid, device;  /* device -1 */
+    char *name, *api;
+    int has_comm;
+    uint64_t comm;
+    int64_t time_ns;
+    ta_stack stack;       /* where the call was made; nframes 0: unknown */
+} ta_error;
+
 typedef struct { int device; char *name, *uuid, *pci; } ta_gpu;
 /* trace "system" (optional): strings as written, NULL when absent */
 typedef struct {
@@ -341,6 +368,7 @@ typedef struct {
     ta_pystack *pystacks; int npystacks;
     const char *py_state, *py_version, *py_detail;
     int64_t py_badref;    /* calls whose pystack is not in pystacks (noted) */
+    ta_pyroots pyroots;   /* python.roots: not present in older traces (folding by folder names then) */
     ta_memdev *mdev; int nmdev;
     int64_t pinned_peak;
     ta_memfail *mfail; int nmfail;
@@ -366,6 +394,8 @@ typedef struct {
     ta_ckc *checks; int64_t nchecks;     /* sorted by call, input first */
     ta_ckdet *ckdet; int64_t nckdet;
     int64_t skipped_checks;
+    ta_crash *crash;                     /* crash.c: NULL none */
+    ta_error *errs; int nerrs;
     /* derived */
     int idx;              /* index in the analysed job's rank array */
 } ta_trace;

@@ -16,7 +16,6 @@ void ta_module_notes(ta_an *a);     /* notes about missing/different modules */
 /* call sites: a native stack and a Python stack (-1: none) of a trace; the
  * Python stacks decide when both calls have one, else the native ones */
 int ta_site_equal(const ta_an *a, const ta_trace *t1, int s1, int p1, const ta_trace *t2, int s2, int p2);
-int ta_py_folded(const char *file);          /* a library's or the standard library's file */
 void ta_py_prepare(ta_trace *t);             /* folded flags, each stack's site and key */
 int ta_py_valid(const ta_trace *t, int pystack);   /* a Python stack with frames */
 /* a string of a trace (s[0..n), up to a NUL) made safe for any output, interned */
@@ -30,6 +29,26 @@ void ta_py_free(ta_trace *t);                /* pycodes and pystacks */
 char *ta_site_text(ta_an *a, const ta_trace *t, int stack, int pystack);
 /* the function alone: the Python qualified name, else the native function */
 const char *ta_site_function(ta_an *a, const ta_trace *t, int stack, int pystack);
+
+/* pyroots.c: which files are a library's (issue 18), by the install
+ * folders the shim recorded (trace python.roots, ring PYROOTS blob) */
+enum { TA_PY_USER = 0, TA_PY_LIB = 1, TA_PY_STDLIB = 2 };
+int ta_py_class(const ta_trace *t, const char *file);    /* TA_PY_*; t NULL: no recorded folders */
+int ta_py_folded(const char *file);          /* ta_py_class(NULL, file) != TA_PY_USER */
+/* how much of a library file's path names its package (site-packages/torch) */
+size_t ta_py_package_len(const ta_trace *t, const char *file);
+/* --fold DIR (fold 1) / --no-fold DIR (0): files under DIR (absolute: a
+ * prefix; relative: whole folders anywhere) are a library's / the user's;
+ * the deepest such folder decides, before what the trace recorded. -1: no DIR */
+int ta_py_fold_option(const char *dir, int fold);
+void ta_py_fold_reset(void);                 /* no --fold / --no-fold (tests) */
+struct cJSON;
+/* python.roots of a trace's "python" object (a note when damaged: not used) */
+void ta_pyroots_json(ta_an *a, const char *file, ta_trace *t, const struct cJSON *python);
+/* a TRR_BLOB_PYROOTS payload into out (the first one counts): 0 when damaged */
+int ta_pyroots_blob(ta_pyroots *out, const void *payload, uint32_t bytes);
+void ta_pyroots_copy(ta_pyroots *dst, const ta_pyroots *src);   /* when dst has none */
+void ta_pyroots_free(ta_pyroots *r);
 
 /* replay.c: how a call replayed by a CUDA graph launch is named */
 /* ta_site_text of a call; a replayed call's with " (replay 42 of graph G1,

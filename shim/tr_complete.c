@@ -49,6 +49,7 @@
 #include "tr_core.h"
 #include "tr_cuda.h"
 #include "tr_ring.h"
+#include "tr_crash.h"
 
 #define TR_TLS __thread __attribute__((tls_model("initial-exec")))
 
@@ -417,6 +418,10 @@ static int poll_stream(int32_t si, uint64_t now)
         if (q != cudaSuccess) {
             g_prt->getlast();         /* this thread's own error state */
             state = TRR_GPU_ERROR;
+            trr_record rr;            /* the first sticky error (tr_crash.c), at the call it followed */
+            int have = tr_ring_read(g_entries[h].rec, &rr);
+            tr_crash_error(TRR_ERR_CUDA, q, NULL, "cudaEventQuery (trshim's completion poller)", have ? rr.stack : -1,
+                           have ? rr.pystack : -1, have ? rr.comm : -1);
         }
         uint64_t t = tr_now_ns();
         pthread_mutex_lock(&g_mu);

@@ -34,7 +34,8 @@
  *             and tr_memtable.c (memory accounting)
  *  2 stacks   tr_stack.c, tr_symbols.c (modules, symbols, JSON of
  *             stacks); tr_pystack.c over tr_python.c, tr_python_init.c,
- *             tr_python_read.c (Python stacks)
+ *             tr_python_read.c (Python stacks) and tr_pyroots.c (the
+ *             interpreter's install folders; the writer collects them)
  *  1 ring     tr_ring.c: the ring file (tr_ring.h), its records and
  *             communicators; tr_ring_blobs.c over it: the blob area
  *  0 ground   tr_core.c (settings, process, clocks, per-thread depth,
@@ -259,6 +260,10 @@ int32_t tr_stack_capture(void);
  * the wrapper called). tr_stack_capture() == tr_stack_capture_skip(0) when
  * called from the same place. */
 int32_t tr_stack_capture_skip(int skip);
+/* The stack ip[0..n) (innermost first) interned as if captured (tr_crash.c,
+ * from the writer thread: the crash stack the signal handler kept): its
+ * index, or -1. Not async-signal-safe. */
+int32_t tr_stack_intern(const uintptr_t *ip, uint32_t n);
 /* Writes "modules": [...], "stacks": [...] members into the open top-level
  * object: every stack captured so far (indexes are process-wide, so every
  * rank of a process may share them), modules those stacks reference.

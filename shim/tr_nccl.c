@@ -14,11 +14,14 @@
  *
  * Entry layer (tr_core.h): the top of the shim, which no other file calls
  * (the lifecycle and memory wrappers are referenced by the check below). */
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime_api.h>
 
 #include "tr_complete.h"
+#include "tr_crash.h"
 #include "tr_cuda.h"
 #include "tr_graphs.h"
 #include "tr_init.h"
@@ -64,6 +67,7 @@ typedef struct {
     uint64_t count;
     uint64_t capture_id;           /* capturing: CUDA's id of the capture (0: unknown) */
     trr_graph_call tpl;            /* capturing: the call as its graph keeps it */
+    int32_t st, pst;               /* where it was called (a failed call's error: tr_crash.c) */
 } call_ctx;
 
 /* A call on a capturing stream runs at each launch of its graph, not now:
@@ -90,6 +94,8 @@ static inline __attribute__((always_inline)) void call_begin(call_ctx *x, int op
     uint64_t t = tr_now_ns();
     int32_t st = tr_stack_capture();
     int32_t pst = tr_pystack_capture();
+    x->st = st;
+    x->pst = pst;
     x->op = op;
     x->h = comm;
     x->peer = root;
@@ -222,9 +228,19 @@ static void group_forget(void)
     }
 }
 
+/* A call that returned an error (ncclSystemError, ncclRemoteError...): the
+ * rank's first NCCL error, if it is (tr_crash.c) */
+static __attribute__((noinline, cold)) void call_error(const call_ctx *x, ncclResult_t rc)
+{
+    char api[48];
+    snprintf(api, sizeof api, "nccl%s", x->op >= 0 && x->op < TR_OP_N ? tr_op_names[x->op] : "?");
+    tr_crash_error(TRR_ERR_NCCL, (int)rc, NULL, api, x->st, x->pst, x->ci);
+}
+
 static void call_end(call_ctx *x, ncclResult_t rc)
 {
     uint64_t seq = 0;
+    if (__builtin_expect(rc != ncclSuccess && rc != ncclInProgress, 0)) call_error(x, rc);
     if (x->capturing == CAPT_YES) {
         if (x->c && (rc == ncclSuccess || rc == ncclInProgress)) tr_graph_capture_call(x->capture_id, &x->tpl, x->h);
     } else if (x->c && (rc == ncclSuccess || rc == ncclInProgress)) {
@@ -502,6 +518,9 @@ static inline __attribute__((always_inline)) ncclResult_t group_end(int simulate
         else group_forget();
     }
     if (rec) rec_return(rec, ri, 0, r);
+    if (__builtin_expect(r != ncclSuccess && r != ncclInProgress, 0))
+        tr_crash_error(TRR_ERR_NCCL, (int)r, NULL, simulate ? "ncclGroupSimulateEnd" : "ncclGroupEnd",
+                       rec ? rec->stack : -1, rec ? rec->pystack : -1, -1);
     return r;
 }
 
@@ -532,5 +551,35 @@ TR_API ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
     }
     ncclResult_t r = group_end(1, NULL, real, simInfo);
     tr_leave();
+    return r;
+}
+
+/* ncclCommGetAsyncError: called through unchanged (a watchdog polls it:
+ * one comparison added); an error it reports for the communicator
+ * (ncclRemoteError after a peer died, ncclSystemError...) is the rank's
+ * first NCCL error, if it is, with where it was asked (tr_crash.c) */
+/* inlined: tr_stack_capture is called from the wrapper */
+static inline __attribute__((always_inline)) void async_error(ncclComm_t comm, ncclResult_t e)
+{
+    if (tr_enter()) {
+        int32_t st = tr_stack_capture();
+        int32_t pst = tr_pystack_capture();
+        tr_crash_error(TRR_ERR_NCCL, (int)e, NULL, "ncclCommGetAsyncError", st, pst, tr_comm_lookup(comm));
+    }
+    tr_leave();
+}
+
+TR_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
+{
+    typedef ncclResult_t (*fn_t)(ncclComm_t, ncclResult_t *);
+    TR_REAL(real, fn_t, "ncclCommGetAsyncError", TR_LIB_NCCL);
+    if (!real) NO_REAL("ncclCommGetAsyncError");
+    ncclResult_t r = real(comm, asyncError);
+    if (__builtin_expect(r == ncclSuccess && asyncError && *asyncError != ncclSuccess && *asyncError != ncclInProgress,
+                         0)) {
+        int saved = errno;
+        async_error(comm, *asyncError);
+        errno = saved;
+    }
     return r;
 }

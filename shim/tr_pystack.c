@@ -1,7 +1,7 @@
 /* Python stacks of the recorded calls: capture (through tr_python.c, which
  * reads the calling thread's CPython frames without the GIL),
  * deduplication, the code objects' strings, the ring file's Python blobs and
- * the trace's "python", "pycodes" and "pystacks". Interface in tr_core.h;
+ * the trace's "python" (with tr_pyroots.c's "roots"), "pycodes" and "pystacks". Interface in tr_core.h;
  * output in docs/trace-format.md; costs in docs/performance.md.
  *
  * Capture
@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "tr_core.h"
+#include "tr_pyroots.h"
 #include "tr_python.h"
 #include "tr_ring.h"
 
@@ -276,6 +277,24 @@ int32_t tr_pystack_capture(void)
     return intern(fr, n, h);
 }
 
+/* The frames a fatal signal's handler captured (tr_crash.c), interned by
+ * the writer thread as a capture's would be: the stack's index, -1. The
+ * crashing thread waits in its handler meanwhile, so its code objects are
+ * alive (and their strings are read with safe reads anyway). */
+int32_t tr_pystack_intern_frames(const tr_py_frame *fr, int n)
+{
+    if (n <= 0 || tr_cfg()->pystack_depth <= 0) return -1;
+    if (n > TR_PYSTACK_MAX_DEPTH) n = TR_PYSTACK_MAX_DEPTH;
+    uint64_t h = hash_frames(fr, n);
+    _Atomic uint32_t *tab = atomic_load_explicit(&g_tab, memory_order_acquire);
+    int32_t idx = tab ? lookup(tab, h, fr, n) : -1;
+    if (idx >= 0) return idx;
+    if (atomic_load_explicit(&g_stacks_full, memory_order_relaxed) ||
+        atomic_load_explicit(&g_codes_full, memory_order_relaxed))
+        return -1;
+    return intern(fr, n, h);
+}
+
 void tr_pystack_get_stats(tr_pystack_stats *out)
 {
     out->stacks = atomic_load_explicit(&g_nstacks, memory_order_acquire);
@@ -316,6 +335,7 @@ static void write_python(tr_json *j)
     trj_str(j, "version", version);
     trj_str(j, "detail", detail);
     trj_uint(j, "dropped", atomic_load_explicit(&g_dropped, memory_order_relaxed));
+    tr_pyroots_write_json(j);            /* "roots" (tr_pyroots.c), once collected */
     trj_object_end(j);
 }
 

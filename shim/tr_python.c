@@ -622,3 +622,17 @@ void tr_py_flush_thread_cache(void)
     py_tls *t = tls_py;
     if (t) memset(t->ent, 0, sizeof t->ent);
 }
+
+/* ---- at a fatal signal (tr_crash.c) ---------------------------------------------------- */
+
+int tr_py_capture_signal(tr_py_frame *out, int max)
+{
+    if (atomic_load_explicit(&tr_py_g_state, memory_order_acquire) != TR_PY_READY || max <= 0) return 0;
+    uint32_t key;
+    uintptr_t ts = tss_tstate(tr_py_off.rt_tss, &key);
+    if (!ts || (ts & 7) || key != g_tss_key ||
+        *(const uintptr_t *)(ts + tr_py_off.ts_thread_id) != (uintptr_t)pthread_self())
+        return 0;
+    walk_ctx cx = {NULL, 0, 0};     /* no line cache: nothing allocated, nothing shared written */
+    return walk_fast(ts, out, max, &cx);
+}

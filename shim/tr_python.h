@@ -57,6 +57,12 @@ void tr_py_init(void);
  * (the first capture of a thread allocates its cache). */
 int tr_py_capture(tr_py_frame *out, int max);
 
+/* tr_py_capture for a fatal signal's handler (tr_crash.c): async-signal-
+ * safe (no allocation, no lock, no line cache: each frame's line decoded
+ * from its line table), only once the offsets were checked (else 0). Direct
+ * reads of a crashing process's memory: the caller guards against a fault. */
+int tr_py_capture_signal(tr_py_frame *out, int max);
+
 /* The strings of a code object, for the writer (not the hot path; safe
  * reads, so a code object freed since the capture gives -1, not a crash):
  * co_filename and co_qualname (co_name on 3.10) as UTF-8, NUL-terminated,
@@ -84,6 +90,10 @@ int tr_py_state(void);
 uint32_t tr_py_version(void);
 /* "3.12.1", "3.10", "" */
 const char *tr_py_version_str(void);
+/* The path of the module holding _PyRuntime (libpython3.X.so as the loader
+ * named it, or the executable from /proc/self/exe), "" when none was found:
+ * where tr_pyroots.c starts looking for the interpreter's folders. */
+const char *tr_py_module_path(void);
 /* How the offsets were obtained and checked, one line for logs and traces,
  * e.g. "CPython 3.12.1 (libpython3.12.so.1.0): table offsets, TSS key at
  * _PyRuntime+1544 (table), checked". */

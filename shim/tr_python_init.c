@@ -211,6 +211,7 @@ uintptr_t tr_py_g_code_type, tr_py_g_unicode_type, tr_py_g_bytes_type, tr_py_g_f
 static uint32_t g_version;
 char tr_py_g_version_str[16];
 static char g_module[512];                  /* basename of the module holding _PyRuntime */
+static char g_module_path[512];             /* its path (the loader's name, or /proc/self/exe) */
 int tr_py_g_minor;                                /* 10..14 */
 static int g_from_debug_offsets;            /* 3.13+: offsets from _Py_DebugOffsets */
 int tr_py_g_tss_searched;                         /* the TSS key's place was searched for */
@@ -231,6 +232,11 @@ uint32_t tr_py_version(void)
 const char *tr_py_version_str(void)
 {
     return tr_py_state() == TR_PY_UNINIT ? "" : tr_py_g_version_str;
+}
+
+const char *tr_py_module_path(void)
+{
+    return tr_py_state() == TR_PY_UNINIT ? "" : g_module_path;
 }
 
 /* ---- finding the interpreter: ELF dynamic symbols ------------------------------- */
@@ -492,6 +498,7 @@ static void py_init_once(void)
     {
         const char *b = strrchr(m.path, '/');
         snprintf(g_module, sizeof g_module, "%s", b ? b + 1 : m.path);
+        snprintf(g_module_path, sizeof g_module_path, "%s", m.path);
     }
     tr_py_g_code_type = mod_addr(&m, "PyCode_Type", NULL);
     tr_py_g_unicode_type = mod_addr(&m, "PyUnicode_Type", NULL);

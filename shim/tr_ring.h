@@ -64,6 +64,11 @@ int tr_ring_add_pystack(uint32_t idx, const trr_pyframe *frames, uint32_t n);
 /* Any other blob: a fixed part then tail_len bytes (kind TRR_BLOB_*;
  * tr_nccl_config.c, tr_vocab.c). 1 when stored. */
 int tr_ring_add_blob(uint32_t kind, const void *head, size_t head_len, const void *tail, size_t tail_len);
+/* A blob of kind whose payload (bytes, zeroed) the caller fills in later,
+ * in place (tr_crash.c: the crash record, reserved at activation so that a
+ * signal handler can fill it without a lock): the payload, NULL when there
+ * is no ring or no room. */
+void *tr_ring_reserve_blob(uint32_t kind, size_t bytes);
 /* A stack (native or Python) not stored: counted in the header's stacks_dropped. */
 void tr_ring_stack_dropped(void);
 

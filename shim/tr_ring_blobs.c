@@ -242,3 +242,16 @@ void tr_ring_stack_dropped(void)
     const tr_blob_area *a = tr_ring_blob_area();
     if (a) __atomic_fetch_add(&a->hdr->stacks_dropped, 1, __ATOMIC_RELAXED);
 }
+
+void *tr_ring_reserve_blob(uint32_t kind, size_t bytes)
+{
+    if (!tr_ring_blob_area()) return NULL;
+    pthread_mutex_lock(&g_blob_mu);
+    trr_blob *b = blob_reserve(bytes);
+    if (b) {
+        memset(b + 1, 0, b->bytes);
+        blob_commit(b, kind);
+    }
+    pthread_mutex_unlock(&g_blob_mu);
+    return b ? (void *)(b + 1) : NULL;
+}

@@ -170,6 +170,13 @@ out:
     return result;
 }
 
+int32_t tr_stack_intern(const uintptr_t *ip, uint32_t n)
+{
+    if (n == 0 || n > MAX_FRAMES) return -1;
+    int32_t idx = intern(ip, n);
+    return idx < 0 ? -1 : idx;
+}
+
 uint32_t tr_stack_count(void)
 {
     return atomic_load_explicit(&g_nstacks, memory_order_acquire);

@@ -39,8 +39,10 @@
 #include "tr_cuda.h"
 #include "tr_nancheck.h"
 #include "tr_envsnap.h"
+#include "tr_pyroots.h"
 #include "tr_sysinfo.h"
 #include "tr_ring.h"
+#include "tr_crash.h"
 
 static atomic_int g_signo;                  /* the fatal signal of a TR_WRITE_SIGNAL write */
 static atomic_int g_snap_signo;             /* the signal that asked for a TR_WRITE_SNAPSHOT write, 0 */
@@ -266,6 +268,7 @@ static void fill_trace(FILE *f, const void *arg)
     tr_pystack_write_json(&j);           /* "python", "pycodes", "pystacks" */
     trj_uint(&j, "dropped", tr_nccl_dropped());
     write_ring(&j);
+    tr_crash_write_json(&j);             /* "crash", "errors" (tr_crash.c) */
     /* last: in_call agrees with the calls written above */
     trj_object_begin(&j, "end");
     trj_str(&j, "reason", g_reasons[w->reason]);
@@ -389,6 +392,7 @@ static void trace_name(char *out, size_t cap, const char *job_clean, const tr_ra
 static int write_all(tr_write_reason reason, int signo, int from_writer)
 {
     query_versions(from_writer);
+    tr_crash_prepare();                  /* the crash stack interned before "stacks" is written */
     if (tr_dir_refused()) return 0;      /* said once, at activation */
     const char *why = NULL;
     int dfd = tr_dir_open(&why);
@@ -462,6 +466,7 @@ static void *writer_main(void *arg)
     (void)arg;
     tr_nest();           /* nothing this thread calls is the application's: never leaves */
     atomic_store(&g_writer_tid, tr_tid());
+    tr_pyroots_collect();   /* Python's install folders: file reads kept off the application's threads */
     /* CUDA's version getters set the calling thread's last error when there
      * is no driver: only this thread asks them */
     pthread_mutex_lock(&g_write_mu);
@@ -650,6 +655,8 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
         return;
     }
     int live = !tr_is_forked_child() && !atomic_load(&g_exited);
+    /* the crash site first (tr_crash.c; a fault inside that capture jumps back into it) */
+    if (live) tr_crash_signal(sig, si, uc);
     if (sig == tr_cfg()->snapshot_signal) {
         if (live && tr_write_queue_served()) {
             atomic_store(&g_snap_signo, sig);
@@ -706,5 +713,6 @@ void tr_writer_start(void)
         return;
     }
     tr_write_queue_serve(1);
+    tr_crash_init();                     /* the crash record, before the handlers that fill it */
     install_handlers();
 }

@@ -117,7 +117,7 @@
     X(ncclCommGetUniqueId, NONE, QUERY, 22900, PASS)                                        \
     X(ncclGetErrorString, NONE, QUERY, 21800, PASS)                                         \
     X(ncclGetLastError, NONE, QUERY, 21800, PASS)                                           \
-    X(ncclCommGetAsyncError, NONE, QUERY, 21800, PASS)                                      \
+    X(ncclCommGetAsyncError, NONE, QUERY, 21800, WRAP)                                      \
     X(ncclCommCount, NONE, QUERY, 21800, PASS)                                              \
     X(ncclCommCuDevice, NONE, QUERY, 21800, PASS)                                           \
     X(ncclCommUserRank, NONE, QUERY, 21800, PASS)                                           \

@@ -98,7 +98,8 @@ static const char *const trr_end_names[TRR_END_N] __attribute__((unused)) = {TRR
 
 /* blob kinds; a reader skips a kind it does not know by its `bytes` */
 enum { TRR_BLOB_END = 0, TRR_BLOB_MODULE = 1, TRR_BLOB_STACK = 2, TRR_BLOB_PYCODE = 3, TRR_BLOB_PYSTACK = 4,
-       TRR_BLOB_COLLCONFIG = 5, TRR_BLOB_NCCLINFO = 6, TRR_BLOB_GRAPH = 7 };
+       TRR_BLOB_COLLCONFIG = 5, TRR_BLOB_NCCLINFO = 6, TRR_BLOB_GRAPH = 7, TRR_BLOB_CRASH = 8,
+       TRR_BLOB_ERROR = 9, TRR_BLOB_PYROOTS = 10 };
 
 /* A GraphLaunch record (op TRR_OP_GRAPHLAUNCH) numbers, for one replay of an
  * executable graph, one lane of one communicator: the graph's collectives
@@ -313,6 +314,65 @@ typedef struct {
     /* char path[path_len], char unknown[unknown_len], then padding to 8 bytes */
 } trr_ncclinfo;
 
+/* TRR_BLOB_CRASH payload: the fatal signal a thread of the process died
+ * of (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT), filled in by the signal
+ * handler itself (shim/tr_crash.c). One per ring, reserved (all zero) when
+ * the shim starts recording, so that the handler stores into it without a
+ * lock or an allocation; `state` says how far it got:
+ *   0   no crash
+ *   1   signo, code, addr, tid, time_ns, thread are valid
+ *   2   and ip[0..n) (the native stack), message
+ * (stores before `state`, release). `stack` is written afterwards by the
+ * writer thread when it got to intern the same frames as TRR_BLOB_STACK
+ * index `stack` (with the modules they need stored before it), -1 until
+ * then; pystack likewise for a Python stack (TRR_BLOB_PYSTACK), -1. */
+#define TRR_CRASH_FRAMES 64
+#define TRR_CRASH_MESSAGE 512
+typedef struct {
+    uint32_t state;                 /* atomic, see above */
+    int32_t signo;
+    int32_t code;                   /* si_code */
+    int32_t tid;                    /* the thread the signal was delivered to */
+    uint64_t addr;                  /* si_addr of SIGSEGV/SIGBUS/SIGFPE/SIGILL; 0 otherwise */
+    uint64_t time_ns;               /* CLOCK_MONOTONIC */
+    int32_t sender;                 /* si_pid for a signal sent by a process (kill, abort: the process itself), 0 */
+    uint32_t n;                     /* frames in ip[] */
+    int32_t stack, pystack;         /* see above, -1 */
+    char thread[16];                /* the thread's name (PR_GET_NAME), "" */
+    uint64_t ip[TRR_CRASH_FRAMES];  /* innermost first: ip[0] is the faulting instruction's address + 1, so
+                                     * that every frame reads as a return address; the modules as for stacks */
+    char message[TRR_CRASH_MESSAGE];/* why it aborted, NUL-terminated, "" unknown: glibc's abort message
+                                     * (assertion text), "uncaught C++ exception TYPE: what()" */
+} trr_crash;
+
+/* TRR_BLOB_ERROR payload: the first error of its kind the rank saw, stored
+ * when the application's call (or the shim's own poller) saw it: the first
+ * sticky CUDA error, the first asynchronous NCCL error of a communicator. */
+enum { TRR_ERR_CUDA = 1,            /* code: cudaError_t */
+       TRR_ERR_NCCL = 2 };          /* code: ncclResult_t */
+typedef struct {
+    int32_t kind;                   /* TRR_ERR_* */
+    int32_t code;
+    int32_t stack, pystack;         /* where the call that returned it was made, -1 (the poller) */
+    int32_t tid, comm;              /* comm slot (NCCL), -1 */
+    int32_t device;                 /* -1 unknown */
+    uint32_t pad;
+    uint64_t time_ns;               /* CLOCK_MONOTONIC */
+    char api[48];                   /* the call that returned it ("cudaStreamSynchronize", "ncclCommGetAsyncError",
+                                     * "poller: cudaEventQuery"), NUL-terminated */
+    char name[48];                  /* the error's name ("cudaErrorIllegalAddress", "ncclRemoteError") */
+} trr_error;
+
+/* TRR_BLOB_PYROOTS payload: the interpreter's install folders (shim/tr_pyroots.c),
+ * stored once per process by the writer thread soon after activation */
+typedef struct {
+    uint32_t n;                     /* folders */
+    uint32_t text_len;              /* bytes after this struct: n entries, each a kind byte ('s' the
+                                     * standard library, 'p' installed distributions, 'e' an editable
+                                     * install's source tree) then an absolute path, NUL-terminated;
+                                     * then padding to 8 bytes */
+} trr_pyroots;
+
 typedef struct {
     uint32_t code;                  /* trr_pycode.index */
     int32_t line;                   /* source line, -1 unknown */
@@ -324,6 +384,9 @@ _Static_assert(sizeof(trr_comm) <= TRR_COMM_BYTES, "comm slots fit");
 _Static_assert(sizeof(trr_pycode) == 16 && sizeof(trr_pystack) == 8 && sizeof(trr_pyframe) == 8,
                "Python blobs have no implicit padding");
 _Static_assert(sizeof(trr_graph) == 56 && sizeof(trr_graph_call) == 80, "graph blobs have no implicit padding");
+_Static_assert(sizeof(trr_crash) == 64 + 8 * TRR_CRASH_FRAMES + TRR_CRASH_MESSAGE && sizeof(trr_error) == 136,
+               "crash and error blobs have no implicit padding");
+_Static_assert(sizeof(trr_pyroots) == 8, "the Python roots blob has no implicit padding");
 _Static_assert(sizeof(trr_collconfig) == 48 && sizeof(trr_ncclinfo) == 16, "config and NCCL blobs have no implicit padding");
 
 #endif

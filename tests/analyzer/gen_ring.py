@@ -207,6 +207,7 @@ class Ring:
         self.damage_code = None  # a code index written with lengths past its blob
         self.unknown_blob = False  # a blob of an unknown kind (9) first: readers skip it by its bytes
         self.torn = set()        # indices whose stamp is left 0
+        self.extra_blobs = []    # (kind, payload) appended last as they are (CRASH, ERROR: make_corpus.py)
 
     def to_bytes(self):
         h = dict(self.h)
@@ -259,6 +260,8 @@ class Ring:
             blobs += ncclinfo_blob(self.nccl)
         for ix, gr in enumerate(self.graphs):      # (at each capture's end, in the shim)
             blobs += graph_blob(ix, gr)
+        for kind, body in self.extra_blobs:
+            blobs += pack("blob", kind=kind, bytes=len(body)) + body
         assert len(blobs) <= self.blob_bytes, "blob area too small"
         h["blob_used"] = len(blobs)
         out[:STRUCTS["header"][1]] = pack("header", **h)

@@ -1,10 +1,15 @@
-/* Unit test of analyzer/pystack.c: which files are folded (site-packages,
- * dist-packages, torch/ & co., the standard library), strings made safe,
- * the call site text (default and --full-stacks), and the same-site rule
- * (Python stacks when both calls have one, native ones otherwise). */
+/* Unit test of analyzer/pystack.c and pyroots.c: which files are folded
+ * (older traces: site-packages, dist-packages, torch/ & co., the standard
+ * library; traces with recorded install folders: by those, torch/ & co. no
+ * longer; --fold and --no-fold), strings made safe, the call site text
+ * (default and --full-stacks; the entry point when every frame is a
+ * library's), the PYROOTS blob, and the same-site rule (Python stacks when
+ * both calls have one, native ones otherwise). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cjson/cJSON.h>
 
 #include "ta_model.h"
 #include "ta_site.h"
@@ -79,6 +84,7 @@ static void strings(void)
 /* a trace whose codes are files[i] (function names[i]) and stacks the
  * given frame lists */
 typedef struct { int code, line; } fr;
+static ta_pyroots g_mk_roots;        /* the next mk()'s recorded folders (present 0: none) */
 static ta_trace *mk(const char *const *files, const char *const *names, int ncodes, const fr *const *stacks,
                     const int *nfr, int nst)
 {
@@ -101,6 +107,7 @@ static ta_trace *mk(const char *const *files, const char *const *names, int ncod
         nf[i] = (ta_frame){0, (uint64_t)(0x100 * (i + 1)), NULL, 0};
         t->stacks[i] = (ta_stack){1, &nf[i]};
     }
+    ta_pyroots_copy(&t->pyroots, &g_mk_roots);
     ta_py_prepare(t);
     return t;
 }
@@ -165,11 +172,172 @@ static void sites(void)
     free(t); free(u);
 }
 
+/* a trace's recorded folders, as the shim's blob would carry them */
+static ta_pyroots roots_of(const char *text, size_t len, uint32_t n)
+{
+    char buf[1024];
+    uint32_t h[2] = {n, (uint32_t)len};
+    memcpy(buf, h, 8);
+    memcpy(buf + 8, text, len);
+    ta_pyroots r = {NULL, 0, 0};
+    CHECK(ta_pyroots_blob(&r, buf, (uint32_t)(8 + ((len + 7) & ~(size_t)7))) == 1, "blob read");
+    return r;
+}
+
+#define T(s) s, sizeof s - 1
+static const char ROOTS[] = "s/usr/lib/python3.11\0p/venv/lib/python3.11/site-packages\0p/opt/target\0"
+                            "e/venv/lib/python3.11/site-packages/vendored_src\0";
+
+static void recorded(void)
+{
+    ta_pyroots r = roots_of(T(ROOTS), 4);
+    CHECK(r.present && r.n == 4 && r.v[0].kind == TA_ROOT_STDLIB && !strcmp(r.v[1].dir, "/venv/lib/python3.11/site-packages") &&
+          r.v[3].kind == TA_ROOT_EDITABLE, "blob contents");
+    ta_trace t;
+    memset(&t, 0, sizeof t);
+    t.pyroots = r;
+    static const struct { const char *f; int want; } v[] = {
+        {"/home/u/torch/train.py", TA_PY_USER},                              /* the issue's layout */
+        {"/src/Megatron-LM/megatron/training/training.py", TA_PY_USER},
+        {"/src/nanotron/src/nanotron/trainer.py", TA_PY_USER},
+        {"/src/DeepSpeed/deepspeed/runtime/engine.py", TA_PY_USER},        /* a fork, run from its tree */
+        {"/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", TA_PY_LIB},
+        {"/venv/lib/python3.11/site-packages/vendored_src/x.py", TA_PY_USER},   /* editable, deeper */
+        {"/opt/target/accelerate/accelerator.py", TA_PY_LIB},             /* pip --target */
+        {"/opt/targetx/a.py", TA_PY_USER},                                 /* not under /opt/target */
+        {"/usr/lib/python3.11/threading.py", TA_PY_STDLIB},
+        {"/elsewhere/lib/python3.12/threading.py", TA_PY_STDLIB},          /* the layout still says so */
+        {"/other/env/lib/python3.11/site-packages/numpy/x.py", TA_PY_LIB},/* installed, not recorded */
+        {"<frozen runpy>", TA_PY_STDLIB},
+        {"train.py", TA_PY_USER},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++)
+        CHECK(ta_py_class(&t, v[i].f) == v[i].want, "recorded: ta_py_class(%s) = %d, expected %d", v[i].f,
+              ta_py_class(&t, v[i].f), v[i].want);
+    /* --fold / --no-fold: before the recorded folders, the deepest decides */
+    CHECK(ta_py_fold_option("/home/u/torch/", 1) == 0 && ta_py_fold_option("/home/u/torch/mine", 0) == 0 &&
+          ta_py_fold_option("megatron", 1) == 0 && ta_py_fold_option("/venv/lib/python3.11/site-packages/torch", 0) == 0,
+          "options");
+    CHECK(ta_py_fold_option("", 1) < 0 && ta_py_fold_option("/", 0) < 0 && ta_py_fold_option("//", 0) < 0, "bad options");
+    static const struct { const char *f; int want; } o[] = {
+        {"/home/u/torch/train.py", TA_PY_LIB}, {"/home/u/torch/mine/model.py", TA_PY_USER},
+        {"/src/Megatron-LM/megatron/training/training.py", TA_PY_LIB},
+        {"/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", TA_PY_USER},
+        {"/venv/lib/python3.11/site-packages/numpy/x.py", TA_PY_LIB}, {"/home/u/torchx/a.py", TA_PY_USER}};
+    for (size_t i = 0; i < sizeof o / sizeof *o; i++)
+        CHECK(ta_py_class(&t, o[i].f) == o[i].want, "options: ta_py_class(%s) = %d, expected %d", o[i].f,
+              ta_py_class(&t, o[i].f), o[i].want);
+    CHECK(ta_py_folded("/job/megatron/x.py") && ta_py_class(NULL, "/job/megatron_tools/run.py") == TA_PY_USER,
+          "a relative --fold on an older trace");
+    CHECK(ta_py_fold_option("torch", 0) == 0 && !ta_py_folded("/src/pytorch/torch/nn/module.py"),
+          "--no-fold torch on an older trace");
+    ta_py_fold_reset();
+    CHECK(ta_py_folded("/src/pytorch/torch/nn/module.py"), "reset");
+    /* packages */
+    CHECK(ta_py_package_len(&t, "/venv/lib/python3.11/site-packages/torch/distributed/c10d.py") ==
+          strlen("/venv/lib/python3.11/site-packages/torch"), "package of torch");
+    CHECK(ta_py_package_len(&t, "/venv/lib/python3.11/site-packages/six.py") ==
+          strlen("/venv/lib/python3.11/site-packages/six.py"), "a single-module package");
+    CHECK(ta_py_package_len(NULL, "/home/u/torch/train.py") == strlen("/home/u/torch"), "an older trace's torch/");
+    ta_pyroots_free(&t.pyroots);
+    /* damaged blobs: none read */
+    char buf[64];
+    uint32_t h[2] = {2, 12};
+    memcpy(buf, h, 8);
+    memcpy(buf + 8, "s/a\0xrel\0\0\0\0", 12);
+    ta_pyroots d = {NULL, 0, 0};
+    CHECK(!ta_pyroots_blob(&d, buf, 24) && !d.present, "a bad kind");
+    memcpy(buf + 8, "s/a\0prel\0\0\0\0", 12);
+    CHECK(!ta_pyroots_blob(&d, buf, 24) && !d.present, "a relative folder");
+    h[1] = 100;
+    memcpy(buf, h, 8);
+    CHECK(!ta_pyroots_blob(&d, buf, 24) && !d.present, "text beyond the blob");
+    h[0] = 3; h[1] = 8;
+    memcpy(buf, h, 8);
+    memcpy(buf + 8, "s/a\0p/b\0", 8);
+    CHECK(!ta_pyroots_blob(&d, buf, 16) && !d.present, "fewer folders than it says");
+    CHECK(!ta_pyroots_blob(&d, NULL, 16) && !ta_pyroots_blob(&d, buf, 4), "no payload");
+}
+
+/* python.roots of a JSON trace: read, or named in a note and not used */
+static void roots_json(void)
+{
+    static const struct { const char *json; int present, n, notes; } v[] = {
+        {"{\"state\": \"ok\", \"roots\": {\"stdlib\": [\"/usr/lib/python3.11/\"], \"site\": [\"/v/site-packages\"], "
+         "\"editable\": []}}", 1, 2, 0},
+        {"{\"state\": \"ok\"}", 0, 0, 0},                                           /* an older shim */
+        {"{\"state\": \"ok\", \"roots\": {\"stdlib\": [], \"site\": [], \"editable\": []}}", 1, 0, 0},
+        {"{\"state\": \"ok\", \"roots\": {\"stdlib\": \"/usr/lib\"}}", 0, 0, 1},
+        {"{\"state\": \"ok\", \"roots\": {\"site\": [\"relative/site-packages\"]}}", 0, 0, 1},
+        {"{\"state\": \"ok\", \"roots\": {\"site\": [7]}}", 0, 0, 1},
+        {"{\"state\": \"ok\", \"roots\": [\"/usr/lib\"]}", 0, 0, 1},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
+        ta_an a;
+        memset(&a, 0, sizeof a);
+        ta_trace t;
+        memset(&t, 0, sizeof t);
+        cJSON *py = cJSON_Parse(v[i].json);
+        ta_pyroots_json(&a, "x.json", &t, py);
+        CHECK(t.pyroots.present == v[i].present && t.pyroots.n == v[i].n && a.nnotes == v[i].notes,
+              "roots json %zu: present %d n %d notes %d", i, t.pyroots.present, t.pyroots.n, a.nnotes);
+        if (i == 0)
+            CHECK(!strcmp(t.pyroots.v[0].dir, "/usr/lib/python3.11") && t.pyroots.v[1].kind == TA_ROOT_SITE &&
+                  ta_py_class(&t, "/usr/lib/python3.11/os.py") == TA_PY_STDLIB, "roots json contents");
+        ta_pyroots_free(&t.pyroots);
+        cJSON_Delete(py);
+    }
+}
+
+/* item 2 of issue 18: every frame a library's */
+static void entry_points(void)
+{
+    static const char *const files[] = {
+        "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py",
+        "/venv/lib/python3.11/site-packages/myjob/train.py", "/venv/lib/python3.11/site-packages/myjob/train.py",
+        "/venv/lib/python3.11/site-packages/myjob/__main__.py", "/usr/lib/python3.11/runpy.py",
+        "/usr/lib/python3.11/contextlib.py", "/venv/lib/python3.11/site-packages/deepspeed/engine.py",
+        "/usr/lib/python3.11/threading.py", "/home/u/torch/train.py", "/home/u/torch/train.py"};
+    static const char *const names[] = {"broadcast", "step", "main", "<module>", "_run_code", "inner",
+                                        "DeepSpeedEngine._report", "Thread.run", "step", "<module>"};
+    /* python -m myjob, installed: myjob's innermost line before torch, through a contextlib frame */
+    static const fr m[] = {{0, 4049}, {5, 81}, {1, 40}, {2, 77}, {3, 3}, {4, 88}, {4, 198}};
+    static const fr thread[] = {{0, 4049}, {6, 1874}, {7, 982}};            /* a library's own thread */
+    static const fr main_lib[] = {{0, 4049}, {6, 1874}, {3, 3}};            /* the entry is myjob, deepspeed between */
+    static const fr only_std[] = {{5, 81}, {4, 88}};
+    static const fr older[] = {{0, 4049}, {8, 30}, {9, 60}};                /* an older trace, torch/ folder */
+    const fr *st[] = {m, thread, main_lib, only_std, older};
+    int n[] = {7, 3, 3, 2, 3};
+    ta_an a;
+    memset(&a, 0, sizeof a);
+    for (int rec = 0; rec < 2; rec++) {
+        g_mk_roots = rec ? roots_of(T(ROOTS), 4) : (ta_pyroots){NULL, 0, 0};
+        ta_trace *t = mk(files, names, 10, st, n, 5);
+        const char *want[] = {"train.py:40 in step", "distributed_c10d.py:4049 in broadcast", "__main__.py:3 in <module>",
+                              "contextlib.py:81 in inner",
+                              rec ? "train.py:30 in step" : "train.py:30 in step"};
+        for (int i = 0; i < 5; i++) {
+            char *s = ta_site_text(&a, t, -1, i);
+            CHECK(!strcmp(s, want[i]), "%s: entry site of stack %d: %s, expected %s", rec ? "recorded" : "older", i, s,
+                  want[i]);
+            free(s);
+        }
+        CHECK(t->pystacks[0].nuser == 0 && t->pystacks[4].nuser == (rec ? 2 : 0), "user frames");
+        ta_py_free(t);
+        ta_pyroots_free(&g_mk_roots);
+        free(t->stacks);
+        free(t);
+    }
+}
+
 int main(void)
 {
     folded();
     strings();
     sites();
+    recorded();
+    roots_json();
+    entry_points();
     if (failed) { printf("%d failed\n", failed); return 1; }
     puts("ok: folding, strings, site text and same-site rules");
     return 0;

@@ -61,6 +61,16 @@ CASES = {
     "graph_clean": ("torchrun", 4, "graph.py", None, {"REPLAYS": "300"}, {"exit": 0, "findings": []}),
     "graph_fewer": ("torchrun", 4, "graph.py", 25, {"REPLAYS": "42", "GRAPH_FEWER": "1"}, {"exit": 1, "findings": [
         {"kind": "missing", "ranks": [3], "seq": 43, "site": "captured"}]}),
+    # issue 18: the user's code in folders named like a framework's, run from its own tree (not
+    # installed): its lines are named, not folded (jobs/ on PYTHONPATH for common.py). A site
+    # (FILE, TAG) names the line marked in FILE, another file than the script.
+    "torch_folder": ("torchrun", 4, "torch/extra_in_torch.py", 25, {"PYTHONPATH": JOBS}, {"exit": 1, "findings": [
+        {"kind": "divergence", "ranks": [0], "others": [1, 2, 3], "seq": 7, "site": "extra",
+         "others_site": "grads"}]}),
+    "megatron_tree": ("torchrun", 4, "Megatron-LM/pretrain_gpt.py", 25, {"PYTHONPATH": JOBS}, {"exit": 1, "findings": [
+        {"kind": "divergence", "ranks": [0], "others": [1, 2, 3], "seq": 7,
+         "site": ("Megatron-LM/megatron/training/training.py", "extra"),
+         "others_site": ("Megatron-LM/megatron/training/training.py", "grads")}]}),
 }
 
 
@@ -77,14 +87,17 @@ def free_port():
 
 
 def marked_site(script, tag):
-    """'script.py:LINE in FUNCTION' of the line marked `# planted: TAG`"""
+    """'script.py:LINE in FUNCTION' of the line marked `# planted: TAG` (a
+    tag (FILE, TAG): of that line in FILE, a path under jobs/)"""
+    if isinstance(tag, tuple):
+        script, tag = tag
     func = "<module>"
     with open(os.path.join(JOBS, script)) as f:
         for n, line in enumerate(f, 1):
             if line.startswith("def "):
                 func = line[4:line.index("(")]
             if line.rstrip().endswith("# planted: " + tag):
-                return "%s:%d in %s" % (script, n, func)
+                return "%s:%d in %s" % (os.path.basename(script), n, func)
     raise SystemExit("no line marked '# planted: %s' in %s" % (tag, script))
 
 

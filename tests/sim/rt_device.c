@@ -181,7 +181,9 @@ TRSIM_API cudaError_t cudaGetDeviceFlags(unsigned int *flags)
 TRSIM_API cudaError_t cudaDeviceSynchronize(void)
 {
     /* Potentially unsafe during stream capture: the thread's mode decides. */
-    cudaError_t err = trsim_capture_unsafe(trsim_current_device());
+    cudaError_t err = trsim_sticky_error(0);
+    if (err == cudaSuccess)
+        err = trsim_capture_unsafe(trsim_current_device());
     if (err != cudaSuccess)
         return trsim_error(err);
     trsim_device_wait_idle(trsim_current_device());

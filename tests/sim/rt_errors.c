@@ -4,7 +4,9 @@
  * The runtime's names and strings are those CUDA 13.0's libcudart reports
  * for every code it knows; a program that prints them sees what it would see
  * on a real GPU. */
+#include <pthread.h>
 #include <stdarg.h>
+#include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <cuda.h>
@@ -12,8 +14,43 @@
 #include "sim_internal.h"
 
 /* Not sticky: a simulated device cannot suffer a fault that corrupts its
- * context, so every error is reset by cudaGetLastError. */
+ * context, so every error is reset by cudaGetLastError; except the one
+ * injected on demand (below). */
 static __thread cudaError_t last_error = cudaSuccess;
+
+/* A sticky error on demand (tests of issue 21): TRSIM_INJECT_ERROR=N:illegal-address
+ * makes the process's N-th cudaStreamSynchronize (1-based) fail with
+ * cudaErrorIllegalAddress, as if a kernel before it had made an illegal
+ * memory access; from then on the process's context is broken, as CUDA's
+ * would be: every synchronizing call (cudaStreamSynchronize,
+ * cudaStreamQuery, cudaEventQuery, cudaEventSynchronize,
+ * cudaDeviceSynchronize) fails with it, and cudaGetLastError and
+ * cudaPeekAtLastError return it on every thread without clearing it. A
+ * value of another form: one "trsim:" line, nothing injected. */
+static int inject_at = -1;              /* N; 0: none */
+static int inject_syncs;                /* cudaStreamSynchronize calls so far (atomic) */
+static int sticky;                      /* the injected error, once it fired (atomic) */
+static pthread_once_t inject_once = PTHREAD_ONCE_INIT;
+
+static void inject_init(void)
+{
+    const char *v = getenv("TRSIM_INJECT_ERROR");
+    inject_at = 0;
+    if (!v || !*v) return;
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (n >= 1 && n <= 1000000000 && !strcmp(end, ":illegal-address")) inject_at = (int)n;
+    else trsim_warn("TRSIM_INJECT_ERROR=%s is not N:illegal-address: nothing injected", v);
+}
+
+cudaError_t trsim_sticky_error(int stream_sync)
+{
+    pthread_once(&inject_once, inject_init);
+    if (!inject_at) return cudaSuccess;
+    if (stream_sync && __atomic_add_fetch(&inject_syncs, 1, __ATOMIC_RELAXED) == inject_at)
+        __atomic_store_n(&sticky, cudaErrorIllegalAddress, __ATOMIC_RELEASE);
+    return (cudaError_t)__atomic_load_n(&sticky, __ATOMIC_ACQUIRE);
+}
 
 cudaError_t trsim_error(cudaError_t err)
 {
@@ -47,6 +84,9 @@ int trsim_runtime_unsupported(int *said, const char *name)
 
 TRSIM_API cudaError_t cudaGetLastError(void)
 {
+    cudaError_t st = trsim_sticky_error(0);
+    if (st != cudaSuccess)
+        return st;
     cudaError_t err = last_error;
     last_error = cudaSuccess;
     return err;
@@ -54,6 +94,9 @@ TRSIM_API cudaError_t cudaGetLastError(void)
 
 TRSIM_API cudaError_t cudaPeekAtLastError(void)
 {
+    cudaError_t st = trsim_sticky_error(0);
+    if (st != cudaSuccess)
+        return st;
     return last_error;
 }
 

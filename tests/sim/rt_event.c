@@ -266,7 +266,10 @@ TRSIM_API cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
 TRSIM_API cudaError_t cudaEventQuery(cudaEvent_t event)
 {
     struct event *ev;
-    cudaError_t err = event_get(event, &ev);
+    cudaError_t err = trsim_sticky_error(0);
+    if (err != cudaSuccess)
+        return trsim_error(err);
+    err = event_get(event, &ev);
     if (err != cudaSuccess)
         return trsim_error(err);
     struct record *rec = event_record(ev);
@@ -285,7 +288,10 @@ TRSIM_API cudaError_t cudaEventQuery(cudaEvent_t event)
 TRSIM_API cudaError_t cudaEventSynchronize(cudaEvent_t event)
 {
     struct event *ev;
-    cudaError_t err = event_get(event, &ev);
+    cudaError_t err = trsim_sticky_error(0);
+    if (err != cudaSuccess)
+        return trsim_error(err);
+    err = event_get(event, &ev);
     if (err != cudaSuccess)
         return trsim_error(err);
     struct record *rec = event_record(ev);

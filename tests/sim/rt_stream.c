@@ -596,7 +596,10 @@ TRSIM_API cudaError_t cudaStreamDestroy(cudaStream_t stream)
 TRSIM_API cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 {
     trsim_stream *s;
-    cudaError_t err = trsim_stream_get(stream, &s);
+    cudaError_t err = trsim_sticky_error(1);
+    if (err != cudaSuccess)
+        return trsim_error(err);
+    err = trsim_stream_get(stream, &s);
     if (err == cudaSuccess)
         err = trsim_capture_check(s, TRSIM_CAPTURE_SYNC);
     if (err != cudaSuccess)
@@ -608,7 +611,10 @@ TRSIM_API cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 TRSIM_API cudaError_t cudaStreamQuery(cudaStream_t stream)
 {
     trsim_stream *s;
-    cudaError_t err = trsim_stream_get(stream, &s);
+    cudaError_t err = trsim_sticky_error(0);
+    if (err != cudaSuccess)
+        return trsim_error(err);
+    err = trsim_stream_get(stream, &s);
     if (err == cudaSuccess)
         err = trsim_capture_check(s, TRSIM_CAPTURE_SYNC);
     if (err != cudaSuccess)

@@ -16,6 +16,10 @@
 /* Records err as the calling thread's last error (unless cudaSuccess) and
  * returns it, so API functions can `return trsim_error(e);`. */
 cudaError_t trsim_error(cudaError_t err);
+/* The sticky error injected by TRSIM_INJECT_ERROR (rt_errors.c), cudaSuccess
+ * while there is none; stream_sync: the caller is a cudaStreamSynchronize
+ * (counted: the N-th sets it). */
+cudaError_t trsim_sticky_error(int stream_sync);
 
 /* Prints one line "trsim: ..." on stderr. */
 void trsim_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

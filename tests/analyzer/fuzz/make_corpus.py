@@ -18,6 +18,7 @@ the new format); the files are small (a few hundred KB in all). Stdlib only."""
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -136,6 +137,55 @@ def ring_seeds():
     return out
 
 
+BLOB_CRASH, BLOB_ERROR = 8, 9     # trshim/ring_format.h
+
+
+def crash_blob(signo, code, addr, ips, stack=-1, pystack=-1, message=b"", state=2):
+    """a TRR_BLOB_CRASH payload (trr_crash)"""
+    ip = list(ips)[:64] + [0] * (64 - len(ips))
+    return struct.pack("<IiiiQQiIii16s64Q512s", state, signo, code, 4242, addr, 123456789, 0, len(ips), stack,
+                       pystack, b"loader", *ip, message)
+
+
+def error_blob(kind, code, api, name, stack=-1, comm=-1):
+    """a TRR_BLOB_ERROR payload (trr_error)"""
+    return struct.pack("<iiiiiiiIQ48s48s", kind, code, stack, -1, 4242, comm, 0 if kind == 1 else -1, 0, 987654321,
+                       api, name)
+
+
+def crash_seeds():
+    """issue 21: a rank that crashed (CRASH blob: SIGSEGV with its frames,
+    one of them the ring's stack 0), its peer with an asynchronous NCCL
+    error (ERROR blob) and a CUDA error, all rings alone"""
+    g.random.seed(4321)
+    ranks, _ = g.world_job("fzcrash", 2)
+    for step in range(3):
+        for r in ranks:
+            if not (r.rank == 1 and step == 2):
+                r.coll(0, count=64, site="train_step", caller="train_step")
+    files = []
+    for r in ranks:
+        rg, _ = small_ring(r, state=gr.SIGNALED, signo=11 if r.rank == 1 else 15)
+        if r.rank == 1:
+            ips = list(rg.stacks.get(0, [])) + [0x1234, 0xdeadbeef]
+            rg.extra_blobs = [(BLOB_CRASH, crash_blob(11, 1, 0xc, ips, stack=-1)),
+                              (BLOB_ERROR, error_blob(1, 700, b"cudaStreamSynchronize", b"cudaErrorIllegalAddress",
+                                                      stack=0))]
+        else:
+            rg.extra_blobs = [(BLOB_CRASH, b"\0" * 1088),       # reserved, no crash
+                              (BLOB_ERROR, error_blob(2, 6, b"ncclCommGetAsyncError", b"ncclRemoteError", stack=0,
+                                                      comm=0))]
+        rg.blob_bytes = 512
+        while True:
+            try:
+                data = rg.to_bytes()
+                break
+            except AssertionError:
+                rg.blob_bytes *= 2
+        files.append((gr.ring_name(r), data))
+    return {"crash": files}
+
+
 def main():
     corpus = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "tests", "analyzer", "corpus")
     for sub in ("json", "ring"):
@@ -158,7 +208,7 @@ def main():
         with open(os.path.join(corpus, "json", sc + "-one"), "wb") as f:
             f.write(data)
         total += len(data)
-    for name, files in ring_seeds().items():
+    for name, files in list(ring_seeds().items()) + list(crash_seeds().items()):
         data = seed(files)
         with open(os.path.join(corpus, "ring", name), "wb") as f:
             f.write(data)

@@ -1,0 +1,35 @@
+/* The rank that died (crash.c, issue 21): the crash the shim captured at
+ * the fatal signal and the first CUDA / NCCL errors, read from JSON traces
+ * and ring files, and said in the root cause. */
+#ifndef TA_CRASH_H
+#define TA_CRASH_H
+
+#include "ta_model.h"
+
+struct cJSON;
+/* load.c: a JSON trace's "crash" and "errors" (after its stacks); damaged: a note naming path */
+void ta_crash_json(ta_an *a, const char *path, const struct cJSON *root, ta_trace *t);
+/* ring_trace.c: dst takes src's crash and errors when it has none (the JSON trace of a process, from its ring) */
+void ta_crash_adopt(ta_trace *dst, ta_trace *src);
+void ta_crash_free(ta_trace *t);
+/* "crashed with SIGSEGV (address 0xc, SEGV_MAPERR) in f (x.c:1) <- g (x.c:2) <- main (x.c:3)[ on thread "n"][: message]";
+ * NULL when t has no crash */
+char *ta_crash_text(ta_an *a, const ta_trace *t);
+/* the first error of kind (TRR_ERR_CUDA, TRR_ERR_NCCL), NULL */
+const ta_error *ta_first_error(const ta_trace *t, int kind);
+/* "CUDA error cudaErrorIllegalAddress (700) returned by cudaStreamSynchronize at sync_step (x.c:130)" */
+char *ta_error_text(ta_an *a, const ta_trace *t, const ta_error *e);
+
+/* ", after CUDA error ... returned by ..." for each kind of error t saw; "" none */
+char *ta_errors_suffix(ta_an *a, const ta_trace *t);
+
+/* "; ranks 0, 1, 3's NCCL reported a remote error (ncclRemoteError) after rank 2 died: ncclCommGetAsyncError at
+ * f (x.c:1)": the first NCCL errors of the ranks that are not among the culprits (traces cul_t), one sentence per
+ * error; "" none */
+char *ta_peer_errors_text(ta_an *a, const int *cul_t, int ncul);
+
+/* --json (out_json.c): a rank's "crash" (null: none) and "errors" ([] none) */
+struct ta_jw;
+void ta_crash_json_out(struct ta_jw *w, ta_an *a, const ta_trace *t);
+
+#endif
