@@ -29,125 +29,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ta_align.h"
-#include "ta_finding.h"
-#include "ta_jw.h"
+#include "nan_int.h"
 #include "ta_seq.h"
 #include "ta_site.h"
-#include "ta_tx.h"
-
-/* nan: one member of the communicator at the non-finite (comm, seq) */
-typedef struct {
-    int place;               /* place in the communicator */
-    int rank;                /* global rank; -1: no trace */
-    int trace;               /* -1: no trace */
-    int64_t call;            /* -1: the rank never issued it, or (lost) its record is gone */
-    int64_t in, out;         /* index into the trace's checks, -1 none */
-    int source;              /* its input was non-finite */
-    int earlier;             /* ... with no finite check kept before it (UR_EARLIER): not counted a source */
-    int lost;                /* it issued it before its ring window (ring_lost > 0): call, checks unknown */
-} ta_nanmember;
-
-/* nan: a group of later non-finite collectives of one communicator */
-typedef struct { int g; uint32_t from_seq; int64_t count; } ta_nanlater;
-
-/* nan: a non-finite (comm, seq) analysed (the first one, or an independent one) */
-enum { NC_INPUT, NC_OVERFLOW, NC_UNKNOWN };
-static const char *const ta_nan_cause_names[3] = {"input", "overflow", "unknown"};
-typedef struct ta_nanev {
-    int g; uint32_t seq;
-    int op, dtype, redop;
-    int cause;               /* NC_* */
-    char *reason;            /* NC_UNKNOWN: why; NULL */
-    int *ranks; int nranks;  /* sources (input), all members (overflow), unchecked (unknown) */
-    int *unchecked; int nunchecked;   /* traced members whose input is not known */
-    char *unknown_text;      /* why those inputs are not known; NULL */
-    ta_nanmember *mem; int nmem;
-    int ref;                 /* index into mem: the member whose output is quoted (-1) */
-    double t;
-} ta_nanev;
-
-typedef struct {
-    ta_nanev ev;
-    ta_nanlater *later; int nlater;
-    int64_t later_count;     /* non-finite collectives causally after it */
-    ta_nanev *indep; int nindep;   /* first non-finite points not after it */
-    int64_t unchecked_before;      /* reductions before it on its members without a usable check */
-} ta_nanfinding;
-
-static int64_t ta_check_find(const ta_trace *t, int64_t call, int buffer)
-{
-    int64_t lo = 0, hi = t->nchecks - 1;
-    while (lo <= hi) {
-        int64_t mid = (lo + hi) / 2;
-        const ta_ckc *c = &t->checks[mid];
-        if (c->call == call && c->buffer == buffer) return mid;
-        if (c->call < call || (c->call == call && c->buffer < buffer)) lo = mid + 1;
-        else hi = mid - 1;
-    }
-    return -1;
-}
-
-static ta_check ta_check_at(const ta_trace *t, int64_t k)
-{
-    const ta_ckc *c = &t->checks[k];
-    ta_check r;
-    memset(&r, 0, sizeof r);
-    r.call = c->call;
-    r.buffer = c->buffer;
-    r.status = c->status;
-    r.first_kind = c->first_kind;
-    if (c->det == TA_CK_NODET) {
-        r.first = TA_NULL64;
-        r.checked = r.elems = c->elems;
-    } else {
-        const ta_ckdet *d = &t->ckdet[c->det];
-        r.nan = d->nan;
-        r.inf = d->inf;
-        r.first = d->first;
-        r.checked = d->checked;
-        r.elems = d->elems;
-        r.reason = d->reason;
-    }
-    return r;
-}
-
-static int dt_float(int dt)
-{
-    return dt == DT_FLOAT16 || dt == DT_FLOAT32 || dt == DT_FLOAT64 || dt == DT_BFLOAT16 || dt == DT_FP8E4M3 ||
-           dt == DT_FP8E5M2;
-}
-
-static double ta_nan_limit(int dt)
-{
-    switch (dt) {
-    case DT_FLOAT16: return 65504.0;
-    case DT_BFLOAT16: return 3.3895313892515355e38;
-    case DT_FLOAT32: return 3.4028234663852886e38;
-    case DT_FLOAT64: return 1.7976931348623157e308;
-    case DT_FP8E4M3: return 448.0;
-    case DT_FP8E5M2: return 57344.0;
-    default: return 0;
-    }
-}
-
-static const char *ta_nan_limit_text(int dt)
-{
-    switch (dt) {
-    case DT_FLOAT16: return "65504";
-    case DT_BFLOAT16: return "~3.39e38";
-    case DT_FLOAT32: return "~3.4e38";
-    case DT_FLOAT64: return "~1.8e308";
-    case DT_FP8E4M3: return "448";
-    case DT_FP8E5M2: return "57344";
-    default: return "?";
-    }
-}
 
 /* a call the shim checks: a floating-point reduction, numbered */
 static int checkable(const ta_trace *t, const ta_call *c)
 {
-    return (c->op == OP_ALLREDUCE || c->op == OP_REDUCESCATTER || c->op == OP_REDUCE) && dt_float(c->dtype) &&
+    return (c->op == OP_ALLREDUCE || c->op == OP_REDUCESCATTER || c->op == OP_REDUCE) && ta_nan_dt_float(c->dtype) &&
            c->seq > 0 && c->comm >= 0 && t->comms[c->comm].g >= 0;
 }
 static int has_output(const ta_trace *t, const ta_call *c)
@@ -238,386 +127,6 @@ static void reach_from(ta_an *a, int g0, uint32_t s0, uint32_t *reach)
         }
     }
     free(w.pos); free(w.scanned); free(w.tq); free(w.tin); free(w.gq); free(w.gin);
-}
-
-/* ---- one non-finite point ------------------------------------------------- */
-enum { UR_NOTRACE, UR_NEVER, UR_LOST, UR_EARLIER, UR_OFF, UR_ABSENT, UR_UNREADABLE, UR_OUTPUT_MODE, UR_NOCHECK,
-       UR_NOT_CHECKED, UR_PENDING, UR_PARTIAL, UR_N };
-
-typedef struct {
-    int *r[UR_N]; int n[UR_N];
-    const char *why_not_checked;   /* the first reason of not_checked */
-    int64_t partial_upto;          /* the least elems_checked among partial ones */
-} unk_t;
-
-static void unk_add(unk_t *u, int cls, int v)
-{
-    u->r[cls] = xrealloc(u->r[cls], sizeof(int) * (size_t)(u->n[cls] + 1));
-    u->r[cls][u->n[cls]++] = v;
-}
-
-static char *ranks_phrase(const int *r, int n, const char *one, const char *many)
-{
-    int *v = xmalloc(sizeof(int) * (size_t)(n + 1));
-    memcpy(v, r, sizeof(int) * (size_t)n);
-    ta_ints_sort(v, n);
-    char *t = ta_ranks_text(v, n);
-    char *s = xasprintf("%s %s", n > 1 ? many : one, t);
-    free(t); free(v);
-    return s;
-}
-
-static char *join(char *a, const char *sep, char *b)
-{
-    if (!a) return b;
-    if (!b) return a;
-    char *s = xasprintf("%s%s%s", a, sep, b);
-    free(a); free(b);
-    return s;
-}
-
-/* the reason text of an unknown input, NULL when every input is known */
-static char *unk_text(const unk_t *u)
-{
-    char *s = NULL;
-    for (int c = 0; c < UR_N; c++) {
-        if (!u->n[c]) continue;
-        char *who, *part;
-        int pl = u->n[c] > 1;
-        if (c == UR_NOTRACE) {
-            who = ranks_phrase(u->r[c], u->n[c], "place", "places");
-            part = xasprintf("%s of the communicator left no trace", who);
-        } else {
-            who = ranks_phrase(u->r[c], u->n[c], "rank", "ranks");
-            const char *in = pl ? "the inputs of" : "the input of", *was = pl ? "were" : "was";
-            switch (c) {
-            case UR_NEVER: part = xasprintf("%s never issued it", who); break;
-            case UR_LOST:     /* issued (seqs are consecutive), then overwritten in its ring */
-                part = pl ? xasprintf("the calls of %s lie outside their ring windows (calls lost)", who)
-                          : xasprintf("%s's call lies outside its ring window (calls lost)", who);
-                break;
-            case UR_EARLIER:  /* a non-finite input, and no finite check kept before it */
-                part = xasprintf("%s %s %s already non-finite with no finite check kept before it in %s window (the "
-                                 "NaN/Inf may come from a call older than the calls kept)", in, who, was,
-                                 pl ? "their" : "its");
-                break;
-            case UR_OFF: part = xasprintf("NaN/Inf checks were off on %s (TRSHIM_NANCHECK=off)", who); break;
-            case UR_ABSENT:
-                part = xasprintf("the trace%s of %s %s no NaN/Inf checks (an older trshim, or only a ring file)",
-                                 pl ? "s" : "", who, pl ? "have" : "has");
-                break;
-            case UR_UNREADABLE: part = xasprintf("the checks of %s could not be read", who); break;
-            case UR_OUTPUT_MODE: part = xasprintf("inputs are not checked on %s (TRSHIM_NANCHECK=output)", who); break;
-            case UR_NOCHECK: part = xasprintf("no check of %s %s was recorded", in, who); break;
-            case UR_NOT_CHECKED:
-                part = xasprintf("%s %s %s not checked (%s)", in, who, was,
-                                 u->why_not_checked ? u->why_not_checked : "no reason given");
-                break;
-            case UR_PENDING:
-                part = xasprintf("the input check%s of %s had no result when the trace was written (pending)",
-                                 pl ? "s" : "", who);
-                break;
-            default:
-                part = xasprintf("%s %s %s checked only up to element %lld, short of the element that went "
-                                 "non-finite (TRSHIM_NANCHECK_MAX_MB)", in, who, was, (long long)u->partial_upto);
-                break;
-            }
-        }
-        free(who);
-        s = join(s, "; ", part);
-    }
-    return s;
-}
-
-/* A rank's non-finite input is born in its own computation when its data
- * were finite before: always so for a whole trace (it issued nothing older
- * unchecked); for a trace whose oldest calls are gone (a ring window, the
- * call budget), only when a finite check was kept before it. */
-static int finite_before(const ta_trace *t, int64_t ck)
-{
-    if (t->ring_lost <= 0) return 1;
-    for (int64_t k = 0; k < ck; k++)
-        if (t->checks[k].status == CK_CLEAN) return 1;
-    return 0;
-}
-
-static void analyse_event(ta_an *a, int g, uint32_t seq, ta_nanev *ev)
-{
-    const ta_gcomm *n = &a->gc[g];
-    memset(ev, 0, sizeof *ev);
-    ev->g = g;
-    ev->seq = seq;
-    ev->ref = -1;
-    ev->op = -1;
-    ev->nmem = n->npos;
-    ev->mem = xcalloc((size_t)n->npos + 1, sizeof *ev->mem);
-    int have_t = 0;
-    for (int p = 0; p < n->npos; p++) {
-        ta_nanmember *m = &ev->mem[p];
-        m->place = p;
-        m->trace = n->member[p];
-        m->rank = m->trace >= 0 ? a->tr[m->trace]->rank : -1;
-        m->call = m->in = m->out = -1;
-        if (m->trace < 0) continue;
-        const ta_trace *t = a->tr[m->trace];
-        m->call = ta_call_at(a, m->trace, g, seq);
-        if (m->call < 0) { m->lost = ta_coll_lost(a, m->trace, g, seq); continue; }
-        const ta_call *c = &t->calls[m->call];
-        if (ev->op < 0) { ev->op = c->op; ev->dtype = c->dtype; ev->redop = c->redop; }
-        double w = ta_wall(t, c->enter_ns);
-        if (!have_t || w < ev->t) { ev->t = w; have_t = 1; }
-        if (t->nan_usable) {
-            m->in = ta_check_find(t, m->call, BUF_INPUT);
-            m->out = ta_check_find(t, m->call, BUF_OUTPUT);
-        }
-        if (m->in >= 0 && t->checks[m->in].status == CK_NONFINITE) m->source = finite_before(t, m->in) ? 1 : -1;
-        if (ev->ref < 0 && m->out >= 0 && t->checks[m->out].status == CK_NONFINITE) ev->ref = p;
-    }
-    if (ev->op < 0) { ev->op = OP_ALLREDUCE; ev->dtype = DT_NONE; ev->redop = RO_NONE; }
-    /* inputs whose state is unknown, and why */
-    unk_t u;
-    memset(&u, 0, sizeof u);
-    u.partial_upto = INT64_MAX;
-    const ta_check *rc = NULL;
-    ta_check rcv;
-    if (ev->ref >= 0) {
-        rcv = ta_check_at(a->tr[ev->mem[ev->ref].trace], ev->mem[ev->ref].out);
-        rc = &rcv;
-    }
-    int *ur = xmalloc(sizeof(int) * (size_t)(n->npos + 1)), nur = 0;
-    for (int p = 0; p < n->npos; p++) {
-        ta_nanmember *m = &ev->mem[p];
-        if (m->trace < 0) { unk_add(&u, UR_NOTRACE, p); continue; }
-        const ta_trace *t = a->tr[m->trace];
-        int cls = -1;
-        if (m->call < 0) cls = m->lost ? UR_LOST : UR_NEVER;
-        else if (m->source < 0) cls = UR_EARLIER;
-        else if (!t->nan_usable)
-            cls = t->nan_mode == NM_OFF ? UR_OFF : t->nan_mode == NM_ABSENT ? UR_ABSENT : UR_UNREADABLE;
-        else if (m->in < 0) cls = t->nan_mode == NM_OUTPUT ? UR_OUTPUT_MODE : UR_NOCHECK;
-        else {
-            const ta_check kv = ta_check_at(t, m->in), *k = &kv;
-            if (k->status == CK_NOT_CHECKED) {
-                cls = UR_NOT_CHECKED;
-                if (!u.why_not_checked) u.why_not_checked = k->reason;
-            } else if (k->status == CK_PENDING) {
-                cls = UR_PENDING;
-            } else if (k->status == CK_CLEAN && k->checked < k->elems) {
-                /* the element of this input that went into the bad output element */
-                int64_t need;
-                if (!rc || rc->first == TA_NULL64) need = k->elems - 1;
-                else if (ev->op == OP_REDUCESCATTER) need = (int64_t)ev->ref * t->calls[m->call].count + rc->first;
-                else need = rc->first;
-                if (need >= k->checked) {
-                    cls = UR_PARTIAL;
-                    if (k->checked < u.partial_upto) u.partial_upto = k->checked;
-                }
-            }
-        }
-        if (cls >= 0) { unk_add(&u, cls, m->rank); ur[nur++] = m->rank; }
-    }
-    ta_ints_sort(ur, nur);
-    ev->unchecked = ur;
-    ev->nunchecked = nur;
-    ev->unknown_text = unk_text(&u);
-    int unknown_inputs = 0;
-    for (int c = 0; c < UR_N; c++) { unknown_inputs += u.n[c]; free(u.r[c]); }
-
-    /* cause and culprits */
-    int *r = xmalloc(sizeof(int) * (size_t)(n->npos + 1)), nr = 0;
-    enum { SEL_SOURCES, SEL_UNCHECKED, SEL_ALL, SEL_BAD_OUTPUT } sel = SEL_ALL;
-    for (int p = 0; p < n->npos; p++) {
-        if (ev->mem[p].source < 0) ev->mem[p].source = 0, ev->mem[p].earlier = 1;   /* unknown (UR_EARLIER) */
-        nr += ev->mem[p].source;
-    }
-    if (nr) {
-        ev->cause = NC_INPUT;
-        sel = SEL_SOURCES;
-    } else if (unknown_inputs) {
-        ev->cause = NC_UNKNOWN;
-        ev->reason = xstrdup(ev->unknown_text);
-        sel = nur ? SEL_UNCHECKED : SEL_ALL;
-    } else if (ev->ref < 0) {
-        ev->cause = NC_UNKNOWN;
-        ev->reason = xstrdup("the collective is marked non-finite but none of its inputs or outputs is: the checks "
-                             "disagree");
-    } else if (ev->redop == RO_MAX || ev->redop == RO_MIN) {
-        ev->cause = NC_UNKNOWN;
-        ev->reason = xasprintf("every input was finite, and a %s of finite values cannot be NaN or infinite: a buffer "
-                               "was written outside the collective (by work on another stream, or after it on a "
-                               "non-blocking communicator)", ta_redop_names[ev->redop]);
-        sel = SEL_BAD_OUTPUT;
-    } else {
-        ev->cause = NC_OVERFLOW;
-        /* an all-reduce gives every member the same values: a member whose
-         * whole output was finite contradicts an overflow */
-        if (ev->op == OP_ALLREDUCE)
-            for (int p = 0; p < n->npos && ev->cause == NC_OVERFLOW; p++) {
-                ta_nanmember *m = &ev->mem[p];
-                if (m->out < 0) continue;
-                const ta_check k = ta_check_at(a->tr[m->trace], m->out);
-                if (k.status == CK_CLEAN && k.checked >= k.elems) {
-                    ev->cause = NC_UNKNOWN;
-                    ev->reason = xasprintf("every input was finite, but the outputs differ (rank %d's was finite, "
-                                           "rank %d's was not): a buffer was written outside the collective (by work "
-                                           "on another stream, or after it on a non-blocking communicator)",
-                                           m->rank, ev->mem[ev->ref].rank);
-                    sel = SEL_BAD_OUTPUT;
-                }
-            }
-    }
-    nr = 0;
-    for (int p = 0; p < n->npos; p++) {
-        const ta_nanmember *m = &ev->mem[p];
-        if (m->trace < 0) continue;
-        int take = sel == SEL_ALL;
-        if (sel == SEL_SOURCES) take = m->source;
-        if (sel == SEL_BAD_OUTPUT) take = m->out >= 0 && a->tr[m->trace]->checks[m->out].status == CK_NONFINITE;
-        if (take) r[nr++] = m->rank;
-    }
-    if (sel == SEL_UNCHECKED) {
-        nr = nur;
-        memcpy(r, ur, sizeof(int) * (size_t)nur);
-    }
-    ta_ints_sort(r, nr);
-    ev->ranks = r;
-    ev->nranks = nr;
-}
-
-/* "NaN at element 123 (1 NaN, 0 Inf of 4096 checked)" */
-static char *check_text(const ta_check *k)
-{
-    char *at = k->first != TA_NULL64 ? xasprintf("%s at element %lld", k->first_kind == 2 ? "Inf" : "NaN",
-                                                  (long long)k->first)
-                                      : xstrdup("NaN or Inf");
-    char *s = xasprintf("%s (%lld NaN, %lld Inf in %lld element%s checked)", at, (long long)k->nan, (long long)k->inf,
-                        (long long)k->checked, k->checked == 1 ? "" : "s");
-    free(at);
-    return s;
-}
-
-/* "AllReduce #7 (4096 x float32, sum) on comm 0x..." */
-static char *event_text(ta_an *a, const ta_nanev *ev)
-{
-    char extra[48] = "";
-    if (ev->redop != RO_NONE) snprintf(extra, sizeof extra, ", %s", ta_redop_names[ev->redop]);
-    int64_t count = -1;
-    for (int p = 0; p < ev->nmem && count < 0; p++)
-        if (ev->mem[p].call >= 0) count = a->tr[ev->mem[p].trace]->calls[ev->mem[p].call].count;
-    return xasprintf("%s #%u (%lld x %s%s) on comm %s", ta_op_names[ev->op], ev->seq, (long long)count,
-                     ta_dtype_names[ev->dtype], extra, ta_comm_name(a, ev->g));
-}
-
-static char *describe_event(ta_an *a, const ta_nanev *ev, char **hint)
-{
-    char *what = event_text(a, ev);
-    char *msg = NULL;
-    if (ev->cause != NC_INPUT && ev->ref >= 0) {
-        const ta_nanmember *m = &ev->mem[ev->ref];
-        const ta_trace *t = a->tr[m->trace];
-        char *site = ta_call_site_text(a, t, m->call);
-        char *w2 = xasprintf("%s at %s", what, site);
-        free(what); free(site);
-        what = w2;
-    }
-    ta_check rcv;
-    const ta_check *rc = NULL;
-    if (ev->ref >= 0) {
-        rcv = ta_check_at(a->tr[ev->mem[ev->ref].trace], ev->mem[ev->ref].out);
-        rc = &rcv;
-    }
-    if (ev->cause == NC_INPUT) {
-        char *parts = NULL;
-        int ns = 0;
-        for (int p = 0; p < ev->nmem; p++) {
-            const ta_nanmember *m = &ev->mem[p];
-            if (!m->source) continue;
-            const ta_trace *t = a->tr[m->trace];
-            ta_check kv = ta_check_at(t, m->in);
-            char *c = check_text(&kv), *site = ta_call_site_text(a, t, m->call);
-            parts = join(parts, "; ", ns < 8 ? xasprintf("rank %d at %s: %s", m->rank, site, c) : NULL);
-            free(c); free(site);
-            ns++;
-        }
-        if (ev->nranks == 1) {
-            const ta_nanmember *m = NULL;
-            for (int p = 0; p < ev->nmem; p++) if (ev->mem[p].source) m = &ev->mem[p];
-            const ta_trace *t = a->tr[m->trace];
-            ta_check kv = ta_check_at(t, m->in);
-            char *c = check_text(&kv), *site = ta_call_site_text(a, t, m->call);
-            msg = xasprintf("rank %d's input to %s at %s already held %s: bad data or a bug in that rank's "
-                            "forward/backward before the collective", m->rank, what, site, c);
-            free(c); free(site);
-        } else {
-            char *rs = ta_ranks_text(ev->ranks, ev->nranks);
-            msg = xasprintf("the inputs of ranks %s to %s already held NaN or Inf (%s%s): bad data or a bug in those "
-                            "ranks' forward/backward before the collective", rs, what, parts ? parts : "",
-                            ns > 8 ? "; ..." : "");
-            free(rs);
-        }
-        free(parts);
-        char *tail;
-        if (ev->unknown_text) tail = xasprintf("; of the other inputs, the checked ones were finite (%s)", ev->unknown_text);
-        else if (ev->nranks < ev->nmem) tail = xstrdup("; the other ranks' inputs were finite");
-        else tail = xstrdup("");
-        char *m2 = xasprintf("%s%s", msg, tail);
-        free(msg); free(tail);
-        msg = m2;
-        if (hint) {
-            char *rs = ta_ranks_text(ev->ranks, ev->nranks);
-            *hint = xasprintf("find what made rank%s %s's values non-finite before this call: its input batch (a "
-                              "corrupt sample, an out-of-range token id), its loss and backward at this step "
-                              "(torch.autograd.detect_anomaly, checks after each layer); skip or clean the bad data, "
-                              "or fix the operation that produced it", ev->nranks > 1 ? "s" : "", rs);
-            free(rs);
-        }
-    } else if (ev->cause == NC_OVERFLOW) {
-        char *c = rc ? check_text(rc) : xstrdup("NaN or Inf");
-        msg = xasprintf("every rank's input to %s was finite, but the output held %s: the reduction overflowed "
-                        "%s, whose largest finite value is %s", what, c, ta_dtype_names[ev->dtype],
-                        ta_nan_limit_text(ev->dtype));
-        free(c);
-        if (hint) {
-            if (ev->dtype == DT_FLOAT16)
-                *hint = xstrdup("the reduced values exceed float16's range (65504): train in bfloat16 (range ~3.39e38) "
-                                "or use a smaller loss scale (dynamic loss scaling backs off on overflow); averaging "
-                                "(ncclAvg, or dividing by the number of ranks before the sum) also keeps the sum in "
-                                "range");
-            else if (ev->dtype == DT_FP8E4M3 || ev->dtype == DT_FP8E5M2)
-                *hint = xasprintf("the reduced values exceed %s's range (%s): scale the values before the reduction "
-                                  "(per-tensor scaling), reduce in bfloat16, or use a smaller loss scale",
-                                  ta_dtype_names[ev->dtype], ta_nan_limit_text(ev->dtype));
-            else
-                *hint = xasprintf("values past %s's range (%s) are exploding gradients: use a smaller loss scale "
-                                  "or learning rate, clip gradients, or reduce in a wider type",
-                                  ta_dtype_names[ev->dtype], ta_nan_limit_text(ev->dtype));
-        }
-    } else {
-        char *c = rc ? check_text(rc) : xstrdup("NaN or Inf");
-        msg = xasprintf("%s held %s, but whether an input brought it or the reduction overflowed (largest finite "
-                        "%s: %s) cannot be told: %s", what, c, ta_dtype_names[ev->dtype],
-                        ta_nan_limit_text(ev->dtype), ev->reason ? ev->reason : "?");
-        free(c);
-        if (hint) {
-            char *rs = ta_ranks_text(ev->ranks, ev->nranks);
-            int lost = 0, unloaded = 0;     /* inputs gone with the oldest records: a ring too small, the budget */
-            for (int p = 0; p < ev->nmem; p++) {
-                const ta_nanmember *m = &ev->mem[p];
-                lost |= m->lost || m->earlier;
-                unloaded |= (m->lost || m->earlier) && a->tr[m->trace]->unloaded > 0;
-            }
-            *hint = xasprintf("look at the values of rank%s %s at this step; to have the analyzer tell, run with "
-                              "TRSHIM_NANCHECK=all (the default) and enough TRSHIM_NANCHECK_POOL_MB / "
-                              "TRSHIM_NANCHECK_MAX_MB for every input to be checked%s", ev->nranks > 1 ? "s" : "", rs,
-                              unloaded ? ", and tranalyze --max-calls 0 (every call loaded: the call budget left the "
-                                         "older calls out)"
-                              : lost ? ", and a larger TRSHIM_RING (records kept per rank) for every call to be kept"
-                                     : "");
-            free(rs);
-        }
-    }
-    free(what);
-    return msg;
 }
 
 /* ---- the finding ---------------------------------------------------------- */
@@ -759,7 +268,7 @@ void ta_detect_nan(ta_an *a, int look)
     ta_finding *f = ta_finding_new(a, K_NAN);
     ta_nanfinding *nf = xcalloc(1, sizeof *nf);
     f->data = nf;
-    analyse_event(a, cand[first].g, cand[first].seq, &nf->ev);
+    ta_nan_event(a, cand[first].g, cand[first].seq, &nf->ev);
     ta_nanev *ev = &nf->ev;
     f->root_ranks = ev->cause == NC_INPUT;   /* the root cause: the ranks it was born on */
     f->g = ev->g;
@@ -786,7 +295,7 @@ void ta_detect_nan(ta_an *a, int look)
     free(oth);
     if (ct >= 0) f->culprit.stack = a->tr[ct]->calls[cc].stack, f->culprit.pystack = a->tr[ct]->calls[cc].pystack;
     if (ot >= 0) f->other.stack = a->tr[ot]->calls[oc].stack, f->other.pystack = a->tr[ot]->calls[oc].pystack;
-    f->message = describe_event(a, ev, &f->hint);
+    f->message = ta_nan_describe(a, ev, &f->hint);
 
     /* later non-finite collectives: causally after the first */
     for (int g = 0; g < a->ngc; g++) {
@@ -811,7 +320,7 @@ void ta_detect_nan(ta_an *a, int look)
         if (k == first || rf[cand[k].g] <= cand[k].seq) continue;
         if (!minimal[k]) continue;
         nf->indep = xrealloc(nf->indep, sizeof *nf->indep * (size_t)(nf->nindep + 1));
-        analyse_event(a, cand[k].g, cand[k].seq, &nf->indep[nf->nindep++]);
+        ta_nan_event(a, cand[k].g, cand[k].seq, &nf->indep[nf->nindep++]);
     }
     /* earlier reductions of the first point's members that were not seen */
     for (int g = 0; g < a->ngc; g++) memset(mk[g], 0, (size_t)a->gc[g].nseqs + 1);
@@ -841,7 +350,7 @@ void ta_detect_nan(ta_an *a, int look)
         if (nf->later_count) {
             char *l = NULL;
             for (int k = 0; k < nf->nlater && k < 4; k++)
-                l = join(l, ", ", xasprintf("comm %s from #%u: %lld", ta_comm_name(a, nf->later[k].g),
+                l = ta_nan_join(l, ", ", xasprintf("comm %s from #%u: %lld", ta_comm_name(a, nf->later[k].g),
                                             nf->later[k].from_seq, (long long)nf->later[k].count));
             extra = xasprintf("%lld later non-finite collective%s from it (%s%s)", (long long)nf->later_count,
                               nf->later_count > 1 ? "s follow" : " follows", l, nf->nlater > 4 ? ", ..." : "");
@@ -850,14 +359,14 @@ void ta_detect_nan(ta_an *a, int look)
         for (int k = 0; k < nf->nindep && k < 4; k++) {
             const ta_nanev *e = &nf->indep[k];
             char *rs = ta_ranks_text(e->ranks, e->nranks);
-            extra = join(extra, "; ",
+            extra = ta_nan_join(extra, "; ",
                          xasprintf("independently of it, %s #%u on comm %s turned non-finite too (cause %s, rank%s %s)",
                                    ta_op_names[e->op], e->seq, ta_comm_name(a, e->g), ta_nan_cause_names[e->cause],
                                    e->nranks > 1 ? "s" : "", rs));
             free(rs);
         }
         if (nf->unchecked_before)
-            extra = join(extra, "; ",
+            extra = ta_nan_join(extra, "; ",
                          xasprintf("%lld earlier reduction%s of these ranks %s not checked: the NaN may be older",
                                    (long long)nf->unchecked_before, nf->unchecked_before > 1 ? "s" : "",
                                    nf->unchecked_before > 1 ? "were" : "was"));
@@ -875,133 +384,3 @@ out:
     free(off); free(absent); free(ringonly);
 }
 
-/* --json: one check of a buffer (null: none) */
-static void check_json(ta_jw *w, const char *k, const ta_trace *t, int64_t ci)
-{
-    jw_key(w, k);
-    if (!t || ci < 0) { fputs("null", w->o); return; }
-    const ta_check cv = ta_check_at(t, ci), *c = &cv;
-    jw_open(w, '{');
-    jw_str(w, "status", ta_ck_status_names[c->status]);
-    jw_int(w, "nan", c->nan);
-    jw_int(w, "inf", c->inf);
-    jw_intn(w, "first", c->first, c->first == TA_NULL64);
-    jw_str(w, "first_kind", c->first_kind == 1 ? "nan" : c->first_kind == 2 ? "inf" : NULL);
-    jw_int(w, "elems_checked", c->checked);
-    jw_int(w, "elems", c->elems);
-    jw_str(w, "reason", c->reason);
-    jw_close(w, '}');
-}
-
-static int has_rank(const int *v, int n, int r)
-{
-    for (int i = 0; i < n; i++) if (v[i] == r) return 1;
-    return 0;
-}
-
-static void nanev_json(ta_jw *w, ta_an *a, const ta_nanev *ev, int full)
-{
-    jw_str(w, "cause", ta_nan_cause_names[ev->cause]);
-    jw_str(w, "reason", ev->reason);
-    jw_str(w, "op", ta_op_names[ev->op]);
-    jw_str(w, "dtype", ev->dtype == DT_NONE ? NULL : ta_dtype_names[ev->dtype]);
-    jw_str(w, "redop", ev->redop == RO_NONE ? NULL : ta_redop_names[ev->redop]);
-    jw_dbl(w, "limit", ta_nan_limit(ev->dtype));
-    jw_ints(w, "unchecked_inputs", ev->unchecked, ev->nunchecked);
-    if (!full) return;
-    jw_key(w, "members");
-    jw_open(w, '[');
-    for (int p = 0; p < ev->nmem; p++) {
-        const ta_nanmember *m = &ev->mem[p];
-        const ta_trace *t = m->trace >= 0 ? a->tr[m->trace] : NULL;
-        jw_sep(w);
-        jw_open(w, '{');
-        jw_int(w, "place", m->place);
-        jw_intn(w, "rank", m->rank, m->rank < 0);
-        jw_bool(w, "source", m->source);
-        jw_bool(w, "lost", m->lost);
-        if (t && m->call >= 0 && has_rank(ev->ranks, ev->nranks, m->rank)) {
-            jw_site(w, a, t, t->calls[m->call].stack, t->calls[m->call].pystack);
-        } else {
-            jw_str(w, "site", NULL);
-            jw_str(w, "function", NULL);
-            jw_str(w, "python_stack", NULL);
-            jw_str(w, "native_site", NULL);
-        }
-        check_json(w, "input", t, m->in);
-        check_json(w, "output", t, m->out);
-        jw_close(w, '}');
-    }
-    jw_close(w, ']');
-}
-
-/* --json: the first non-finite collective (cause, members' checks), the later ones, the independent ones */
-void ta_json_nan(ta_jw *w, ta_an *a, const ta_finding *f)
-{
-    const ta_nanfinding *nf = f->data;
-    if (!nf) return;
-    nanev_json(w, a, &nf->ev, 1);
-    jw_int(w, "later_count", nf->later_count);
-    jw_key(w, "later");
-    jw_open(w, '[');
-    for (int k = 0; k < nf->nlater; k++) {
-        jw_sep(w);
-        jw_open(w, '{');
-        jw_str(w, "comm", ta_comm_name(a, nf->later[k].g));
-        jw_int(w, "from_seq", nf->later[k].from_seq);
-        jw_int(w, "collectives", nf->later[k].count);
-        jw_close(w, '}');
-    }
-    jw_close(w, ']');
-    jw_key(w, "independent");
-    jw_open(w, '[');
-    for (int k = 0; k < nf->nindep; k++) {
-        const ta_nanev *e = &nf->indep[k];
-        jw_sep(w);
-        jw_open(w, '{');
-        jw_str(w, "comm", ta_comm_name(a, e->g));
-        jw_int(w, "seq", e->seq);
-        jw_ints(w, "ranks", e->ranks, e->nranks);
-        nanev_json(w, a, e, 0);
-        jw_close(w, '}');
-    }
-    jw_close(w, ']');
-    jw_int(w, "unchecked_before", nf->unchecked_before);
-}
-
-/* text: the sources' inputs (or the quoted output), and the inputs not known */
-void ta_text_nan(ta_tx *x, const ta_finding *f)
-{
-    ta_an *a = x->a;
-    FILE *o = x->o;
-    const char *ind = x->ind;
-    int md = x->md;
-    ta_tx_head(x, f, NULL);
-    const ta_nanfinding *nf = f->data;
-    if (!nf) return;
-    const ta_nanev *ev = &nf->ev;
-    int shown = 0;
-    for (int p = 0; p < ev->nmem; p++) {
-        const ta_nanmember *m = &ev->mem[p];
-        if (m->trace < 0 || m->call < 0) continue;
-        const ta_trace *t = a->tr[m->trace];
-        int show = ev->cause == NC_INPUT ? m->source : p == ev->ref;
-        if (!show) continue;
-        if (shown++ >= 8) { fprintf(o, "%s%s...\n", ind, md ? "- " : ""); break; }
-        const ta_check kv = ta_check_at(t, ev->cause == NC_INPUT ? m->in : m->out), *k = &kv;
-        char *sig = ta_call_sig(t, m->call), *site = ta_call_site_text(a, t, m->call);
-        char at[64] = "";
-        if (k->first != TA_NULL64)
-            snprintf(at, sizeof at, "first %s at element %lld, ", k->first_kind == 2 ? "Inf" : "NaN", (long long)k->first);
-        fprintf(o, md ? "%s- rank %d: `%s` at `%s`; %s: %s%lld NaN, %lld Inf in %lld elements checked\n"
-                      : "%srank %d: %s at %s; %s: %s%lld NaN, %lld Inf in %lld elements checked\n",
-                ind, m->rank, sig, site, ev->cause == NC_INPUT ? "input" : "output", at, (long long)k->nan,
-                (long long)k->inf, (long long)k->checked);
-        free(sig); free(site);
-    }
-    if (ev->cause != NC_INPUT && ev->nunchecked) {
-        char *r = ta_ranks_text(ev->unchecked, ev->nunchecked);
-        fprintf(o, "%s%sinputs not known: rank%s %s\n", ind, md ? "- " : "", ev->nunchecked > 1 ? "s" : "", r);
-        free(r);
-    }
-}

@@ -100,7 +100,7 @@ void ta_text_config(struct ta_tx *x, const struct ta_finding *f);
 /* kind_p2p.c */
 void ta_detect_p2p(struct ta_an *a, int look);
 void ta_text_p2p(struct ta_tx *x, const struct ta_finding *f);
-/* nan.c */
+/* nan.c; nan_out.c (its --json and text) */
 void ta_detect_nan(struct ta_an *a, int look);
 void ta_json_nan(struct ta_jw *w, struct ta_an *a, const struct ta_finding *f);
 void ta_text_nan(struct ta_tx *x, const struct ta_finding *f);

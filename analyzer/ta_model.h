@@ -21,7 +21,7 @@
  *                 graph_launches.c (ranks that launched a graph a different number of times)
  *   ta_kinds.h    the table of finding kinds (kinds.c) and each kind's detector
  *                 and writers: kind_memory.c, kind_divergence.c (with mispair.c,
- *                 fingerprint.c), kind_p2p.c, kind_hang.c, nan.c, straggler.c,
+ *                 fingerprint.c), kind_p2p.c, kind_hang.c, nan.c (nan_event.c, nan_out.c), straggler.c,
  *                 kind_config.c
  *   ta_jw.h       jw.c: JSON writing (values, calls, sites, stacks)
  *   ta_tx.h       tx.c: text and Markdown writing (a finding's heading, sides)
