@@ -10,16 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "scan_int.h"
 #include "ta_calls.h"
 #include "trshim/ring_format.h"
 
-enum { JV_NULL, JV_BOOL, JV_INT, JV_DBL, JV_STR, JV_OTHER, JV_PAIR };
-typedef struct {
-    int type;
-    int64_t i, i2;        /* JV_PAIR: [i, i2], two integers */
-    double d;
-    char s[64];
-} jv;
 
 static inline size_t ws(const char *b, size_t n, size_t i)
 {
@@ -222,7 +216,7 @@ static size_t int_pair(const char *b, size_t n, size_t i, jv *v)
     return i + 1;
 }
 
-static int num_ok(const jv *v, int64_t *out)
+int ta_scan_num(const jv *v, int64_t *out)
 {
     if (v->type == JV_INT) { *out = v->i; return 1; }
     if (v->type == JV_DBL && v->d == floor(v->d) && fabs(v->d) < 9.2e18) { *out = (int64_t)v->d; return 1; }
@@ -309,15 +303,15 @@ static const char *conv(const jv *vals, int nv, const int8_t *role, ta_trace *t,
             break;
         }
         case F_COMM:
-            if (!num_ok(v, &n) || n < -1 || n >= t->ncomms) return "comm is not an index into comms";
+            if (!ta_scan_num(v, &n) || n < -1 || n >= t->ncomms) return "comm is not an index into comms";
             c->comm = (int32_t)n;
             break;
         case F_SEQ:
-            if (!num_ok(v, &n) || n < 0 || n > 0x7fffffff) return "seq is not a non-negative integer";
+            if (!ta_scan_num(v, &n) || n < 0 || n > 0x7fffffff) return "seq is not a non-negative integer";
             c->seq = (uint32_t)n;
             break;
         case F_COUNT:
-            if (!num_ok(v, &n) || n < 0) return "count is not a non-negative integer";
+            if (!ta_scan_num(v, &n) || n < 0) return "count is not a non-negative integer";
             c->count = n;
             break;
         case F_DTYPE:
@@ -332,12 +326,12 @@ static const char *conv(const jv *vals, int nv, const int8_t *role, ta_trace *t,
             break;
         case F_ROOT:
             if (v->type == JV_NULL) break;
-            if (!num_ok(v, &n) || n < 0 || n > 0x7fffffff) return "root is not a rank";
+            if (!ta_scan_num(v, &n) || n < 0 || n > 0x7fffffff) return "root is not a rank";
             root = (int)n;
             break;
         case F_PEER:
             if (v->type == JV_NULL) break;
-            if (!num_ok(v, &n) || n < 0 || n > 0x7fffffff) return "peer is not a rank";
+            if (!ta_scan_num(v, &n) || n < 0 || n > 0x7fffffff) return "peer is not a rank";
             peer = (int)n;
             break;
         case F_STREAM: {
@@ -353,40 +347,40 @@ static const char *conv(const jv *vals, int nv, const int8_t *role, ta_trace *t,
             break;
         }
         case F_GROUP:
-            if (!num_ok(v, &n) || n < 0 || n > 0xffffffffLL) return "group is not a non-negative integer";
+            if (!ta_scan_num(v, &n) || n < 0 || n > 0xffffffffLL) return "group is not a non-negative integer";
             c->group = (uint32_t)n;
             break;
         case F_ENTER:
-            if (!num_ok(v, &n)) return "enter_ns is not an integer";
+            if (!ta_scan_num(v, &n)) return "enter_ns is not an integer";
             c->enter_ns = n;
             break;
         case F_EXIT:
             if (v->type == JV_NULL) break;
-            if (!num_ok(v, &n) || n == TA_NULL64) return "exit_ns is not an integer or null";
+            if (!ta_scan_num(v, &n) || n == TA_NULL64) return "exit_ns is not an integer or null";
             c->exit_ns = n;
             break;
         case F_RC:
             if (v->type == JV_NULL) break;
-            if (!num_ok(v, &n) || n < -32767 || n > 32767) return "rc is not an integer or null";
+            if (!ta_scan_num(v, &n) || n < -32767 || n > 32767) return "rc is not an integer or null";
             c->rc = (int16_t)n;
             break;
         case F_STACK:
-            if (!num_ok(v, &n) || n < -1 || n > 0x7fffffff) return "stack is not an index";
+            if (!ta_scan_num(v, &n) || n < -1 || n > 0x7fffffff) return "stack is not an index";
             c->stack = (int32_t)n;
             break;
         case F_DONE:
             if (v->type == JV_NULL) break;
-            if (!num_ok(v, &n) || n == TA_NULL64) return "done_ns is not an integer or null";
+            if (!ta_scan_num(v, &n) || n == TA_NULL64) return "done_ns is not an integer or null";
             c->done_ns = n;
             break;
         case F_PYSTACK:
             if (v->type == JV_NULL) break;
-            if (!num_ok(v, &n) || n < -1 || n > 0x7fffffff) return "pystack is not an index";
+            if (!ta_scan_num(v, &n) || n < -1 || n > 0x7fffffff) return "pystack is not an index";
             c->pystack = (int32_t)n;
             break;
         case F_CONFIG:
             if (v->type == JV_NULL) break;
-            if (!num_ok(v, &n) || n < -1 || n > 0x7fffffff) return "config is not an index into coll_configs, -1 or null";
+            if (!ta_scan_num(v, &n) || n < -1 || n > 0x7fffffff) return "config is not an index into coll_configs, -1 or null";
             cfg = n;
             break;
         case F_SIGNAL:
@@ -400,12 +394,12 @@ static const char *conv(const jv *vals, int nv, const int8_t *role, ta_trace *t,
         /* a GraphLaunch's; checked below when the call is one (others' are null) */
         case F_GRAPH:
             if (v->type == JV_NULL) break;
-            if (!num_ok(v, &n) || n < 0 || n > 0x7fffffff) return "graph is not an index into graphs or null";
+            if (!ta_scan_num(v, &n) || n < 0 || n > 0x7fffffff) return "graph is not an index into graphs or null";
             graph = n;
             break;
         case F_REPLAY:
             if (v->type == JV_NULL) break;
-            if (!num_ok(v, &n) || n < 1) return "replay is not a replay number (1, 2, ...) or null";
+            if (!ta_scan_num(v, &n) || n < 1) return "replay is not a replay number (1, 2, ...) or null";
             replay = n;
             break;
         case F_LANE:
@@ -468,14 +462,8 @@ static const char *conv(const jv *vals, int nv, const int8_t *role, ta_trace *t,
 }
 
 /* ---- arrays of arrays (calls, checks): one row at a time ---- */
-typedef const char *(*row_fn)(void *ctx, const jv *vals, int k, int idx);
-
-/* Iterates the array of arrays b[0..n); each row's scalars (up to npos)
- * go to fn, which returns NULL (kept) or why the row is skipped; a row that
- * is not an array or is longer than npos is skipped here. 0, -1 syntax
- * error at *err_at, -2 not an array. */
-static int parse_rows(const char *b, size_t n, int npos, row_fn fn, void *ctx, size_t *err_at,
-                      const char **first_why, int *first_i, int64_t *skipped)
+int ta_scan_rows(const char *b, size_t n, int npos, row_fn fn, void *ctx, size_t *err_at, const char **first_why,
+                 int *first_i, int64_t *skipped)
 {
     size_t i = ws(b, n, 0);
     if (i >= n || b[i] != '[') { *err_at = i; return -2; }   /* not an array */
@@ -594,7 +582,7 @@ int ta_parse_calls(const char *b, size_t n, const int8_t *role, int npos, ta_tra
     /* capacity: a call is at least 2 + 19 * 2 characters */
     calls_ctx x = {t, role, n / 24 + 16, 0, {0}, 0, 0};
     t->calls = xmalloc(sizeof(ta_call) * x.cap);
-    int r = parse_rows(b, n, npos, call_row, &x, err_at, first_why, first_i, &t->skipped_records);
+    int r = ta_scan_rows(b, n, npos, call_row, &x, err_at, first_why, first_i, &t->skipped_records);
     if (r < 0) {
         free(t->calls);
         free(t->call_raw);
@@ -607,177 +595,6 @@ int ta_parse_calls(const char *b, size_t n, const int8_t *role, int npos, ta_tra
         return r;
     }
     t->ncalls = (int64_t)x.used;
-    return 0;
-}
-
-/* ---- checks ---- */
-typedef struct {
-    ta_trace *t;
-    const int8_t *role;
-    size_t cap, dcap;
-    int64_t nraw;          /* calls in the file (kept + skipped) */
-} checks_ctx;
-
-static int64_t kept_call(const ta_trace *t, int64_t raw)
-{
-    if (!t->call_raw) return raw < t->ncalls ? raw : -1;
-    int64_t lo = 0, hi = t->ncalls - 1;
-    while (lo <= hi) {
-        int64_t mid = (lo + hi) / 2;
-        if (t->call_raw[mid] == raw) return mid;
-        if (t->call_raw[mid] < raw) lo = mid + 1;
-        else hi = mid - 1;
-    }
-    return -1;
-}
-
-static int is_count(const jv *v, int64_t *out) { return num_ok(v, out) && *out >= 0; }
-
-static const char *check_row(void *ctx, const jv *vals, int k, int idx)
-{
-    (void)idx;
-    checks_ctx *x = ctx;
-    ta_trace *t = x->t;
-    ta_check c;
-    memset(&c, 0, sizeof c);
-    c.first = TA_NULL64;
-    int seen = 0;
-    for (int p = 0; p < k; p++) {
-        int r = x->role[p];
-        if (r < 0) continue;
-        const jv *v = &vals[p];
-        int64_t n = 0;
-        seen |= 1 << r;
-        switch (r) {
-        case CF_CALL:
-            if (!num_ok(v, &n) || n < 0 || n >= x->nraw) return "call is not an index into calls";
-            c.call = kept_call(t, n);
-            if (c.call < 0) return "call refers to a call record that was skipped";
-            break;
-        case CF_BUFFER:
-            if (v->type != JV_STR) return "buffer is not a string";
-            if (!strcmp(v->s, "input")) c.buffer = BUF_INPUT;
-            else if (!strcmp(v->s, "output")) c.buffer = BUF_OUTPUT;
-            else return "buffer is not \"input\" or \"output\"";
-            break;
-        case CF_STATUS: {
-            if (v->type != JV_STR) return "status is not a string";
-            int s;
-            for (s = 0; s < 4; s++) if (!strcmp(v->s, ta_ck_status_names[s])) break;
-            if (s == 4) return "status is not clean, nonfinite, not_checked or pending";
-            c.status = (uint8_t)s;
-            break;
-        }
-        case CF_NAN: if (!is_count(v, &c.nan)) return "nan is not a count"; break;
-        case CF_INF: if (!is_count(v, &c.inf)) return "inf is not a count"; break;
-        case CF_FIRST:
-            if (v->type == JV_NULL) break;
-            if (!is_count(v, &c.first)) return "first is not an index or null";
-            break;
-        case CF_FIRST_KIND:
-            if (v->type == JV_NULL) break;
-            if (v->type != JV_STR || (strcmp(v->s, "nan") && strcmp(v->s, "inf"))) return "first_kind is not \"nan\", \"inf\" or null";
-            c.first_kind = v->s[0] == 'n' ? 1 : 2;
-            break;
-        case CF_CHECKED: if (!is_count(v, &c.checked)) return "elems_checked is not a count"; break;
-        case CF_ELEMS: if (!is_count(v, &c.elems)) return "elems is not a count"; break;
-        case CF_REASON:
-            if (v->type == JV_NULL) break;
-            if (v->type != JV_STR) return "reason is not a string or null";
-            c.reason = ta_intern(v->s);
-            break;
-        }
-    }
-    for (int r = 0; r < CF_NREQ; r++)
-        if (!(seen & (1 << r))) return "is shorter than check_fields";
-    const ta_call *cl = &t->calls[c.call];
-    if (!ta_op_is_coll(cl->op)) return "call is not a collective";
-    if (c.status == CK_NONFINITE && c.nan + c.inf == 0 && c.first == TA_NULL64)
-        return "is nonfinite without a NaN or an infinity";
-    if (c.call > (int64_t)UINT32_MAX - 1) return "call is out of range";
-    if ((size_t)t->nchecks >= x->cap) {
-        x->cap *= 2;
-        t->checks = xrealloc(t->checks, sizeof(ta_ckc) * x->cap);
-    }
-    ta_ckc *o = &t->checks[t->nchecks++];
-    o->call = (uint32_t)c.call;
-    o->buffer = c.buffer;
-    o->status = c.status;
-    o->first_kind = c.first_kind;
-    o->pad = 0;
-    if (c.status == CK_CLEAN && c.checked == c.elems && c.elems <= (int64_t)UINT32_MAX && !c.reason && !c.nan &&
-        !c.inf && c.first == TA_NULL64) {
-        o->det = TA_CK_NODET;
-        o->elems = (uint32_t)c.elems;
-    } else {
-        if ((size_t)t->nckdet >= x->dcap) {
-            x->dcap = x->dcap ? x->dcap * 2 : 64;
-            t->ckdet = xrealloc(t->ckdet, sizeof(ta_ckdet) * x->dcap);
-        }
-        t->ckdet[t->nckdet] = (ta_ckdet){c.nan, c.inf, c.first, c.checked, c.elems, c.reason};
-        o->det = (uint32_t)t->nckdet++;
-        o->elems = 0;
-    }
-    return NULL;
-}
-
-static int cmp_check(const void *p, const void *q)
-{
-    const ta_ckc *a = p, *b = q;
-    if (a->call != b->call) return a->call < b->call ? -1 : 1;
-    if (a->buffer != b->buffer) return a->buffer < b->buffer ? -1 : 1;
-    return 0;
-}
-
-static __thread const ta_ckc *sort_base;
-static int cmp_ix(const void *p, const void *q)
-{
-    int64_t i = *(const int64_t *)p, j = *(const int64_t *)q;
-    int c = cmp_check(&sort_base[i], &sort_base[j]);
-    return c ? c : (i > j) - (i < j);
-}
-
-int ta_parse_checks(const char *b, size_t n, const int8_t *role, int npos, int64_t nraw, ta_trace *t,
-                    size_t *err_at, const char **first_why, int *first_i)
-{
-    checks_ctx x = {t, role, n / 40 + 16, 0, nraw};
-    t->checks = xmalloc(sizeof(ta_ckc) * x.cap);
-    t->nchecks = 0;
-    int r = parse_rows(b, n, npos, check_row, &x, err_at, first_why, first_i, &t->skipped_checks);
-    if (r < 0) {
-        free(t->checks);
-        free(t->ckdet);
-        t->checks = NULL;
-        t->ckdet = NULL;
-        t->nchecks = t->nckdet = 0;
-        return r;
-    }
-    /* sorted by call, input first (as written); a second check of the same
-     * buffer of a call is dropped */
-    int sorted = 1;
-    for (int64_t i = 1; i < t->nchecks && sorted; i++) sorted = cmp_check(&t->checks[i - 1], &t->checks[i]) < 0;
-    if (!sorted) {
-        /* stable: of equal ones the first written stays, the others go */
-        int64_t *ix = xmalloc(sizeof(int64_t) * (size_t)(t->nchecks + 1));
-        for (int64_t i = 0; i < t->nchecks; i++) ix[i] = i;
-        sort_base = t->checks;
-        if (t->nchecks > 1) qsort(ix, (size_t)t->nchecks, sizeof *ix, cmp_ix);
-        ta_ckc *v = xmalloc(sizeof(ta_ckc) * (size_t)(t->nchecks + 1));
-        for (int64_t i = 0; i < t->nchecks; i++) v[i] = t->checks[ix[i]];
-        free(ix);
-        free(t->checks);
-        t->checks = v;
-        int64_t w = 0;
-        for (int64_t i = 0; i < t->nchecks; i++) {
-            if (w && !cmp_check(&v[w - 1], &v[i])) {
-                if (!*first_why) { *first_why = "repeats a check of the same buffer of the same call"; *first_i = -1; }
-                t->skipped_checks++;
-                continue;
-            }
-            v[w++] = v[i];
-        }
-        t->nchecks = w;
-    }
     return 0;
 }
 

@@ -1,4 +1,4 @@
-/* The scanner of the "calls" array (calls.c), used by load.c. */
+/* The scanner of the "calls" array (calls.c) and of "checks" (checks.c), used by load.c. */
 #ifndef TA_CALLS_H
 #define TA_CALLS_H
 #include <stddef.h>

@@ -4,7 +4,7 @@
  *   ta_model.h    this: the model; model.c (strings, names, texts, interning)
  *   ta_seq.h      seq.c: per-seq tables, looked up (a comm's call at seq s)
  *   ta_load.h     load.c: files, parsing (cJSON, 2 threads), validation, job grouping;
- *                 ta_calls.h (calls.c: the "calls" array, a dedicated scanner),
+ *                 ta_calls.h (calls.c: the "calls" array, a dedicated scanner; checks.c: "checks"),
  *                 load_int.h (load.c <-> load_fields.c), ta_ring.h (ring.c: ring
  *                 files read and checked; ring_trace.c: their traces, rings next
  *                 to JSON traces; ring_graph.c: their CUDA graphs and launches),
