@@ -3,7 +3,10 @@
  * from JSON traces ("crash", "errors") and ring files (CRASH and ERROR
  * blobs), and said in the root cause: "rank 2 crashed with SIGSEGV
  * (address 0xc, SEGV_MAPERR) in read_sample (job.c:47) <- load_batch
- * (job.c:113) <- main". Input is untrusted: a damaged record is a note
+ * (job.c:113) <- main"; and the uncaught Python exception a rank exited
+ * with (JSON "python_exception", ring PYEXC blob): "rank 2 exited with an
+ * uncaught Python exception ValueError: bad batch 6 (raised at train.py:12
+ * in load_batch)". Input is untrusted: a damaged record is a note
  * naming the file, and is not used. */
 #include <signal.h>
 #include <stdlib.h>
@@ -26,6 +29,9 @@ struct ring_crash {
     int ne;
     ta_crash *crash;          /* converted */
     ta_error *errs; int nerrs;
+    int has_pyexc;
+    trr_pyexc p;
+    ta_pyexc *pyexc;          /* converted */
 };
 
 /* ---- common ---- */
@@ -75,8 +81,30 @@ static ta_error *errs_dup(const ta_error *e, int n)
     return o;
 }
 
+static void pyexc_del(ta_pyexc *p)
+{
+    if (!p) return;
+    free(p->type); free(p->message); free(p->file); free(p->function);
+    free(p);
+}
+
+static char *dup_or_null(const char *s) { return s ? xstrdup(s) : NULL; }
+
+static ta_pyexc *pyexc_dup(const ta_pyexc *p)
+{
+    ta_pyexc *o = xmalloc(sizeof *o);
+    *o = *p;
+    o->type = dup_or_null(p->type);
+    o->message = dup_or_null(p->message);
+    o->file = dup_or_null(p->file);
+    o->function = dup_or_null(p->function);
+    return o;
+}
+
 void ta_crash_free(ta_trace *t)
 {
+    pyexc_del(t->pyexc);
+    t->pyexc = NULL;
     crash_del(t->crash);
     t->crash = NULL;
     errs_del(t->errs, t->nerrs);
@@ -89,6 +117,10 @@ void ta_crash_adopt(ta_trace *dst, ta_trace *src)
     if (!dst->crash && src->crash) {
         dst->crash = src->crash;
         src->crash = NULL;
+    }
+    if (!dst->pyexc && src->pyexc) {
+        dst->pyexc = src->pyexc;
+        src->pyexc = NULL;
     }
     if (!dst->nerrs && src->nerrs) {
         dst->errs = src->errs; dst->nerrs = src->nerrs;
@@ -108,6 +140,18 @@ int ring_crash_blob(rd *r, uint32_t kind, const uint8_t *q, uint32_t n)
 {
     if (!r->crash) r->crash = xcalloc(1, sizeof *r->crash);
     struct ring_crash *x = r->crash;
+    if (kind == TRR_BLOB_PYEXC) {
+        if (!q || n < sizeof(trr_pyexc)) return 0;
+        trr_pyexc p;
+        memcpy(&p, q, sizeof p);
+        if (p.state == 0 || p.state == 1) return 1;     /* reserved, none; or being written when it ended */
+        if (p.state != 2 || p.line < -1 || p.tid < 0 || !p.type[0]) return 0;
+        if (!x->has_pyexc) {
+            x->p = p;
+            x->has_pyexc = 1;
+        }
+        return 1;
+    }
     if (kind == TRR_BLOB_CRASH) {
         if (!q || n < sizeof(trr_crash)) return 0;
         trr_crash c;
@@ -155,6 +199,17 @@ void ring_crash_finish(rd *r, void (*frame_of)(const void *ctx, uint64_t ip, ta_
         }
         x->crash = o;
     }
+    if (x->has_pyexc) {
+        const trr_pyexc *p = &x->p;
+        ta_pyexc *o = xcalloc(1, sizeof *o);
+        o->type = safe_str(p->type, sizeof p->type);
+        o->message = p->message[0] ? safe_str(p->message, sizeof p->message) : NULL;
+        o->file = p->file[0] ? safe_str(p->file, sizeof p->file) : NULL;
+        o->function = p->function[0] ? safe_str(p->function, sizeof p->function) : NULL;
+        o->line = p->line;
+        o->tid = p->tid;
+        x->pyexc = o;
+    }
     if (x->ne) {
         x->errs = xcalloc((size_t)x->ne, sizeof *x->errs);
         for (int i = 0; i < x->ne; i++) {
@@ -181,6 +236,7 @@ void ring_crash_view(const rd *r, ta_trace *t)
     const struct ring_crash *x = r->crash;
     if (!x) return;
     if (x->crash) t->crash = crash_dup(x->crash);
+    if (x->pyexc) t->pyexc = pyexc_dup(x->pyexc);
     if (x->nerrs) {
         t->errs = errs_dup(x->errs, x->nerrs);
         t->nerrs = x->nerrs;
@@ -192,6 +248,7 @@ void ring_crash_rd_free(rd *r)
     struct ring_crash *x = r->crash;
     if (!x) return;
     crash_del(x->crash);
+    pyexc_del(x->pyexc);
     errs_del(x->errs, x->nerrs);
     free(x);
     r->crash = NULL;
@@ -282,11 +339,34 @@ static int json_error(const cJSON *o, ta_trace *t, ta_error *e)
     return 1;
 }
 
+static int json_pyexc(const cJSON *o, ta_trace *t)
+{
+    const char *type, *msg, *file, *fn;
+    int64_t line, tid;
+    if (!cJSON_IsObject(o) || !get_s(o, "type", &type) || !type || !type[0] || !get_s(o, "message", &msg) ||
+        !get_s(o, "file", &file) || !get_s(o, "function", &fn) || !get_int(o, "line", -1, INT32_MAX, &line, 1) ||
+        !get_int(o, "tid", 0, INT32_MAX, &tid, 0))
+        return 0;
+    ta_pyexc *p = xcalloc(1, sizeof *p);
+    p->type = xstrdup(type);
+    p->message = msg && msg[0] ? xstrdup(msg) : NULL;
+    p->file = file && file[0] ? xstrdup(file) : NULL;
+    p->function = fn && fn[0] ? xstrdup(fn) : NULL;
+    p->line = line == INT64_MIN ? -1 : (int)line;
+    p->tid = (int)tid;
+    t->pyexc = p;
+    return 1;
+}
+
 void ta_crash_json(ta_an *a, const char *path, const cJSON *root, ta_trace *t)
 {
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(root, "crash");
     if (c && !cJSON_IsNull(c) && !json_crash(c, t))
         ta_note_add(a, path, 0, "field crash is damaged: where this rank crashed is not known from this trace");
+    const cJSON *pe = cJSON_GetObjectItemCaseSensitive(root, "python_exception");
+    if (pe && !cJSON_IsNull(pe) && !json_pyexc(pe, t))
+        ta_note_add(a, path, 0, "field python_exception is damaged: the Python exception this rank exited with is "
+                    "not known from this trace");
     const cJSON *es = cJSON_GetObjectItemCaseSensitive(root, "errors");
     if (!es || cJSON_IsNull(es)) return;
     if (!cJSON_IsArray(es)) {
@@ -420,6 +500,40 @@ char *ta_crash_text(ta_an *a, const ta_trace *t)
     return r;
 }
 
+/* "ValueError: bad batch 6 (raised at train.py:12 in load_batch)" */
+static char *pyexc_what(const ta_pyexc *p)
+{
+    char *site;
+    if (p->file) {
+        const char *b = strrchr(p->file, '/');
+        char line[16] = "?";
+        if (p->line > 0) snprintf(line, sizeof line, "%d", p->line);
+        site = xasprintf(" (raised at %s:%s%s%s)", b ? b + 1 : p->file, line, p->function ? " in " : "",
+                         p->function ? p->function : "");
+    } else {
+        site = xstrdup("");
+    }
+    char *r = xasprintf("%s%s%s%s", p->type, p->message ? ": " : "", p->message ? p->message : "", site);
+    free(site);
+    return r;
+}
+
+char *ta_pyexc_text(ta_an *a, const ta_trace *t)
+{
+    const ta_pyexc *p = t->pyexc;
+    if (!p) return NULL;
+    char *w = pyexc_what(p), *r;
+    if (t->end_state == END_EXITED) {
+        r = xasprintf("exited with an uncaught Python exception %s", w);
+    } else {
+        char *e = ta_end_text(a, t);
+        r = xasprintf("%s, after an uncaught Python exception %s", e, w);
+        free(e);
+    }
+    free(w);
+    return r;
+}
+
 const ta_error *ta_first_error(const ta_trace *t, int kind)
 {
     for (int i = 0; i < t->nerrs; i++)
@@ -542,6 +656,23 @@ void ta_crash_json_out(ta_jw *w, ta_an *a, const ta_trace *t)
         json_frames(w, a, &c->stack, "frames");
         jw_pystack(w, t, c->pystack, "python_stack");
         char *tx = ta_crash_text(a, t);
+        jw_str(w, "text", tx);
+        free(tx);
+        jw_close(w, '}');
+    }
+    const ta_pyexc *p = t->pyexc;
+    jw_key(w, "python_exception");
+    if (!p) {
+        fputs("null", w->o);
+    } else {
+        jw_open(w, '{');
+        jw_str(w, "type", p->type);
+        jw_str(w, "message", p->message);
+        jw_str(w, "file", p->file);
+        jw_str(w, "function", p->function);
+        jw_intn(w, "line", p->line, p->line < 0);
+        jw_int(w, "tid", p->tid);
+        char *tx = ta_pyexc_text(a, t);
         jw_str(w, "text", tx);
         free(tx);
         jw_close(w, '}');

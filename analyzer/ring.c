@@ -442,7 +442,7 @@ static void read_blobs(rd *r, pthread_mutex_t *modlk)
         int known = b.kind == TRR_BLOB_MODULE || b.kind == TRR_BLOB_STACK || b.kind == TRR_BLOB_PYCODE ||
                     b.kind == TRR_BLOB_PYSTACK || b.kind == TRR_BLOB_COLLCONFIG || b.kind == TRR_BLOB_NCCLINFO ||
                     b.kind == TRR_BLOB_GRAPH || b.kind == TRR_BLOB_PYROOTS || b.kind == TRR_BLOB_CRASH ||
-                    b.kind == TRR_BLOB_ERROR;
+                    b.kind == TRR_BLOB_ERROR || b.kind == TRR_BLOB_PYEXC;
         /* a known blob larger than the window is damaged (counted as its kind) */
         const uint8_t *q = known && b.bytes <= BLOB_WIN ? bw_at(&w, at, b.bytes) : NULL;
         if (b.kind == TRR_BLOB_MODULE) {
@@ -517,7 +517,7 @@ static void read_blobs(rd *r, pthread_mutex_t *modlk)
             badnccl += !ncclinfo_blob(r, q, b.bytes);
         } else if (b.kind == TRR_BLOB_GRAPH) {
             badgraph += !ring_graph_blob(r, q, b.bytes);     /* ring_graph.c */
-        } else if (b.kind == TRR_BLOB_CRASH || b.kind == TRR_BLOB_ERROR) {
+        } else if (b.kind == TRR_BLOB_CRASH || b.kind == TRR_BLOB_ERROR || b.kind == TRR_BLOB_PYEXC) {
             badcrash += !ring_crash_blob(r, b.kind, q, b.bytes);   /* crash.c */
         } else if (b.kind == TRR_BLOB_PYROOTS && !ta_pyroots_blob(&r->pyroots, q, b.bytes)) {
             ring_note(r, "a damaged Python folders record ignored: library frames are told by folder names");
@@ -530,8 +530,9 @@ static void read_blobs(rd *r, pthread_mutex_t *modlk)
                           "config", badcfg);
     if (badnccl) ring_note(r, "%d damaged NCCL library record(s) ignored: what the library exports is not known",
                            badnccl);
-    if (badcrash) ring_note(r, "%d damaged crash or error record(s) ignored: where this process crashed, or the "
-                            "CUDA/NCCL errors it saw, are not known from them", badcrash);
+    if (badcrash) ring_note(r, "%d damaged crash, error or Python exception record(s) ignored: where this process "
+                            "crashed, the CUDA/NCCL errors it saw or the exception it exited with, are not known "
+                            "from them", badcrash);
     if (badgraph) ring_note(r, "%d damaged CUDA graph record(s) ignored: the launches of those graphs replay calls "
                             "that are not known", badgraph);
     if (npc || nps) py_tables(r, pc, npc, ps, nps, &badps);

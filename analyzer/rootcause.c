@@ -95,7 +95,9 @@ static void add_end_info(ta_an *a, ta_finding *f, const int *cul_t, int ncul)
     for (int k = 0; k < ncul && k < 4; k++) {
         ta_trace *t = a->tr[cul_t[k]];
         char *cr = ta_crash_text(a, t);      /* crash.c: where it crashed, NULL */
-        char *e0 = cr ? cr : ta_end_text(a, t), *es = ta_errors_suffix(a, t);
+        char *e0 = cr ? cr : ta_pyexc_text(a, t);   /* crash.c: the uncaught Python exception, NULL */
+        if (!e0) e0 = ta_end_text(a, t);
+        char *es = ta_errors_suffix(a, t);
         char *e = xasprintf("%s%s", e0, es);
         free(e0); free(es);
         int64_t lc;

@@ -6,6 +6,14 @@
 
 #include "ta_model.h"
 
+/* The uncaught Python exception a rank exited with (trace "python_exception",
+ * ring PYEXC blob): strings as recorded, NULL unknown */
+typedef struct ta_pyexc {
+    char *type, *message, *file, *function;
+    int line;             /* -1 unknown */
+    int tid;
+} ta_pyexc;
+
 struct cJSON;
 /* load.c: a JSON trace's "crash" and "errors" (after its stacks); damaged: a note naming path */
 void ta_crash_json(ta_an *a, const char *path, const struct cJSON *root, ta_trace *t);
@@ -15,6 +23,9 @@ void ta_crash_free(ta_trace *t);
 /* "crashed with SIGSEGV (address 0xc, SEGV_MAPERR) in f (x.c:1) <- g (x.c:2) <- main (x.c:3)[ on thread "n"][: message]";
  * NULL when t has no crash */
 char *ta_crash_text(ta_an *a, const ta_trace *t);
+/* "exited with an uncaught Python exception ValueError: bad batch 6 (raised at train.py:12 in load_batch)"
+ * (or how it ended, then ", after an uncaught Python exception ..."); NULL when t has none */
+char *ta_pyexc_text(ta_an *a, const ta_trace *t);
 /* the first error of kind (TRR_ERR_CUDA, TRR_ERR_NCCL), NULL */
 const ta_error *ta_first_error(const ta_trace *t, int kind);
 /* "CUDA error cudaErrorIllegalAddress (700) returned by cudaStreamSynchronize at sync_step (x.c:130)" */
@@ -28,7 +39,7 @@ char *ta_errors_suffix(ta_an *a, const ta_trace *t);
  * error; "" none */
 char *ta_peer_errors_text(ta_an *a, const int *cul_t, int ncul);
 
-/* --json (out_json.c): a rank's "crash" (null: none) and "errors" ([] none) */
+/* --json (out_json.c): a rank's "crash" (null: none), "python_exception" (null: none) and "errors" ([] none) */
 struct ta_jw;
 void ta_crash_json_out(struct ta_jw *w, ta_an *a, const ta_trace *t);
 

@@ -396,6 +396,7 @@ typedef struct {
     int64_t skipped_checks;
     ta_crash *crash;                     /* crash.c: NULL none */
     ta_error *errs; int nerrs;
+    struct ta_pyexc *pyexc;              /* crash.c: the uncaught Python exception it exited with, NULL */
     /* derived */
     int idx;              /* index in the analysed job's rank array */
 } ta_trace;

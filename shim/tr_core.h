@@ -34,8 +34,9 @@
  *             and tr_memtable.c (memory accounting)
  *  2 stacks   tr_stack.c, tr_symbols.c (modules, symbols, JSON of
  *             stacks); tr_pystack.c over tr_python.c, tr_python_init.c,
- *             tr_python_read.c (Python stacks) and tr_pyroots.c (the
- *             interpreter's install folders; the writer collects them)
+ *             tr_python_read.c (Python stacks), tr_pyroots.c (the
+ *             interpreter's install folders; the writer collects them) and
+ *             tr_pyexit.c (the uncaught Python exception, an audit hook)
  *  1 ring     tr_ring.c: the ring file (tr_ring.h), its records and
  *             communicators; tr_ring_blobs.c over it: the blob area
  *  0 ground   tr_core.c (settings, process, clocks, per-thread depth,

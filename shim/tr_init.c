@@ -9,6 +9,7 @@
 #include "tr_complete.h"
 #include "tr_core.h"
 #include "tr_init.h"
+#include "tr_pyexit.h"
 #include "tr_ring.h"
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -41,6 +42,7 @@ static void activate_once(void)
     tr_ring_open();      /* before anything records: the file behind every record */
     say_recording();
     tr_pystack_init();   /* the CPython interpreter, if any (before the first capture) */
+    tr_pyexit_init();    /* the ring's record of the exiting Python exception (tr_pyexit.c) */
     tr_complete_start(); /* the completion poller: heartbeat, GPU completion, watchdog */
     tr_writer_start();
     atexit(at_exit);

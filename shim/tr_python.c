@@ -232,6 +232,19 @@ __attribute__((always_inline)) static inline int frame_line(int safe, uintptr_t 
     return 1;
 }
 
+/* The line of code object code at instruction lasti (code units), safe
+ * reads; -1 unknown (tr_py_exception_info). */
+static int code_line(uintptr_t code, int32_t lasti)
+{
+    uintptr_t table = 0;
+    int32_t line = -1;
+    uint64_t key;
+    if (!code || (code & 7) || !rd_ptr(1, code + tr_py_off.co_linetable, &table) ||
+        !frame_line(1, code, table, lasti, &line, &key))
+        return -1;
+    return line;
+}
+
 typedef struct {
     py_tls *tls;        /* NULL: no cache, no counters (the check's safe walk) */
     int bad, cut;
@@ -635,4 +648,104 @@ int tr_py_capture_signal(tr_py_frame *out, int max)
         return 0;
     walk_ctx cx = {NULL, 0, 0};     /* no line cache: nothing allocated, nothing shared written */
     return walk_fast(ts, out, max, &cx);
+}
+
+/* ---- an exception (tr_pyexit.c) ------------------------------------------------------- */
+
+/* A C string at p (safe reads, a page at a time) into out; its length, -1. */
+static int safe_cstr(uintptr_t p, char *out, size_t cap)
+{
+    size_t n = 0;
+    out[0] = 0;
+    if (!p || cap < 2) return -1;
+    while (n + 1 < cap) {
+        size_t page_left = 4096 - ((p + n) & 4095), k = cap - 1 - n;
+        if (k > page_left) k = page_left;
+        if (!tr_py_safe_read(out + n, p + n, k)) {
+            out[n] = 0;
+            return n ? (int)n : -1;
+        }
+        for (size_t i = 0; i < k; i++)
+            if (!out[n + i]) return (int)(n + i);
+        n += k;
+    }
+    out[n] = 0;
+    return (int)n;
+}
+
+static int obj_type(uintptr_t obj, uintptr_t *type)
+{
+    return obj && !(obj & 7) && tr_py_safe_read(type, obj + 8, 8);
+}
+
+/* item i of tuple obj (its size checked), 0 */
+static uintptr_t tuple_item(uintptr_t obj, int64_t i, int64_t *size)
+{
+    uintptr_t type = 0, item = 0;
+    int64_t n = -1;
+    if (!tr_py_off.tuple_item || !tr_py_off.tuple_size || !tr_py_g_tuple_type || !obj_type(obj, &type) ||
+        type != tr_py_g_tuple_type || !tr_py_safe_read(&n, obj + tr_py_off.tuple_size, 8) || n < 0)
+        return 0;
+    if (size) *size = n;
+    if (i >= n || !tr_py_safe_read(&item, obj + tr_py_off.tuple_item + 8 * (uintptr_t)i, 8)) return 0;
+    return item;
+}
+
+int tr_py_exception_info(uintptr_t args, tr_py_exc_info *out)
+{
+    /* public structures, the same from 3.10 to 3.14 on LP64: PyTypeObject's
+     * tp_name at 24 and tp_str at 136; PyBaseExceptionObject's args at 24
+     * (after dict); PyTracebackObject's tb_next, tb_frame, tb_lasti,
+     * tb_lineno at 16, 24, 32, 36; PyFrameObject's f_frame (3.11+) at 24 */
+    enum { TP_NAME = 24, TP_STR = 136, EXC_ARGS = 24, TB_NEXT = 16, TB_FRAME = 24, TB_LASTI = 32, TB_LINENO = 36,
+           F_FRAME = 24 };
+    memset(out, 0, sizeof *out);
+    out->line = -1;
+    int st = tr_py_state();
+    if (st != TR_PY_READY && st != TR_PY_PENDING) return -1;
+    uintptr_t type = tuple_item(args, 1, NULL), value = tuple_item(args, 2, NULL), tb = tuple_item(args, 3, NULL);
+    if (!type) return -1;
+    uintptr_t name = 0;
+    if (tr_py_safe_read(&name, type + TP_NAME, 8)) safe_cstr(name, out->type, sizeof out->type);
+    /* the message: BaseException's str() of a single str argument */
+    uintptr_t vtype = 0, base = 0, base_str = 0, tp_str = 0;
+    if (obj_type(value, &vtype) && vtype == type && tr_py_g_base_exc && tr_py_safe_read(&base, tr_py_g_base_exc, 8) &&
+        tr_py_safe_read(&base_str, base + TP_STR, 8) && tr_py_safe_read(&tp_str, type + TP_STR, 8) &&
+        tp_str == base_str && base_str) {
+        uintptr_t a = 0;
+        int64_t n = -1;
+        if (tr_py_safe_read(&a, value + EXC_ARGS, 8)) {
+            uintptr_t s = tuple_item(a, 0, &n);
+            if (n == 1 && s && tr_py_unicode_utf8(s, out->message, sizeof out->message) < 0) out->message[0] = 0;
+        }
+    }
+    /* the raise site: the innermost traceback entry */
+    uintptr_t t = 0, tt = 0;
+    for (int k = 0; tb && k < 100000 && obj_type(tb, &tt) && tt == tr_py_g_tb_type && tr_py_g_tb_type; k++) {
+        t = tb;
+        if (!tr_py_safe_read(&tb, tb + TB_NEXT, 8)) break;
+    }
+    if (!t) return 0;
+    uintptr_t frame = 0, code = 0, ftype = 0;
+    int32_t lasti = -1, lineno = -1;
+    if (!tr_py_safe_read(&frame, t + TB_FRAME, 8) || !tr_py_safe_read(&lasti, t + TB_LASTI, 4) ||
+        !tr_py_safe_read(&lineno, t + TB_LINENO, 4) || !obj_type(frame, &ftype) ||
+        (tr_py_g_frame_type && ftype != tr_py_g_frame_type))
+        return 0;
+    if (tr_py_off.walk == WALK_310) {
+        if (!tr_py_safe_read(&code, frame + tr_py_off.fr_code, 8)) return 0;
+    } else {
+        uintptr_t iframe = 0;
+        if (!tr_py_safe_read(&iframe, frame + F_FRAME, 8) || !iframe ||
+            !tr_py_safe_read(&code, iframe + tr_py_off.fr_code, 8))
+            return 0;
+        code &= tr_py_off.exec_mask;
+    }
+    if (tr_py_code_info(code, out->file, sizeof out->file, out->function, sizeof out->function, NULL) != 0) {
+        out->file[0] = out->function[0] = 0;
+        return 0;
+    }
+    /* 3.10: tb_lineno; 3.11+: -1 until asked for, tb_lasti in bytes */
+    out->line = lineno >= 0 ? lineno : lasti >= 0 ? code_line(code, lasti / 2) : -1;
+    return 0;
 }

@@ -75,6 +75,29 @@ int tr_py_code_info(uintptr_t code, char *file, size_t file_cap, char *qualname,
  * 1 yes, 0 no (freed, or another object now at that address). */
 int tr_py_code_matches(uintptr_t code, uint64_t key);
 
+/* The exception of CPython's "sys.excepthook" audit event (tr_pyexit.c):
+ * args is the event's argument tuple (hook, type, value, traceback). Read
+ * with safe reads and the offsets of the running version only, never
+ * calling the interpreter: the class's tp_name; the message when the class
+ * prints its arguments as BaseException does (its tp_str is
+ * BaseException's) and it has one str argument ("" otherwise: Python
+ * prints str(args) or the class's own __str__); the innermost traceback
+ * entry's code object (co_filename, co_qualname or 3.10's co_name) and
+ * line (tb_lineno, or from tb_lasti and the line table where CPython 3.11+
+ * computes it lazily). Strings UTF-8, NUL-terminated, cut to their
+ * capacity. Returns 0, or -1 when the interpreter's offsets are not known
+ * (tr_py_init not called, unsupported) or args is not such a tuple; what
+ * could not be read is left "" / -1. Not async-signal-safe (the line table
+ * is copied). */
+typedef struct {
+    char type[128];
+    char message[512];
+    char file[512];
+    char function[256];
+    int32_t line;
+} tr_py_exc_info;
+int tr_py_exception_info(uintptr_t args, tr_py_exc_info *out);
+
 /* State, for tests, benchmarks and the trace's metadata. */
 enum {
     TR_PY_UNINIT = 0,     /* tr_py_init not called yet */

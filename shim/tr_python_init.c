@@ -208,6 +208,7 @@ py_offsets tr_py_off;
 uintptr_t tr_py_g_runtime;
 size_t tr_py_g_runtime_size;
 uintptr_t tr_py_g_code_type, tr_py_g_unicode_type, tr_py_g_bytes_type, tr_py_g_frame_type;
+uintptr_t tr_py_g_tuple_type, tr_py_g_tb_type, tr_py_g_base_exc;
 static uint32_t g_version;
 char tr_py_g_version_str[16];
 static char g_module[512];                  /* basename of the module holding _PyRuntime */
@@ -391,7 +392,7 @@ static int load_debug_offsets(int minor)
     uint64_t ver, ft, rt_size;
     uint64_t rt_head, is_size, is_next, is_threads, ts_size, ts_next, ts_interp, ts_frame, ts_tid,
         ts_ntid, fr_size, fr_prev, fr_exec, fr_instr, fr_owner, co_size, co_file, co_qual, co_lt,
-        co_first, co_adaptive, ob_type, by_size, by_sval, un_state, un_len, un_ascii;
+        co_first, co_adaptive, ob_type, by_size, by_sval, un_state, un_len, un_ascii, tu_size, tu_item;
 #define TAKE(D)                                                                              \
     do {                                                                                     \
         const D *d = (const D *)tr_py_g_runtime;                                                   \
@@ -413,6 +414,7 @@ static int load_debug_offsets(int minor)
         by_size = d->bytes_object.ob_size; by_sval = d->bytes_object.ob_sval;                \
         un_state = d->unicode_object.state; un_len = d->unicode_object.length;               \
         un_ascii = d->unicode_object.asciiobject_size;                                       \
+        tu_size = d->tuple_object.ob_size; tu_item = d->tuple_object.ob_item;                \
     } while (0)
     if (minor == 13) TAKE(dbg_offsets_313);
     else TAKE(dbg_offsets_314_head);
@@ -456,6 +458,9 @@ static int load_debug_offsets(int minor)
     tr_py_off.uni_ascii_size = un_ascii;
     tr_py_off.uni_compact_size = un_ascii + 16;     /* + utf8_length, utf8 */
     tr_py_off.uni_data_any = un_ascii + 16;
+    /* only tr_py_exception_info uses them: implausible ones turn that off, nothing else */
+    tr_py_off.tuple_size = tu_size == 16 ? tu_size : 0;
+    tr_py_off.tuple_item = tu_item >= 24 && tu_item <= 64 ? tu_item : 0;
     if (minor == 13) {
         /* the table (3.13.0's headers) against what this 3.13 says */
         const py_offsets *t = &tr_py_off_313;
@@ -504,6 +509,9 @@ static void py_init_once(void)
     tr_py_g_unicode_type = mod_addr(&m, "PyUnicode_Type", NULL);
     tr_py_g_bytes_type = mod_addr(&m, "PyBytes_Type", NULL);
     tr_py_g_frame_type = mod_addr(&m, "PyFrame_Type", NULL);
+    tr_py_g_tuple_type = mod_addr(&m, "PyTuple_Type", NULL);
+    tr_py_g_tb_type = mod_addr(&m, "PyTraceBack_Type", NULL);
+    tr_py_g_base_exc = mod_addr(&m, "PyExc_BaseException", NULL);
     uintptr_t pv = mod_addr(&m, "Py_Version", NULL);
     int has_isnone = mod_addr(&m, "Py_IsNone", NULL) != 0;
     int minor;
@@ -526,9 +534,9 @@ static void py_init_once(void)
     }
     tr_py_g_minor = minor;
     switch (minor) {
-    case 10: tr_py_off = OFF_310; break;
-    case 11: tr_py_off = OFF_311; break;
-    case 12: tr_py_off = OFF_312; break;
+    case 10: tr_py_off = OFF_310; tr_py_off.tuple_size = 16; tr_py_off.tuple_item = 24; break;
+    case 11: tr_py_off = OFF_311; tr_py_off.tuple_size = 16; tr_py_off.tuple_item = 24; break;
+    case 12: tr_py_off = OFF_312; tr_py_off.tuple_size = 16; tr_py_off.tuple_item = 24; break;
     case 13:
     case 14:
         g_from_debug_offsets = 1;

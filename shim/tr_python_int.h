@@ -54,6 +54,8 @@ typedef struct {
     /* PyASCIIObject / PyCompactUnicodeObject / PyUnicodeObject */
     size_t uni_length, uni_state, uni_ascii_size, uni_compact_size, uni_data_any;
     int uni_has_ready;            /* 3.10/3.11: state.ready must be set */
+    /* PyTupleObject (tr_py_exception_info): ob_size, ob_item; 3.13+ from the debug offsets */
+    size_t tuple_size, tuple_item;
 } py_offsets;
 
 /* ---- process-wide state (defined in tr_python_init.c, safe reads' in
@@ -65,6 +67,8 @@ extern _Atomic int tr_py_g_state;           /* TR_PY_* */
 extern uintptr_t tr_py_g_runtime;
 extern size_t tr_py_g_runtime_size;
 extern uintptr_t tr_py_g_code_type, tr_py_g_unicode_type, tr_py_g_bytes_type, tr_py_g_frame_type;
+/* tr_py_exception_info: PyTuple_Type, PyTraceBack_Type, &PyExc_BaseException (0: not found) */
+extern uintptr_t tr_py_g_tuple_type, tr_py_g_tb_type, tr_py_g_base_exc;
 extern char tr_py_g_version_str[16];
 extern int tr_py_g_minor;                   /* 10..14 */
 extern int tr_py_g_tss_searched;            /* the check searched for the TSS key's place */

@@ -43,6 +43,7 @@
 #include "tr_sysinfo.h"
 #include "tr_ring.h"
 #include "tr_crash.h"
+#include "tr_pyexit.h"
 
 static atomic_int g_signo;                  /* the fatal signal of a TR_WRITE_SIGNAL write */
 static atomic_int g_snap_signo;             /* the signal that asked for a TR_WRITE_SNAPSHOT write, 0 */
@@ -269,6 +270,7 @@ static void fill_trace(FILE *f, const void *arg)
     trj_uint(&j, "dropped", tr_nccl_dropped());
     write_ring(&j);
     tr_crash_write_json(&j);             /* "crash", "errors" (tr_crash.c) */
+    tr_pyexit_write_json(&j);            /* "python_exception" (tr_pyexit.c) */
     /* last: in_call agrees with the calls written above */
     trj_object_begin(&j, "end");
     trj_str(&j, "reason", g_reasons[w->reason]);

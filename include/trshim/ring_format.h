@@ -99,7 +99,7 @@ static const char *const trr_end_names[TRR_END_N] __attribute__((unused)) = {TRR
 /* blob kinds; a reader skips a kind it does not know by its `bytes` */
 enum { TRR_BLOB_END = 0, TRR_BLOB_MODULE = 1, TRR_BLOB_STACK = 2, TRR_BLOB_PYCODE = 3, TRR_BLOB_PYSTACK = 4,
        TRR_BLOB_COLLCONFIG = 5, TRR_BLOB_NCCLINFO = 6, TRR_BLOB_GRAPH = 7, TRR_BLOB_CRASH = 8,
-       TRR_BLOB_ERROR = 9, TRR_BLOB_PYROOTS = 10 };
+       TRR_BLOB_ERROR = 9, TRR_BLOB_PYROOTS = 10, TRR_BLOB_PYEXC = 11 };
 
 /* A GraphLaunch record (op TRR_OP_GRAPHLAUNCH) numbers, for one replay of an
  * executable graph, one lane of one communicator: the graph's collectives
@@ -363,6 +363,29 @@ typedef struct {
     char name[48];                  /* the error's name ("cudaErrorIllegalAddress", "ncclRemoteError") */
 } trr_error;
 
+/* TRR_BLOB_PYEXC payload: the uncaught Python exception the process was
+ * about to exit with (shim/tr_pyexit.c): read at CPython's "sys.excepthook"
+ * audit event, which PyErr_Print raises before it prints the traceback.
+ * One per ring, reserved (all zero) at activation in a Python process where
+ * the shim's audit hook was registered, then filled in place: `state` 0
+ * none, 1 being written, 2 valid (stores before it, release); a later event
+ * (the interactive interpreter prints every error this way) overwrites it
+ * and counts. Strings NUL-terminated UTF-8, "" unknown. */
+#define TRR_PYEXC_TYPE 128
+#define TRR_PYEXC_FILE 512
+#define TRR_PYEXC_FUNCTION 256
+typedef struct {
+    uint32_t state;                 /* atomic, see above */
+    int32_t line;                   /* the raise site's line, -1 unknown */
+    int32_t tid;                    /* the thread that printed it */
+    uint32_t count;                 /* "sys.excepthook" events seen; this is the last one's */
+    uint64_t time_ns;               /* CLOCK_MONOTONIC */
+    char type[TRR_PYEXC_TYPE];      /* the class's tp_name ("ValueError") */
+    char message[TRR_CRASH_MESSAGE];/* str(args[0]) when the class prints its single str argument, else "" */
+    char file[TRR_PYEXC_FILE];      /* the innermost traceback entry's co_filename */
+    char function[TRR_PYEXC_FUNCTION]; /* its co_qualname (3.10: co_name) */
+} trr_pyexc;
+
 /* TRR_BLOB_PYROOTS payload: the interpreter's install folders (shim/tr_pyroots.c),
  * stored once per process by the writer thread soon after activation */
 typedef struct {
@@ -386,6 +409,8 @@ _Static_assert(sizeof(trr_pycode) == 16 && sizeof(trr_pystack) == 8 && sizeof(tr
 _Static_assert(sizeof(trr_graph) == 56 && sizeof(trr_graph_call) == 80, "graph blobs have no implicit padding");
 _Static_assert(sizeof(trr_crash) == 64 + 8 * TRR_CRASH_FRAMES + TRR_CRASH_MESSAGE && sizeof(trr_error) == 136,
                "crash and error blobs have no implicit padding");
+_Static_assert(sizeof(trr_pyexc) == 24 + TRR_PYEXC_TYPE + TRR_CRASH_MESSAGE + TRR_PYEXC_FILE + TRR_PYEXC_FUNCTION,
+               "the Python exception blob has no implicit padding");
 _Static_assert(sizeof(trr_pyroots) == 8, "the Python roots blob has no implicit padding");
 _Static_assert(sizeof(trr_collconfig) == 48 && sizeof(trr_ncclinfo) == 16, "config and NCCL blobs have no implicit padding");
 

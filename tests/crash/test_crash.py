@@ -281,6 +281,71 @@ def case_py_segv(c):
        + py("main", "py_main"), "the Python frames")
 
 
+def run_py_exit(c, mode, want_rc):
+    src = os.path.join(HERE, "py_exit.py")
+    site_pkgs = os.path.join(HERE, "..", "python", "site-packages")
+    shell = ('ulimit -c 0; exec env LD_PRELOAD="$TRSHIM_LIB" PYTHONPATH="%s" PYTHONDONTWRITEBYTECODE=1 "$@"'
+             % site_pkgs)
+    cmd = [path_of("TRSIM_LAUNCH"), "-n", "4", "--timeout", "120", "--", "sh", "-c", shell, "sh",
+           sys.executable, src, mode]
+    p = c.run(cmd, {"TRSHIM_LIB": path_of("TRSHIM_LIB")}, limit=200, want_rc=want_rc, cwd=c.tmp)
+    ranks = by_rank(py_traces(c.traces))
+    eq(sorted(ranks), [0, 1, 2, 3], "a trace per rank")
+    for r in (0, 1, 3):
+        eq((ranks[r].get("crash"), ranks[r].get("python_exception")), (None, None), "rank %d crash" % r)
+    eq(ranks[2].get("crash"), None, "rank 2 crash")
+    eq(ranks[2]["end"]["reason"], "exit", "rank 2 end.reason")
+    return src, p, ranks
+
+
+PEERS = re.compile(r"ranks 0, 1, 3 issued and wait in")
+
+
+def case_py_raise(c):
+    """rank 2's Python raises ValueError("bad batch 6"), uncaught: Python
+    prints the traceback, exit status 1, all unchanged; the trace holds the
+    exception (type, message, the raise's file, function and line) read at
+    the "sys.excepthook" audit event, and tranalyze says it"""
+    src, p, ranks = run_py_exit(c, "raise", 1)
+    check("trsim-launch: rank 2 (pid %d) exited with status 1" % ranks[2]["pid"] in p.stderr,
+          "rank 2's exit status:\n" + p.stderr)
+    check(re.search(r'raise ValueError\("bad batch %d" % step\)[^\n]*\n(\s*\^+\n)?ValueError: bad batch 6\n', p.stderr),
+          "Python's own traceback on stderr:\n" + p.stderr)
+    line = line_of("py_raise", src)
+    pe = ranks[2].get("python_exception")
+    check(pe is not None, "rank 2's trace has no python_exception")
+    eq((pe["type"], pe["message"], pe["file"], pe["function"], pe["line"], pe["tid"], pe["count"]),
+       ("ValueError", "bad batch 6", src, "load_batch", line, ranks[2]["pid"], 1), "rank 2's python_exception")
+    phrase = "exited with an uncaught Python exception ValueError: bad batch 6 (raised at py_exit.py:%d in load_batch)" % line
+    out = analyze(c)
+    m = re.search(r"; rank 2 ([^;\n]*?), its last call was AllReduce\(1024 x float32, sum\) #5 ", out)
+    check(m is not None, "tranalyze does not say how rank 2 ended:\n" + out)
+    eq(m.group(1), phrase, "tranalyze")
+    check("rank 2 never issued AllReduce(1024 x float32, sum) #6" in out and PEERS.search(out),
+          "the other ranks' answer changed:\n" + out)
+    js = analyze_json(c)
+    j = js[2]["python_exception"]
+    eq((j["type"], j["message"], j["file"], j["function"], j["line"], j["text"]),
+       ("ValueError", "bad batch 6", src, "load_batch", line, phrase), "--json python_exception")
+    eq(js[2]["crash"], None, "--json crash")
+    for r in (0, 1, 3):
+        eq(js[r]["python_exception"], None, "--json rank %d python_exception" % r)
+    check("rank 2 " + phrase + ", its last call was" in analyze_md(c), "--markdown does not say it")
+
+
+def case_py_exit(c):
+    """sys.exit(3) in rank 2: a deliberate exit (SystemExit never reaches
+    sys.excepthook): nothing recorded, exit status 3"""
+    src, p, ranks = run_py_exit(c, "exit", 3)
+    check("trsim-launch: rank 2 (pid %d) exited with status 3" % ranks[2]["pid"] in p.stderr,
+          "rank 2's exit status:\n" + p.stderr)
+    eq(ranks[2].get("python_exception"), None, "rank 2's python_exception")
+    out = analyze(c)
+    check(re.search(r"rank 2 exited, its last call was AllReduce\(1024 x float32, sum\) #5 ", out) and PEERS.search(out),
+          "tranalyze:\n" + out)
+    check("Python exception" not in out, "tranalyze names an exception:\n" + out)
+
+
 def case_damaged(c):
     """a damaged "crash" in a JSON trace: a note naming the file; the ring's crash is used"""
     run_job(c, [path_of("CRASH_JOB"), "segv"], want_rc=128 + 11)
@@ -303,7 +368,7 @@ CASES = {"segv": case_segv, "bus": case_bus, "abort": case_abort, "cxx": case_cx
          "cxx-before": lambda c: case_cxx(c, "before"), "cxx-after": lambda c: case_cxx(c, "after"),
          "overflow": case_overflow,
          "thread": case_thread, "before": case_before, "after": case_after, "illegal": case_illegal, "remote": case_remote, "py-segv": case_py_segv,
-         "damaged": case_damaged}
+         "py-raise": case_py_raise, "py-exit": case_py_exit, "damaged": case_damaged}
 
 if __name__ == "__main__":
     sys.exit(run_case(CASES, Case, sys.argv, "test_crash.py"))

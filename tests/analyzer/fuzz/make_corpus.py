@@ -137,7 +137,7 @@ def ring_seeds():
     return out
 
 
-BLOB_CRASH, BLOB_ERROR = 8, 9     # trshim/ring_format.h
+BLOB_CRASH, BLOB_ERROR, BLOB_PYEXC = 8, 9, 11     # trshim/ring_format.h
 
 
 def crash_blob(signo, code, addr, ips, stack=-1, pystack=-1, message=b"", state=2):
@@ -153,28 +153,17 @@ def error_blob(kind, code, api, name, stack=-1, comm=-1):
                        api, name)
 
 
-def crash_seeds():
-    """issue 21: a rank that crashed (CRASH blob: SIGSEGV with its frames,
-    one of them the ring's stack 0), its peer with an asynchronous NCCL
-    error (ERROR blob) and a CUDA error, all rings alone"""
-    g.random.seed(4321)
-    ranks, _ = g.world_job("fzcrash", 2)
-    for step in range(3):
-        for r in ranks:
-            if not (r.rank == 1 and step == 2):
-                r.coll(0, count=64, site="train_step", caller="train_step")
+def pyexc_blob(type_, message, file, function, line, state=2, count=1):
+    """a TRR_BLOB_PYEXC payload (trr_pyexc)"""
+    return struct.pack("<IiiIQ128s512s512s256s", state, line, 4242, count, 123456789, type_, message, file, function)
+
+
+def rings_with_blobs(ranks, ring_kw, blobs):
+    """each rank's small ring (small_ring(r, **ring_kw(r))) with blobs(r) appended, the blob area grown to fit"""
     files = []
     for r in ranks:
-        rg, _ = small_ring(r, state=gr.SIGNALED, signo=11 if r.rank == 1 else 15)
-        if r.rank == 1:
-            ips = list(rg.stacks.get(0, [])) + [0x1234, 0xdeadbeef]
-            rg.extra_blobs = [(BLOB_CRASH, crash_blob(11, 1, 0xc, ips, stack=-1)),
-                              (BLOB_ERROR, error_blob(1, 700, b"cudaStreamSynchronize", b"cudaErrorIllegalAddress",
-                                                      stack=0))]
-        else:
-            rg.extra_blobs = [(BLOB_CRASH, b"\0" * 1088),       # reserved, no crash
-                              (BLOB_ERROR, error_blob(2, 6, b"ncclCommGetAsyncError", b"ncclRemoteError", stack=0,
-                                                      comm=0))]
+        rg, _ = small_ring(r, **ring_kw(r))
+        rg.extra_blobs = blobs(r)
         rg.blob_bytes = 512
         while True:
             try:
@@ -183,14 +172,53 @@ def crash_seeds():
             except AssertionError:
                 rg.blob_bytes *= 2
         files.append((gr.ring_name(r), data))
-    return {"crash": files}
+    return files
+
+
+def two_rank_job(name, seed):
+    """2 ranks, 3 all-reduces, rank 1 stopping before the third"""
+    g.random.seed(seed)
+    ranks, _ = g.world_job(name, 2)
+    for step in range(3):
+        for r in ranks:
+            if not (r.rank == 1 and step == 2):
+                r.coll(0, count=64, site="train_step", caller="train_step")
+    return ranks
+
+
+def pyexc_seeds():
+    """issue 21: a Python rank that exited through an uncaught exception
+    (PYEXC blob), its peer's blob reserved and empty, rings alone"""
+    ranks = two_rank_job("fzpyexc", 4322)
+    return {"pyexc": rings_with_blobs(
+        ranks, lambda r: {"state": gr.EXITED, "signo": 0} if r.rank == 1 else {"state": gr.SIGNALED, "signo": 15},
+        lambda r: [(BLOB_PYEXC, pyexc_blob(b"ValueError", b"bad batch 6", b"/job/train.py", b"load_batch", 22)
+                    if r.rank == 1 else b"\0" * 1432)])}
+
+
+def crash_seeds():
+    """issue 21: a rank that crashed (CRASH blob: SIGSEGV with its frames,
+    one of them the ring's stack 0), its peer with an asynchronous NCCL
+    error (ERROR blob) and a CUDA error, all rings alone"""
+    ranks = two_rank_job("fzcrash", 4321)
+
+    def blobs(r):
+        if r.rank == 1:
+            rg, _ = small_ring(r)
+            ips = list(rg.stacks.get(0, [])) + [0x1234, 0xdeadbeef]
+            return [(BLOB_CRASH, crash_blob(11, 1, 0xc, ips, stack=-1)),
+                    (BLOB_ERROR, error_blob(1, 700, b"cudaStreamSynchronize", b"cudaErrorIllegalAddress", stack=0))]
+        return [(BLOB_CRASH, b"\0" * 1088),       # reserved, no crash
+                (BLOB_ERROR, error_blob(2, 6, b"ncclCommGetAsyncError", b"ncclRemoteError", stack=0, comm=0))]
+    return {"crash": rings_with_blobs(ranks, lambda r: {"state": gr.SIGNALED, "signo": 11 if r.rank == 1 else 15},
+                                      blobs)}
 
 
 def main():
     corpus = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "tests", "analyzer", "corpus")
+    # the generated seeds are rewritten; others (crafted by hand: crafted_*) stay
     for sub in ("json", "ring"):
-        shutil.rmtree(os.path.join(corpus, sub), ignore_errors=True)
-        os.makedirs(os.path.join(corpus, sub))
+        os.makedirs(os.path.join(corpus, sub), exist_ok=True)
     total = 0
     for sc in JSON_JOBS:
         data = seed(gen_json_job(sc))
@@ -208,7 +236,7 @@ def main():
         with open(os.path.join(corpus, "json", sc + "-one"), "wb") as f:
             f.write(data)
         total += len(data)
-    for name, files in list(ring_seeds().items()) + list(crash_seeds().items()):
+    for name, files in list(ring_seeds().items()) + list(crash_seeds().items()) + list(pyexc_seeds().items()):
         data = seed(files)
         with open(os.path.join(corpus, "ring", name), "wb") as f:
             f.write(data)
