@@ -67,6 +67,11 @@ CASES = {
     "torch_folder": ("torchrun", 4, "torch/extra_in_torch.py", 25, {"PYTHONPATH": JOBS}, {"exit": 1, "findings": [
         {"kind": "divergence", "ranks": [0], "others": [1, 2, 3], "seq": 7, "site": "extra",
          "others_site": "grads"}]}),
+    # issue 21: a rank whose Python exception ends its process: named with the exception and the
+    # line that raised it (the launcher then stops the others: the job ends by itself, status not 0)
+    "raise": ("torchrun", 4, "raise_exc.py", 25, {}, {"exit": 1, "ends": True, "findings": [
+        {"kind": "missing", "ranks": [2], "others": [0, 1, 3], "seq": 7, "others_site": "grads"}],
+        "python_exception": {"rank": 2, "type": "ValueError", "message": "bad batch 6", "site": "raise"}}),
     "megatron_tree": ("torchrun", 4, "Megatron-LM/pretrain_gpt.py", 25, {"PYTHONPATH": JOBS}, {"exit": 1, "findings": [
         {"kind": "divergence", "ranks": [0], "others": [1, 2, 3], "seq": 7,
          "site": ("Megatron-LM/megatron/training/training.py", "extra"),
@@ -154,7 +159,8 @@ def main():
         " ".join(cmd), case, nranks, p.returncode, time.time() - t0, ", stopped (hung)" if stopped else "", out)
     if hang_s is None and (stopped or p.returncode != 0):
         fail("the job should end by itself with status 0", log)
-    if hang_s is not None and not stopped and exp["findings"] and exp["findings"][0]["kind"] not in ("oom",):
+    if hang_s is not None and not stopped and exp["findings"] and exp["findings"][0]["kind"] not in ("oom",) \
+            and not exp.get("ends"):
         fail("the job should hang", log)
     q = subprocess.run([tranalyze, "--json", traces], capture_output=True, text=True, timeout=120)
     t = subprocess.run([tranalyze, traces], capture_output=True, text=True, timeout=120)
@@ -180,6 +186,16 @@ def main():
                     site = site[0] if site else None
                 if site != want:
                     fail("finding %d: %s site %r, expected %r" % (i, side, site, want), log)
+    if "python_exception" in exp:     # issue 21: the exception that ended a rank, and its raise site
+        w = exp["python_exception"]
+        ranks = {r["rank"]: r for r in json.loads(q.stdout)["ranks"]}
+        pe = (ranks.get(w["rank"]) or {}).get("python_exception") or {}
+        where = "%s:%s in %s" % (os.path.basename(pe.get("file") or ""), pe.get("line"), pe.get("function"))
+        if pe.get("type") != w["type"] or pe.get("message") != w["message"] or where != marked_site(script, w["site"]):
+            fail("rank %d: python_exception %r, expected %s: %s raised at %s" % (
+                w["rank"], pe, w["type"], w["message"], marked_site(script, w["site"])), log)
+        if pe.get("text", "\0") not in got[0]["message"]:
+            fail("the root cause does not name the exception: %r" % got[0]["message"], log)
     # every rank's environment names the real torch (its version from the venv's metadata) and its launcher
     want_torch = subprocess.run([os.path.join(venv, "bin", "python"), "-c",
                                  "import importlib.metadata as m; print(m.version('torch'))"],
