@@ -38,12 +38,6 @@ int64_t ta_budget_share(int64_t max_calls, int nfiles)
     return share < TA_BUDGET_FLOOR ? TA_BUDGET_FLOOR : share;
 }
 
-static int rc_error(int16_t rc)
-{
-    /* ncclSuccess 0, ncclInProgress 7 (nonblocking communicators): not errors */
-    return rc != INT16_MIN && rc != 0 && rc != 7;
-}
-
 /* a call a second reading asks for: of an anchor's communicator, numbered after its seq */
 static int anchored(const ta_an *a, const ta_trace *t, const ta_call *c)
 {
@@ -62,7 +56,7 @@ static int64_t window_start(const ta_an *a, const ta_trace *t, int64_t share)
     for (int64_t k = 0; k < t->nchecks; k++)      /* sorted by call */
         if (t->checks[k].status == CK_NONFINITE) { point = t->checks[k].call; break; }
     for (int64_t i = 0; i < from && (point < 0 || i < point); i++)
-        if (rc_error(t->calls[i].rc) || (a->nanchors && anchored(a, t, &t->calls[i]))) { point = i; break; }
+        if (ta_rc_failed(t->calls[i].rc) || (a->nanchors && anchored(a, t, &t->calls[i]))) { point = i; break; }
     if (point >= 0 && point < from) {
         int64_t w = point > TA_BUDGET_MARGIN ? point - TA_BUDGET_MARGIN : 0;
         if (w >= widest) from = w;

@@ -96,11 +96,6 @@ static char *dur_text(int64_t ns)
     return xasprintf("%.2f ms", ms);
 }
 
-static int call_failed(const ta_call *c)
-{
-    return c->rc != INT16_MIN && c->rc != 0 && c->rc != 7;   /* 7: ncclInProgress */
-}
-
 /* One communicator's collectives, entry times on one clock. */
 typedef struct {
     int n;                /* members (places) */
@@ -193,7 +188,7 @@ static int table_build(ta_an *a, int g, table *tb)
             int64_t ci = ta_comm_call(k, ta_gseq_at(gc, i0 + r));
             if (ci < 0) { ok[r] = 0; continue; }
             const ta_call *c = &t->calls[ci];
-            if (c->group || call_failed(c)) { ok[r] = 0; continue; }
+            if (c->group || ta_rc_failed(c->rc)) { ok[r] = 0; continue; }
             tb->e[(size_t)r * n + p] = c->enter_ns - base[p];
         }
     }

@@ -1,6 +1,7 @@
-/* The rank that died (crash.c, issue 21): the crash the shim captured at
- * the fatal signal and the first CUDA / NCCL errors, read from JSON traces
- * and ring files, and said in the root cause. */
+/* The rank that died (issue 21): the crash the shim captured at the fatal
+ * signal, the uncaught Python exception and the first CUDA / NCCL errors,
+ * read from JSON traces and ring files (crash.c, the load layer) and said in
+ * the root cause and --json (crash_out.c, over jw). */
 #ifndef TA_CRASH_H
 #define TA_CRASH_H
 
@@ -20,6 +21,7 @@ void ta_crash_json(ta_an *a, const char *path, const struct cJSON *root, ta_trac
 /* ring_trace.c: dst takes src's crash and errors when it has none (the JSON trace of a process, from its ring) */
 void ta_crash_adopt(ta_trace *dst, ta_trace *src);
 void ta_crash_free(ta_trace *t);
+/* ---- crash_out.c ---- */
 /* "crashed with SIGSEGV (address 0xc, SEGV_MAPERR) in f (x.c:1) <- g (x.c:2) <- main (x.c:3)[ on thread "n"][: message]";
  * NULL when t has no crash */
 char *ta_crash_text(ta_an *a, const ta_trace *t);

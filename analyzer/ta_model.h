@@ -108,6 +108,9 @@ typedef struct {
     uint8_t xf;           /* XF_*: more about the call in the trace's callx (ta_callx_of) */
 } ta_call;
 _Static_assert(sizeof(ta_call) == 64, "ta_call stays 64 bytes");
+/* the call returned an error (ncclSuccess 0 and ncclInProgress 7, a nonblocking
+ * communicator's, are not; INT16_MIN: it had not returned) */
+static inline int ta_rc_failed(int16_t rc) { return rc != INT16_MIN && rc != 0 && rc != 7; }
 
 /* what a few calls have besides (trace "config"/"signal", ring record.extra;
  * CUDA graph replays), kept aside, sorted by call, so that every call stays
