@@ -1,10 +1,10 @@
-/* Input: finding trace files, parsing them (cJSON, one file at a time, two
- * threads), validating every field, converting to the compact model, then
- * grouping by job, choosing the job, and dealing with duplicated and missing
- * ranks. A damaged file gives one note naming the file and the problem; the
- * rest is analysed. The field checks and the converters of a trace's
- * sections are in load_fields.c (load_int.h). */
-#include <dirent.h>
+/* Input: parsing trace files (cJSON, one file at a time, two threads),
+ * validating every field, converting to the compact model, then grouping
+ * by job, choosing the job, and dealing with duplicated and missing ranks.
+ * A damaged file gives one note naming the file and the problem; the rest
+ * is analysed. Finding the files and the write-failed markers is
+ * load_files.c's; the field checks and the converters of a trace's
+ * sections are load_fields.c's (load_int.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -201,10 +201,12 @@ static ta_trace *parse_file(ta_an *a, const char *path, int fd, const struct sta
     if (get_str(&x, root, "format", &s, 0, "") < 0) { snprintf(x.err, sizeof x.err, "not a trshim trace (no \"format\": \"trshim-trace\")"); goto bad; }
     if (strcmp(s, TRSHIM_TRACE_FORMAT) != 0) { BAD(&x, "not a trshim trace (format \"%.60s\")", s); goto bad; }
     if (get_i64(&x, root, "version", &v, 0, "") < 0) goto bad;
-    if (v != TRSHIM_TRACE_VERSION) {
-        BAD(&x, "unknown trace format version %lld (this tranalyze reads version %d)", (long long)v, TRSHIM_TRACE_VERSION);
+    if (v < TRSHIM_TRACE_VERSION_MIN || v > TRSHIM_TRACE_VERSION) {
+        BAD(&x, "unknown trace format version %lld (this tranalyze reads versions %d to %d)", (long long)v,
+            TRSHIM_TRACE_VERSION_MIN, TRSHIM_TRACE_VERSION);
         goto bad;
     }
+    int packed = v >= 2;     /* version 2: the calls are packed (packed.c) */
     o = cJSON_GetObjectItemCaseSensitive(root, "job");
     if (!cJSON_IsObject(o)) { BAD(&x, "field job is not an object"); goto bad; }
     if (get_str(&x, o, "id", &s, 0, "job.") < 0) goto bad;
@@ -335,19 +337,28 @@ static ta_trace *parse_file(ta_an *a, const char *path, int fd, const struct sta
         for (int r = 0; r < F_NREQ; r++)
             if (!(have & (1 << r))) { free(role); BAD(&x, "field call_fields lacks \"%s\"", fnames[r]); goto bad; }
         const cJSON *calls = cJSON_GetObjectItemCaseSensitive(root, "calls");
-        if (!cJSON_IsArray(calls)) { free(role); BAD(&x, "field calls is not an array"); goto bad; }
+        if (!have_calls && !(packed ? cJSON_IsObject(calls) : cJSON_IsArray(calls))) {
+            free(role);
+            BAD(&x, "field calls is not %s", packed ? "an object (version 2 packs the calls)" : "an array");
+            goto bad;
+        }
         const char *first = NULL;
         int first_i = -1;
         size_t err_at = 0;
+        char why[200] = "";
         int r;
         if (have_calls) {
-            r = ta_parse_calls(buf + cvs, cve - cvs, role, npos, t, &err_at, &first, &first_i);
+            r = ta_parse_calls(buf + cvs, cve - cvs, packed, role, npos, t, &err_at, why, sizeof why, &first,
+                               &first_i);
             err_at += cvs;
         } else {   /* found by cJSON only (an escaped key): print it back */
             char *txt = cJSON_PrintUnformatted(calls);
-            r = txt ? ta_parse_calls(txt, strlen(txt), role, npos, t, &err_at, &first, &first_i) : -1;
+            r = txt ? ta_parse_calls(txt, strlen(txt), packed, role, npos, t, &err_at, why, sizeof why, &first,
+                                     &first_i) : -1;
+            cJSON_free(txt);
         }
         free(role);
+        if (r == -3) { BAD(&x, "%s", why); goto bad; }
         if (r == -1) { BAD(&x, "not valid JSON: syntax error at byte %zu of %zu (in calls)", err_at, n); goto bad; }
         if (r < 0) { BAD(&x, "field calls is not an array"); goto bad; }
         if (t->skipped_records)
@@ -400,104 +411,9 @@ bad:
     return NULL;
 }
 
-/* ---- files ---- */
-/* an input file: found in a folder (a symbolic link is not followed), or
- * named on the command line (follow: the user's choice) */
-typedef struct { char *path; int follow; } infile;
-typedef struct { infile *v; int n, cap; } filevec;
-static void fv_push(filevec *s, char *p, int follow)
-{
-    if (s->n == s->cap) { s->cap = s->cap ? s->cap * 2 : 64; s->v = xrealloc(s->v, sizeof *s->v * (size_t)s->cap); }
-    s->v[s->n++] = (infile){p, follow};
-}
-static int has_suffix(const char *n, const char *suf)
-{
-    size_t l = strlen(n), k = strlen(suf);
-    return l >= k && !strcmp(n + l - k, suf);
-}
-static int is_trace_name(const char *n)
-{
-    size_t l = strlen(n);
-    return !strncmp(n, TRSHIM_TRACE_PREFIX, strlen(TRSHIM_TRACE_PREFIX)) && l > 12 && !strcmp(n + l - 5, ".json");
-}
-static int is_marker_name(const char *n)
-{
-    size_t pl = strlen(TRSHIM_TRACE_PREFIX);
-    return !strncmp(n, TRSHIM_TRACE_PREFIX, pl) && strlen(n) > pl + strlen(TRSHIM_WRITE_FAILED_SUFFIX) &&
-           has_suffix(n, TRSHIM_WRITE_FAILED_SUFFIX);
-}
-static const char *file_kind(mode_t m)
-{
-    return S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device"
-         : S_ISSOCK(m) ? "a socket" : S_ISDIR(m) ? "a folder" : S_ISLNK(m) ? "a symbolic link" : "not a plain file";
-}
-static void walk(ta_an *a, const char *dir, filevec *out, filevec *markers, int depth)
-{
-    DIR *d = opendir(dir);
-    if (!d) { ta_note_add(a, dir, 0, "cannot read the folder: %s", strerror(errno)); return; }
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
-        char *p = xasprintf("%s/%s", dir, e->d_name);
-        struct stat st;
-        if (lstat(p, &st) != 0) { free(p); continue; }
-        int trace = is_trace_name(e->d_name) || ta_ring_name(e->d_name), marker = !trace && is_marker_name(e->d_name);
-        if (S_ISDIR(st.st_mode)) {
-            if (depth < 16) walk(a, p, out, markers, depth + 1);
-            free(p);
-        } else if ((trace || marker) && S_ISREG(st.st_mode)) {
-            fv_push(marker ? markers : out, p, 0);
-        } else if ((trace || marker) && S_ISLNK(st.st_mode)) {
-            /* inside a folder, links are not followed: one could lead anywhere (a FIFO, a device) */
-            ta_note_add(a, p, 1, "a symbolic link: links inside a folder are not followed (name the file on the command "
-                        "line to read it)");
-            free(p);
-        } else if (trace || marker) {
-            ta_note_add(a, p, 1, "not a regular file (%s)", file_kind(st.st_mode));
-            free(p);
-        } else if (!strncmp(e->d_name, TRSHIM_TRACE_PREFIX, strlen(TRSHIM_TRACE_PREFIX)) && strstr(e->d_name, ".json.tmp.")) {
-            ta_note_add(a, p, 0, "an unfinished write (the process stopped while writing); the last complete trace of that rank is used");
-            free(p);
-        } else {
-            free(p);
-        }
-    }
-    closedir(d);
-}
-static int cmp_infile(const void *x, const void *y) { return strcmp(((const infile *)x)->path, ((const infile *)y)->path); }
-
-/* Opens an input for reading. Never blocks (a FIFO named like a trace would
- * wait for a writer forever: O_NONBLOCK), follows a symbolic link only for
- * a file named on the command line, and reads regular files only (checked
- * again on the open file: it may have been replaced since it was listed).
- * -1 with a note naming the file. */
-static int open_input(ta_an *a, const infile *f, struct stat *st)
-{
-    int fd = open(f->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (f->follow ? 0 : O_NOFOLLOW));
-    if (fd < 0) {
-        if (errno == ELOOP && !f->follow)
-            ta_note_add(a, f->path, 1, "a symbolic link: links inside a folder are not followed (name the file on the "
-                        "command line to read it)");
-        else
-            ta_note_add(a, f->path, 1, "cannot open: %s", strerror(errno));
-        return -1;
-    }
-    if (fstat(fd, st) != 0) {
-        ta_note_add(a, f->path, 1, "cannot open: %s", strerror(errno));
-        close(fd);
-        return -1;
-    }
-    if (!S_ISREG(st->st_mode)) {
-        ta_note_add(a, f->path, 1, "not a regular file (%s)", file_kind(st->st_mode));
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 typedef struct {
     ta_an *a;
-    infile *files; int nfiles;
+    ta_infile *files; int nfiles;
     ta_file_traces *out;
     int64_t share;        /* the call budget's share of each trace, 0: none */
     int next;
@@ -507,8 +423,8 @@ typedef struct {
 /* ring files by name; a file named on the command line by its magic */
 static int is_ring_file(const char *path, int fd)
 {
-    if (has_suffix(path, TRSHIM_RING_SUFFIX)) return 1;
-    if (has_suffix(path, ".json")) return 0;
+    if (ta_has_suffix(path, TRSHIM_RING_SUFFIX)) return 1;
+    if (ta_has_suffix(path, ".json")) return 0;
     return ta_ring_sniff(fd);
 }
 
@@ -524,7 +440,7 @@ static void *worker(void *arg)
         o->ring_next = -1;
         const char *path = w->files[i].path;
         struct stat st;
-        int fd = open_input(w->a, &w->files[i], &st);
+        int fd = ta_open_input(w->a, &w->files[i], &st);
         if (fd < 0) continue;
         if (is_ring_file(path, fd)) {
             o->is_ring = 1;
@@ -544,125 +460,6 @@ static void *worker(void *arg)
     }
     arena_release();
     return NULL;
-}
-
-/* ---- write-failed markers (the shim's, where a trace write failed) ---- */
-#define MARKER_MAX (64 << 10)     /* bytes: a marker is one short line */
-
-/* a string field of a marker made safe for any output (NULL when absent or not a string) */
-static char *marker_str(const cJSON *o, const char *name)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-    if (!cJSON_IsString(v)) return NULL;
-    return xstrdup(ta_py_intern(v->valuestring, strlen(v->valuestring)));
-}
-static int64_t marker_int(const cJSON *o, const char *name, int64_t lo, int64_t hi)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-    if (!cJSON_IsNumber(v) || !(v->valuedouble >= (double)lo && v->valuedouble <= (double)hi) ||
-        v->valuedouble != (double)(int64_t)v->valuedouble)
-        return INT64_MIN;
-    return (int64_t)v->valuedouble;
-}
-
-static void read_marker(ta_an *a, const infile *f)
-{
-    struct stat st;
-    int fd = open_input(a, f, &st);
-    if (fd < 0) return;
-    char *buf = NULL;
-    if (st.st_size > MARKER_MAX) {
-        ta_note_add(a, f->path, 1, "%lld bytes: too large for a write-failed marker (one line of JSON): not read",
-                    (long long)st.st_size);
-    } else {
-        size_t n = (size_t)st.st_size, got = 0;
-        buf = xmalloc(n + 1);
-        while (got < n) {
-            ssize_t k = pread(fd, buf + got, n - got, (off_t)got);
-            if (k > 0) got += (size_t)k;
-            else if (!(k < 0 && errno == EINTR)) break;
-        }
-        buf[got] = 0;
-        if (got < n) { ta_note_add(a, f->path, 1, "cannot read the write-failed marker"); free(buf); buf = NULL; }
-    }
-    close(fd);
-    if (!buf) return;
-    cJSON *o = cJSON_ParseWithLength(buf, strlen(buf));
-    free(buf);
-    const cJSON *fmt = o ? cJSON_GetObjectItemCaseSensitive(o, "format") : NULL;
-    int64_t ver = o ? marker_int(o, "version", 0, INT32_MAX) : INT64_MIN;
-    const cJSON *job = o ? cJSON_GetObjectItemCaseSensitive(o, "job") : NULL;
-    const cJSON *rk = o ? cJSON_GetObjectItemCaseSensitive(o, "rank") : NULL;
-    int64_t rank = o ? marker_int(o, "rank", 0, INT32_MAX) : INT64_MIN;
-    const char *why = NULL;
-    if (!cJSON_IsObject(o)) why = "not a write-failed marker (not a JSON object)";
-    else if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, TRSHIM_WRITE_FAILED_FORMAT))
-        why = "not a write-failed marker (no \"format\": \"" TRSHIM_WRITE_FAILED_FORMAT "\")";
-    else if (ver != TRSHIM_WRITE_FAILED_VERSION) why = "a write-failed marker of an unknown version";
-    else if (!cJSON_IsString(job)) why = "a write-failed marker without a job";
-    else if (!cJSON_IsNull(rk) && rank == INT64_MIN) why = "a write-failed marker whose rank is not a rank";
-    if (why) {
-        ta_note_add(a, f->path, 1, "%s: not used", why);
-        cJSON_Delete(o);
-        return;
-    }
-    a->wfail = xrealloc(a->wfail, sizeof *a->wfail * (size_t)(a->nwfail + 1));
-    ta_wfail *m = &a->wfail[a->nwfail++];
-    memset(m, 0, sizeof *m);
-    m->file = xstrdup(f->path);
-    m->job = xstrdup(job->valuestring);
-    m->rank = rank == INT64_MIN ? -1 : (int)rank;
-    m->host = marker_str(o, "host");
-    m->pid = marker_int(o, "pid", 0, INT32_MAX);
-    m->bytes = marker_int(o, "bytes", 0, INT64_MAX / 2);
-    if (m->pid == INT64_MIN) m->pid = -1;
-    if (m->bytes == INT64_MIN) m->bytes = -1;
-    int64_t e = marker_int(o, "errno", 1, 4095);
-    m->err = e == INT64_MIN ? 0 : (int)e;
-    m->error = marker_str(o, "error");
-    if (!m->error || !m->error[0]) {
-        free(m->error);
-        m->error = xstrdup(m->err ? strerror(m->err) : "the error is not known");
-    }
-    cJSON_Delete(o);
-}
-
-/* The job's markers against its ranks: a rank without a trace whose write
- * failed is told apart from one that left nothing; a rank with a trace
- * whose later write failed is noted. */
-static void markers_place(ta_an *a)
-{
-    a->missing_wfail = xmalloc(sizeof(int) * ((size_t)a->nmissing + 1));
-    for (int i = 0; i < a->nmissing; i++) a->missing_wfail[i] = -1;
-    for (int k = 0; k < a->nwfail; k++) {
-        const ta_wfail *m = &a->wfail[k];
-        if (strcmp(m->job, a->job)) continue;           /* another job's */
-        if (m->rank < 0) {
-            ta_note_add(a, m->file, 0, "a trace write failed (%s) on a process whose rank is unknown", m->error);
-            continue;
-        }
-        int lo = 0, hi = a->nmissing - 1, at = -1;     /* missing_ranks ascend */
-        while (lo <= hi) {
-            int mid = lo + (hi - lo) / 2;
-            if (a->missing_ranks[mid] == m->rank) { at = mid; break; }
-            if (a->missing_ranks[mid] < m->rank) lo = mid + 1;
-            else hi = mid - 1;
-        }
-        if (at >= 0) {
-            if (a->missing_wfail[at] < 0) a->missing_wfail[at] = k;
-            continue;
-        }
-        const ta_trace *t = NULL;
-        for (int i = 0; i < a->ntr && !t; i++)
-            if (a->tr[i]->rank == m->rank) t = a->tr[i];
-        if (t)
-            ta_note_add(a, m->file, 0, "a trace write of rank %d failed (%s): the trace of rank %d that is used (%s) is "
-                        "from %s", m->rank, m->error, m->rank, t->file,
-                        m->pid == t->pid ? "an earlier write, and lacks what came after it" : "another process");
-        else
-            ta_note_add(a, m->file, 0, "a trace write of rank %d failed (%s): that rank is not below the job's world "
-                        "size %d", m->rank, m->error, a->world);
-    }
 }
 
 static int cmp_trace_rank(const void *x, const void *y)
@@ -775,26 +572,8 @@ static void grow_jobs(ta_an *a)
 
 int ta_load(ta_an *a, char **paths, int npaths)
 {
-    filevec files = {0}, markers = {0};
-    for (int i = 0; i < npaths; i++) {
-        struct stat st;
-        if (stat(paths[i], &st) != 0) { ta_note_add(a, paths[i], 1, "cannot open: %s", strerror(errno)); continue; }
-        if (S_ISDIR(st.st_mode)) {
-            int before = files.n;
-            walk(a, paths[i], &files, &markers, 0);
-            if (files.n == before) ta_note_add(a, paths[i], 0, "no trace files (trshim.*.json, trshim.*.ring) in this folder");
-        } else if (!S_ISREG(st.st_mode)) {
-            /* never opened: opening a FIFO waits for a writer, a device may act on it */
-            ta_note_add(a, paths[i], 1, "not a regular file (%s)", file_kind(st.st_mode));
-        } else {
-            const char *base = strrchr(paths[i], '/');
-            base = base ? base + 1 : paths[i];
-            if (has_suffix(base, TRSHIM_WRITE_FAILED_SUFFIX)) fv_push(&markers, xstrdup(paths[i]), 1);
-            else fv_push(&files, xstrdup(paths[i]), 1);
-        }
-    }
-    if (files.n > 1) qsort(files.v, (size_t)files.n, sizeof *files.v, cmp_infile);
-    if (markers.n > 1) qsort(markers.v, (size_t)markers.n, sizeof *markers.v, cmp_infile);
+    ta_filevec files = {0}, markers = {0};
+    ta_list_inputs(a, paths, npaths, &files, &markers);
     a->nfiles = files.n;
     ta_file_traces *out = xcalloc((size_t)files.n + 1, sizeof *out);
     cJSON_Hooks hooks = {arena_malloc, arena_free};
@@ -812,7 +591,7 @@ int ta_load(ta_an *a, char **paths, int npaths)
     for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
     cJSON_InitHooks(NULL);
     for (int i = 0; i < markers.n; i++) {
-        read_marker(a, &markers.v[i]);
+        ta_read_marker(a, &markers.v[i]);
         free(markers.v[i].path);
     }
     free(markers.v);
@@ -940,7 +719,7 @@ int ta_load(ta_an *a, char **paths, int npaths)
         ta_note_add(a, NULL, 0, "the world size %d is far beyond the %d trace(s) found: only ranks below %d are listed "
                     "as without a trace (%d more ranks have none)", world, a->ntr, lim, a->missing_unlisted);
     }
-    markers_place(a);
+    ta_markers_place(a);
     ta_budget_note(a, share);
     ta_graphs_identify(a);           /* "graph G1" means the same graph on every rank */
     return 0;

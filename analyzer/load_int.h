@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include <cjson/cJSON.h>
 
@@ -43,5 +44,19 @@ int conv_memory(pctx *x, const cJSON *root, ta_trace *t);
 void conv_configs(pctx *x, const cJSON *root, ta_trace *t);   /* "coll_configs", before the calls */
 void conv_nccl(pctx *x, const cJSON *root, ta_trace *t);      /* "nccl" */
 void conv_graphs(pctx *x, const cJSON *root, ta_trace *t);    /* load_graphs.c: "graphs", before the calls */
+
+/* load_files.c: the inputs. An input file was found in a folder (a
+ * symbolic link is not followed) or named on the command line (follow: the
+ * user's choice). */
+typedef struct { char *path; int follow; } ta_infile;
+typedef struct { ta_infile *v; int n, cap; } ta_filevec;
+void ta_list_inputs(ta_an *a, char **paths, int npaths, ta_filevec *files, ta_filevec *markers);
+int ta_has_suffix(const char *n, const char *suf);
+/* Opens an input for reading: never blocks, follows a symbolic link only
+ * for a file named on the command line, regular files only. -1 with a
+ * note naming the file. */
+int ta_open_input(ta_an *a, const ta_infile *f, struct stat *st);
+void ta_read_marker(ta_an *a, const ta_infile *f);
+void ta_markers_place(ta_an *a);
 
 #endif

@@ -18,12 +18,14 @@ int ta_parse_hex(const char *s, uint64_t *out);
  * object in b; -1 when not found or the text is not well-formed there. */
 int ta_find_member(const char *b, size_t n, const char *name, size_t *vs, size_t *ve);
 
-/* Reads the calls array b[0..n) into t->calls (t->comms and t->stacks must
- * be read already). Calls that break a rule are skipped and counted in
+/* Reads the calls b[0..n) into t->calls (t->comms and t->stacks must be
+ * read already): a JSON array of arrays (version 1), or packed (version 2's
+ * object). Calls that break a rule are skipped and counted in
  * t->skipped_records (the first one's reason and index returned). Returns
- * 0, -1 on a JSON syntax error at *err_at, -2 when it is not an array. */
-int ta_parse_calls(const char *b, size_t n, const int8_t *role, int npos, ta_trace *t, size_t *err_at,
-                   const char **first_why, int *first_i);
+ * 0, -1 on a JSON syntax error at *err_at, -2 when it is not an array,
+ * -3 when the packed calls are damaged (why in err). */
+int ta_parse_calls(const char *b, size_t n, int packed, const int8_t *role, int npos, ta_trace *t, size_t *err_at,
+                   char *err, size_t errn, const char **first_why, int *first_i);
 /* positions of a check, named by check_fields (engine is not used) */
 enum { CF_CALL, CF_BUFFER, CF_STATUS, CF_NAN, CF_INF, CF_FIRST, CF_FIRST_KIND, CF_CHECKED, CF_ELEMS, CF_REASON,
        CF_NREQ };

@@ -1,11 +1,16 @@
-/* The "calls" part of one rank's trace: the ring's records as JSON arrays
- * named by "call_fields", and "coll_configs" (tr_nccl_config.c). */
+/* The "calls" part of one rank's trace: the ring's records as packed rows
+ * (version 2) named by "call_fields", and "coll_configs" (tr_nccl_config.c). */
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tr_graphs.h"
 #include "tr_nancheck.h"
 #include "tr_nccl_int.h"
+#include "tr_packed.h"
+
+enum { TR_CALL_FIELDS = 27 };
 
 /* the window of records the last tr_nccl_write_json wrote (writer thread only) */
 static uint64_t g_win_first, g_win_next;
@@ -18,106 +23,112 @@ void tr_nccl_window(uint64_t *first, uint64_t *next)
     *next = g_win_next;
 }
 
-/* ---- "calls" of one rank ------------------------------------------------------------ */
+/* ---- "calls" of one rank: packed rows (tr_packed.h) ---------------------------------- */
 
-/* One call as the array call_fields names. */
-static char *put_call(char *p, const trr_record *r, int32_t comm)
+/* The strings of one trace's rows, each once; a vocabulary name's index is
+ * kept by its number, so a row costs no string search. */
+typedef struct {
+    char (*s)[TR_NAME_TMP];
+    int n, cap;
+    int16_t op[TR_OP_N + 1], dtype[TR_DTYPE_NAMED], redop[TR_REDOP_NAMED], lane[TRR_LANE_N + 1], gpu[3];
+} call_strings;
+
+/* index of s in the table; -1 without memory */
+static int intern(call_strings *cs, const char *s)
+{
+    for (int k = 0; k < cs->n; k++)
+        if (!strcmp(cs->s[k], s)) return k;
+    if (cs->n == cs->cap) {
+        int cap = cs->cap ? cs->cap * 2 : 32;
+        if (cap > INT16_MAX) return -1;
+        void *m = realloc(cs->s, sizeof *cs->s * (size_t)cap);
+        if (!m) return -1;
+        cs->s = m;
+        cs->cap = cap;
+    }
+    snprintf(cs->s[cs->n], sizeof cs->s[0], "%s", s);
+    return cs->n++;
+}
+
+static uint8_t *put_name(trp_rows *w, uint8_t *p, call_strings *cs, int16_t *slot, const char *s)
+{
+    int k = slot && *slot >= 0 ? *slot : intern(cs, s);
+    if (slot) *slot = (int16_t)k;
+    return k < 0 ? trp_null(w, p) : trp_str(w, p, k);
+}
+
+/* a datatype's or reduction's name, or null */
+static uint8_t *put_vocab(trp_rows *w, uint8_t *p, call_strings *cs, int16_t *slots, int nslots, int32_t v,
+                          const char *(*name)(int32_t, char *))
+{
+    char tmp[TR_NAME_TMP];
+    const char *s = name(v, tmp);
+    if (!s) return trp_null(w, p);
+    return put_name(w, p, cs, v >= 0 && v < nslots ? &slots[v] : NULL, s);
+}
+
+/* One call as the row call_fields names. */
+static uint8_t *put_call(trp_rows *w, uint8_t *p, call_strings *cs, const trr_record *r, int32_t comm)
 {
     int grp = tr_op_has(r->op, TR_OPF_GROUP);
     int launch = r->op == OP_GRAPHLAUNCH;
     int returned = r->state == TRR_REC_RETURNED;
-    *p++ = '[';
-    p = trj_put_str(p, r->op < TR_OP_N ? tr_op_names[r->op] : "invalid");
-    *p++ = ',';
-    p = trj_put_i64(p, comm);
-    *p++ = ',';
-    p = trj_put_u64(p, r->seq);
-    *p++ = ',';
-    p = trj_put_u64(p, launch ? r->recvbuff : r->count);
-    *p++ = ',';
-    p = tr_put_dtype(p, grp ? NONE : r->dtype);
-    *p++ = ',';
-    p = tr_put_redop(p, launch ? NONE : r->redop);
     int peer = tr_op_has(r->op, TR_OPF_P2P | TR_OPF_ONESIDED | TR_OPF_GRAPH);
-    *p++ = ',';
-    if (r->root == NONE || peer) p = trj_put_lit(p, "null");
-    else p = trj_put_i64(p, r->root);
-    *p++ = ',';
-    if (r->root == NONE || !peer) p = trj_put_lit(p, "null");
-    else p = trj_put_i64(p, r->root);
-    *p++ = ',';
-    if (grp) p = trj_put_lit(p, "null,null,null,null");
-    else {
+    p = trp_row(w, p, TR_CALL_FIELDS);
+    int op = r->op < TR_OP_N ? r->op : TR_OP_N;
+    p = put_name(w, p, cs, &cs->op[op], op < TR_OP_N ? tr_op_names[op] : "invalid");
+    p = trp_int(w, p, comm);
+    p = trp_int(w, p, (int64_t)r->seq);
+    p = trp_int(w, p, (int64_t)(launch ? r->recvbuff : r->count));
+    p = put_vocab(w, p, cs, cs->dtype, TR_DTYPE_NAMED, grp ? NONE : r->dtype, tr_dtype_name);
+    p = put_vocab(w, p, cs, cs->redop, TR_REDOP_NAMED, launch ? NONE : r->redop, tr_redop_name);
+    p = r->root == NONE || peer ? trp_null(w, p) : trp_int(w, p, r->root);
+    p = r->root == NONE || !peer ? trp_null(w, p) : trp_int(w, p, r->root);
+    if (grp) {
+        for (int k = 0; k < 4; k++) p = trp_null(w, p);
+    } else {
         /* the buffers the call has: Recv and the waits none to send, one-sided and
          * Send none to receive into (PutSignal writes into the peer's window) */
         int no_send = r->op == OP_RECV || r->op == OP_SIGNAL || r->op == OP_WAITSIGNAL;
         int no_recv = r->op == OP_SEND || launch || tr_op_has(r->op, TR_OPF_ONESIDED);
-        p = no_send ? trj_put_lit(p, "null") : trj_put_hex(p, r->sendbuff);
-        *p++ = ',';
-        p = no_recv ? trj_put_lit(p, "null") : trj_put_hex(p, r->recvbuff);
-        *p++ = ',';
-        p = trj_put_hex(p, r->stream);
-        *p++ = ',';
-        p = trj_put_lit(p, r->capturing == CAPT_YES ? "true" : r->capturing == CAPT_NO ? "false" : "null");
+        p = no_send ? trp_null(w, p) : trp_addr(w, p, r->sendbuff);
+        p = no_recv ? trp_null(w, p) : trp_addr(w, p, r->recvbuff);
+        p = trp_addr(w, p, r->stream);
+        p = r->capturing == CAPT_YES ? trp_bool(w, p, 1) : r->capturing == CAPT_NO ? trp_bool(w, p, 0) : trp_null(w, p);
     }
-    *p++ = ',';
-    p = trj_put_u64(p, r->group);
-    *p++ = ',';
-    p = trj_put_u64(p, r->depth);
-    *p++ = ',';
-    p = trj_put_u64(p, r->enter_ns);
-    *p++ = ',';
-    if (returned) p = trj_put_u64(p, r->exit_ns);
-    else p = trj_put_lit(p, "null");
-    *p++ = ',';
-    p = trj_put_i64(p, r->tid);
-    *p++ = ',';
-    if (returned) p = trj_put_i64(p, r->rc);
-    else p = trj_put_lit(p, "null");
-    *p++ = ',';
-    p = trj_put_i64(p, r->stack);
-    *p++ = ',';
-    if (r->gpu == TRR_GPU_DONE) p = trj_put_u64(p, r->done_ns);
-    else p = trj_put_lit(p, "null");
-    *p++ = ',';
-    p = trj_put_lit(p, r->gpu == TRR_GPU_PENDING ? "\"pending\""
-                   : r->gpu == TRR_GPU_DONE  ? "\"done\""
-                   : r->gpu == TRR_GPU_ERROR ? "\"error\""
-                                             : "null");
-    *p++ = ',';
-    p = trj_put_i64(p, r->pystack);
-    *p++ = ',';
+    p = trp_int(w, p, (int64_t)r->group);
+    p = trp_int(w, p, (int64_t)r->depth);
+    p = trp_int(w, p, (int64_t)r->enter_ns);
+    p = returned ? trp_int(w, p, (int64_t)r->exit_ns) : trp_null(w, p);
+    p = trp_int(w, p, r->tid);
+    p = returned ? trp_int(w, p, r->rc) : trp_null(w, p);
+    p = trp_int(w, p, r->stack);
+    p = r->gpu == TRR_GPU_DONE ? trp_int(w, p, (int64_t)r->done_ns) : trp_null(w, p);
+    static const char *const gpu_names[3] = {"pending", "done", "error"};
+    int g = r->gpu == TRR_GPU_PENDING ? 0 : r->gpu == TRR_GPU_DONE ? 1 : r->gpu == TRR_GPU_ERROR ? 2 : -1;
+    p = g < 0 ? trp_null(w, p) : put_name(w, p, cs, &cs->gpu[g], gpu_names[g]);
+    p = trp_int(w, p, r->pystack);
     if (tr_op_has(r->op, TR_OPF_COLL) && (r->extra & TRR_EXTRA_CONFIG))
-        p = trj_put_i64(p, (int64_t)(r->extra & 0xffffffffu) - 1);
-    else p = trj_put_lit(p, "null");
-    *p++ = ',';
-    if (tr_op_has(r->op, TR_OPF_ONESIDED)) {
-        *p++ = '[';
-        p = trj_put_i64(p, (int32_t)(uint32_t)r->extra);
-        *p++ = ',';
-        p = trj_put_i64(p, (int32_t)(uint32_t)(r->extra >> 32));
-        *p++ = ']';
-    } else {
-        p = trj_put_lit(p, "null");
-    }
-    *p++ = ',';
+        p = trp_int(w, p, (int64_t)(r->extra & 0xffffffffu) - 1);
+    else p = trp_null(w, p);
+    if (tr_op_has(r->op, TR_OPF_ONESIDED))
+        p = trp_pair(w, p, (int32_t)(uint32_t)r->extra, (int32_t)(uint32_t)(r->extra >> 32));
+    else p = trp_null(w, p);
     if (launch) {
-        p = trj_put_u64(p, r->extra);
-        *p++ = ',';
-        p = trj_put_u64(p, r->count);
-        *p++ = ',';
-        p = trj_put_str(p, r->redop >= 0 && r->redop < TRR_LANE_N ? trr_lane_names[r->redop] : "invalid");
+        int lane = r->redop >= 0 && r->redop < TRR_LANE_N ? r->redop : TRR_LANE_N;
+        p = trp_int(w, p, (int64_t)r->extra);
+        p = trp_int(w, p, (int64_t)r->count);
+        p = put_name(w, p, cs, &cs->lane[lane], lane < TRR_LANE_N ? trr_lane_names[lane] : "invalid");
     } else {
-        p = trj_put_lit(p, "null,null,null");
+        for (int k = 0; k < 3; k++) p = trp_null(w, p);
     }
-    *p++ = ']';
     return p;
 }
 
-static const char *const call_fields[] = {"op", "comm", "seq", "count", "dtype", "redop", "root", "peer",
-                                          "sendbuff", "recvbuff", "stream", "capturing", "group", "depth",
-                                          "enter_ns", "exit_ns", "thread", "rc", "stack", "done_ns", "gpu",
-                                          "pystack", "config", "signal", "graph", "replay", "lane"};
+static const char *const call_fields[TR_CALL_FIELDS] = {
+    "op", "comm", "seq", "count", "dtype", "redop", "root", "peer", "sendbuff", "recvbuff", "stream", "capturing",
+    "group", "depth", "enter_ns", "exit_ns", "thread", "rc", "stack", "done_ns", "gpu", "pystack", "config",
+    "signal", "graph", "replay", "lane"};
 
 /* Whether record r belongs to the rank of view. Group calls follow the
  * calls and communicators made inside the group; an empty group, the device
@@ -174,20 +185,41 @@ int tr_nccl_write_json(tr_json *j, const tr_rank_view *view, tr_nan_snap *checks
     for (size_t i = 0; i < sizeof call_fields / sizeof call_fields[0]; i++) trj_str(j, NULL, call_fields[i]);
     trj_array_end(j);
 
-    trj_array_begin(j, "calls");
-    char buf[640];
+    trj_object_begin(j, "calls");
+    trj_str(j, "encoding", TRSHIM_CALLS_ENCODING);
+    call_strings cs = {0};
+    memset(cs.op, 0xff, sizeof cs.op);
+    memset(cs.dtype, 0xff, sizeof cs.dtype);
+    memset(cs.redop, 0xff, sizeof cs.redop);
+    memset(cs.lane, 0xff, sizeof cs.lane);
+    memset(cs.gpu, 0xff, sizeof cs.gpu);
+    trp_rows w = {{0}, 0};
+    trj_b64 b64;
+    trj_b64_begin(j, "data", &b64);
+    uint8_t buf[4096];
+    uint8_t *p = buf;
     uint64_t pos = 0;
     for (uint64_t i = first; i < next && map; i++) {
         if (!tr_ring_read(i, &rec)) continue;   /* not committed yet, or overwritten */
         const trr_record *r = &rec;
         if (!rec_in_view(r, view, map, ncomm, gm, ng)) continue;
         int32_t comm = r->comm >= 0 && r->comm < ncomm ? map[r->comm] : -1;
-        char *p = put_call(buf, r, comm);
-        trj_raw_row(j, buf, (size_t)(p - buf));
+        if (p - buf > (ptrdiff_t)sizeof buf - 11 * TR_CALL_FIELDS - 16) {
+            trj_b64_put(&b64, buf, (size_t)(p - buf));
+            p = buf;
+        }
+        p = put_call(&w, p, &cs, r, comm);
         tr_nan_place(checks, i, pos++);
         if (r->state != TRR_REC_RETURNED) busy = 1;
     }
+    trj_b64_put(&b64, buf, (size_t)(p - buf));
+    trj_b64_end(&b64);
+    trj_uint(j, "rows", pos);
+    trj_array_begin(j, "strings");
+    for (int k = 0; k < cs.n; k++) trj_str(j, NULL, cs.s[k]);
     trj_array_end(j);
+    trj_object_end(j);
+    free(cs.s);
     tr_config_write_json(j);
     tr_graph_write_json(j, map, ncomm);
     free(map);

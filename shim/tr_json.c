@@ -1,6 +1,7 @@
 /* Streaming JSON writer (see tr_json.h). */
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 
 #include "tr_json.h"
 
@@ -105,6 +106,58 @@ void trj_raw_row(tr_json *j, const char *buf, size_t len)
 {
     member(j, NULL);
     fwrite(buf, 1, len, j->f);
+}
+
+void trj_b64_begin(tr_json *j, const char *key, trj_b64 *b)
+{
+    member(j, key);
+    fputc('"', j->f);
+    b->j = j;
+    b->ncarry = 0;
+}
+
+static const char b64_abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static char *b64_group(char *o, const uint8_t *g, int n)
+{
+    uint32_t q = (uint32_t)g[0] << 16 | (n > 1 ? (uint32_t)g[1] << 8 : 0) | (n > 2 ? g[2] : 0);
+    *o++ = b64_abc[q >> 18];
+    *o++ = b64_abc[q >> 12 & 63];
+    *o++ = n > 1 ? b64_abc[q >> 6 & 63] : '=';
+    *o++ = n > 2 ? b64_abc[q & 63] : '=';
+    return o;
+}
+
+void trj_b64_put(trj_b64 *b, const uint8_t *data, size_t n)
+{
+    char out[1024];
+    char *o = out;
+    while (n) {
+        if (b->ncarry || n < 3) {
+            b->carry[b->ncarry++] = *data++;
+            n--;
+            if (b->ncarry < 3) continue;
+            o = b64_group(o, b->carry, 3);
+            b->ncarry = 0;
+        } else {
+            o = b64_group(o, data, 3);
+            data += 3;
+            n -= 3;
+        }
+        if (o - out > (ptrdiff_t)sizeof out - 4) {
+            fwrite(out, 1, (size_t)(o - out), b->j->f);
+            o = out;
+        }
+    }
+    if (o > out) fwrite(out, 1, (size_t)(o - out), b->j->f);
+}
+
+void trj_b64_end(trj_b64 *b)
+{
+    char out[4];
+    if (b->ncarry) fwrite(out, 1, (size_t)(b64_group(out, b->carry, b->ncarry) - out), b->j->f);
+    b->ncarry = 0;
+    fputc('"', b->j->f);
 }
 
 /* Replaces, in place, every byte that is not part of valid UTF-8 with '?':

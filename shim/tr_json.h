@@ -33,6 +33,17 @@ void trj_hex(tr_json *j, const char *key, uint64_t value);      /* "0x..." strin
  * trj_put_* helpers below): the comma before it is the writer's. */
 void trj_raw_row(tr_json *j, const char *buf, size_t len);
 
+/* A string value written in pieces: the base64 (RFC 4648, padded) of the
+ * bytes given, streamed (version 2's packed calls, tr_calls_json.c). */
+typedef struct {
+    tr_json *j;
+    uint8_t carry[3];
+    int ncarry;
+} trj_b64;
+void trj_b64_begin(tr_json *j, const char *key, trj_b64 *b);
+void trj_b64_put(trj_b64 *b, const uint8_t *data, size_t n);
+void trj_b64_end(trj_b64 *b);
+
 /* Formatting into a buffer the caller sized, without checks: for the hot
  * writers that build one array per record (tr_calls_json.c, tr_nanresults.c)
  * and hand it to trj_raw_row. */

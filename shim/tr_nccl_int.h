@@ -76,6 +76,12 @@ static inline int tr_op_has(int op, int flag) { return op >= 0 && op < TR_OP_N &
 /* JSON values (trj_put_* style, at most 32 bytes) of a dtype and a reduction
  * op as recorded (NONE: null; unknown values "invalid(N)", ops made by
  * ncclRedOpCreatePreMulSum "premulsum(N)") */
+/* a datatype's or reduction's name in the trace: the table's, or
+ * "invalid(N)" / "premulsum(N)" formatted into tmp (TR_NAME_TMP bytes);
+ * NULL for NONE */
+enum { TR_DTYPE_NAMED = 12, TR_REDOP_NAMED = 5, TR_NAME_TMP = 32 };
+const char *tr_dtype_name(int32_t dt, char *tmp);
+const char *tr_redop_name(int32_t op, char *tmp);
 char *tr_put_dtype(char *p, int32_t dt);
 char *tr_put_redop(char *p, int32_t op);
 

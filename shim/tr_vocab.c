@@ -30,23 +30,41 @@ const unsigned char tr_op_flags[TR_OP_N] = {TR_NCCL_OPS(OP_FLAGS_)};
 static const char *const dtype_names[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "float16",
                                           "float32", "float64", "bfloat16", "float8e4m3", "float8e5m2"};
 static const char *const redop_names[] = {"sum", "prod", "max", "min", "avg"};
+_Static_assert(sizeof dtype_names / sizeof dtype_names[0] == TR_DTYPE_NAMED, "dtype names");
+_Static_assert(sizeof redop_names / sizeof redop_names[0] == TR_REDOP_NAMED && TR_REDOP_NAMED == (int)ncclNumOps,
+               "redop names");
+
+const char *tr_dtype_name(int32_t dt, char *tmp)
+{
+    if (dt == NONE) return NULL;
+    if (dt >= 0 && dt < TR_DTYPE_NAMED) return dtype_names[dt];
+    *trj_put_lit(trj_put_i64(trj_put_lit(tmp, "invalid("), dt), ")") = 0;
+    return tmp;
+}
+
+const char *tr_redop_name(int32_t op, char *tmp)
+{
+    if (op == NONE) return NULL;
+    if (op >= 0 && op < TR_REDOP_NAMED) return redop_names[op];
+    *trj_put_lit(trj_put_i64(trj_put_lit(tmp, op > 0 ? "premulsum(" : "invalid("), op), ")") = 0;
+    return tmp;
+}
+
+static char *put_name(char *p, const char *name)
+{
+    return name ? trj_put_str(p, name) : trj_put_lit(p, "null");
+}
 
 char *tr_put_dtype(char *p, int32_t dt)
 {
-    if (dt == NONE) return trj_put_lit(p, "null");
-    if (dt >= 0 && dt < (int)(sizeof dtype_names / sizeof dtype_names[0])) return trj_put_str(p, dtype_names[dt]);
-    p = trj_put_lit(p, "\"invalid(");
-    p = trj_put_i64(p, dt);
-    return trj_put_lit(p, ")\"");
+    char tmp[TR_NAME_TMP];
+    return put_name(p, tr_dtype_name(dt, tmp));
 }
 
 char *tr_put_redop(char *p, int32_t op)
 {
-    if (op == NONE) return trj_put_lit(p, "null");
-    if (op >= 0 && op < ncclNumOps) return trj_put_str(p, redop_names[op]);
-    p = trj_put_lit(p, op > 0 ? "\"premulsum(" : "\"invalid(");
-    p = trj_put_i64(p, op);
-    return trj_put_lit(p, ")\"");
+    char tmp[TR_NAME_TMP];
+    return put_name(p, tr_redop_name(op, tmp));
 }
 
 #define NAME_ROW(name, op, kind, since, action) #name,

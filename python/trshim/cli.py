@@ -8,6 +8,7 @@
     trshim analyze ARGS...          tranalyze ARGS...
     trshim bundle TRACES_DIR [-o FILE] [--job ID] [--force]
                                     one .tar.gz to attach to a bug report
+    trshim calls TRACE              the trace with its calls unpacked (version 1's form)
     trshim --version
 
 Python 3.8 or newer, standard library only. The same file is the package's
@@ -36,6 +37,9 @@ VERSION = "@VERSION@"
 # bin/trshim of a meson install: the library folder relative to bindir, and absolute
 REL_LIBDIR = "@REL_LIBDIR@"
 ABS_LIBDIR = "@ABS_LIBDIR@"
+# ... and the folder of packed_calls.py (the codec of version 2's calls), relative to bindir, and absolute
+REL_PYDIR = "@REL_PYDIR@"
+ABS_PYDIR = "@ABS_PYDIR@"
 LIBNAME = "libtrshim.so"
 
 # The shim's job identity (shim/tr_core.c read_identity, docs/trace-format.md
@@ -1234,9 +1238,17 @@ def read_trace(path):
         return {"path": path, "job": str((tr.get("job") or {}).get("id")), "rank": tr.get("rank"),
                 "host": str(tr.get("host")), "pid": tr.get("pid"), "start": float(tr.get("start_time") or 0),
                 "next": nxt if isinstance(nxt, int) else -1, "end": end.get("reason"), "signal": end.get("signal"),
-                "calls": len(tr.get("calls") or []), "size": st.st_size}
+                "calls": calls_count(tr.get("calls")), "size": st.st_size}
     except (ValueError, TypeError, AttributeError) as e:     # UnicodeDecodeError is a ValueError
         raise BundleError("%s: not a readable trshim trace: %s" % (path, e))
+
+
+def calls_count(calls):
+    """the calls a trace holds: version 2's "rows" of its packed object, version 1's array's length"""
+    if isinstance(calls, dict):
+        n = calls.get("rows")
+        return n if type(n) is int and n >= 0 else 0
+    return len(calls) if isinstance(calls, list) else 0
 
 
 def same_process(t, h):
@@ -1488,6 +1500,76 @@ def write_bundle(args, top, ta, job, reports, traces, rings, notes, job_args):
     return 0
 
 
+# ---- calls: a trace with its calls unpacked -----------------------------------------------
+
+def packed_calls_module():
+    """the codec of version 2's calls (packed_calls.py): the package's module
+    (the wheel, python -m trshim), else the file beside this one (the source
+    tree), else where a meson install put it (bin/trshim)"""
+    try:
+        from . import packed_calls
+        return packed_calls
+    except ImportError:
+        pass
+    here = _here()
+    candidates = [here]
+    if not REL_PYDIR.startswith("@") and REL_PYDIR:
+        candidates.append(os.path.normpath(os.path.join(here, REL_PYDIR)))
+    if not ABS_PYDIR.startswith("@") and ABS_PYDIR:
+        candidates.append(ABS_PYDIR)
+    import importlib.util
+    for d in candidates:
+        path = os.path.join(d, "packed_calls.py")
+        if os.path.isfile(path):
+            spec = importlib.util.spec_from_file_location("trshim_packed_calls", path)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            return mod
+    raise ImportError("packed_calls.py not found in %s" % ", ".join(candidates))
+
+
+def trace_as_v1(data):
+    """the bytes of a JSON trace -> (bytes of version 1's form, or None when
+    it is version 1 already); ValueError when it is not a readable trace"""
+    try:
+        tr = json.loads(data.decode("utf-8"))
+    except ValueError as e:            # (UnicodeDecodeError too)
+        raise ValueError("not valid JSON: %s" % e)
+    if not isinstance(tr, dict) or tr.get("format") != "trshim-trace":
+        raise ValueError("not a trshim trace (no \"format\": \"trshim-trace\")")
+    v, calls = tr.get("version"), tr.get("calls")
+    if type(v) is not int or v not in (1, 2):
+        raise ValueError("unknown trace format version %s (this trshim reads versions 1 and 2)" % json.dumps(v))
+    if v == 1:
+        if not isinstance(calls, list):
+            raise ValueError("field calls is not an array")
+        return None
+    tr["calls"] = packed_calls_module().unpack_calls(calls)
+    tr["version"] = 1
+    try:
+        return (json.dumps(tr, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
+    except UnicodeEncodeError:         # a lone surrogate (\\ud800): as an escape
+        return (json.dumps(tr, separators=(",", ":"), allow_nan=False) + "\n").encode("ascii")
+
+
+def cmd_calls(args):
+    try:
+        with open(args.trace, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        say("%s: cannot read: %s" % (args.trace, e.strerror or e))
+        return 1
+    try:
+        out = trace_as_v1(data)
+    except (ValueError, ImportError) as e:
+        say("%s: %s" % (args.trace, str(e).replace("\n", " ")))
+        return 1
+    sys.stdout.flush()
+    sys.stdout.buffer.write(data if out is None else out)
+    sys.stdout.buffer.flush()
+    return 0
+
+
 # ---- main -------------------------------------------------------------------------
 
 def cmd_lib(args):
@@ -1557,6 +1639,13 @@ def parser():
     b.add_argument("--job", help="the job to bundle (default: tranalyze's choice, the newest)")
     b.add_argument("--force", action="store_true", help="overwrite an existing output file")
     b.set_defaults(fn=cmd_bundle)
+
+    c = sub.add_parser("calls", help="print a trace with its calls unpacked as JSON arrays (version 1's form)",
+                       description="Prints the JSON trace TRACE with its packed calls (version 2) as version 1's "
+                       "arrays and \"version\": 1, for reading or for tools of version 1; a version-1 trace is "
+                       "printed unchanged. A damaged trace: a message and exit status 1.")
+    c.add_argument("trace", metavar="TRACE", help="a trshim.*.json trace")
+    c.set_defaults(fn=cmd_calls)
 
     a = sub.add_parser("analyze", help="tranalyze ARGS... (the analyzer installed with trshim)")
     a.add_argument("rest", nargs=argparse.REMAINDER)

@@ -125,7 +125,8 @@ def scale(c, ta, gen_traces, n):
     last = n - 1
     for clean in (False, True):
         d = os.path.join(c.tmp, "bench%d%s" % (n, "clean" if clean else ""))
-        gen(gen_traces, "bench", d, "--ranks", str(n), "--records", "50", *(["--clean"] if clean else ["--env"]))
+        gen(gen_traces, "bench", d, "--ranks", str(n), "--records", "50", "--format", "1",
+            *(["--clean"] if clean else ["--env"]))
         try:
             t0 = time.monotonic()
             rc, md, err = run(ta, ["--markdown", d])
@@ -289,7 +290,7 @@ def case_anonymize(c, ta, gen_traces, workdir):
 
 def case_stress(c, ta, gen_traces, workdir):
     d = os.path.join(c.tmp, "stress")
-    gen(gen_traces, "bench", d, "--ranks", "1024", "--records", "50", "--env")
+    gen(gen_traces, "bench", d, "--ranks", "1024", "--records", "50", "--env", "--format", "1")
     rnd = random.Random(15)
     files = sorted(f for f in os.listdir(d) if f.endswith(".json"))
     gone = set(rnd.sample(range(1024), 150)) - {1023}

@@ -5,9 +5,13 @@ each expected finding, in order from the top, the exact kind, communicator,
 sequence number and culprit ranks (and others, function, subkind, bytes when
 given). Clean scenarios must produce no finding at all; damaged inputs must
 be named in the input problems; text and markdown outputs must work too.
+Then the same traces as version 2 (calls packed, tests/common/trace.py's
+pack_trace; files that are not packable version-1 traces as they are) must
+give exactly the same --json, the folder's name aside.
 
     check_synthetic.py TRANALYZE GEN_TRACES SCENARIO WORKDIR
 """
+import difflib
 import json
 import os
 import resource
@@ -15,6 +19,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from trace import pack_trace  # noqa: E402  (version 2's packed calls: python/trshim/packed_calls.py)
 
 
 def fail(msg):
@@ -150,6 +158,63 @@ def run_measured(cmd, as_mib):
         return p.returncode, o.read().decode(), e.read().decode(), ru.ru_maxrss / 1024.0
 
 
+def as_packed(out, pk):
+    """pk: a copy of the folder out with every trace that is a packable
+    version-1 trshim trace as version 2 (same name, same times); the others
+    (not JSON, not trshim traces, other versions, values that cannot be
+    packed) as they are. The paths converted."""
+    shutil.rmtree(pk, ignore_errors=True)
+    shutil.copytree(out, pk, symlinks=True)
+    converted = []
+    for dirpath, _, files in os.walk(pk):
+        for f in sorted(files):
+            path = os.path.join(dirpath, f)
+            if not f.endswith(".json") or os.path.islink(path) or not os.path.isfile(path):
+                continue
+            try:
+                with open(path, encoding="utf-8") as fh:
+                    v2 = pack_trace(json.load(fh))
+            except (ValueError, RecursionError):       # (not UTF-8, not JSON, not packable)
+                continue
+            st = os.stat(path)
+            with open(path, "w") as fh:
+                json.dump(v2, fh, separators=(",", ":"))
+            os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+            converted.append(path)
+    return converted
+
+
+def packed_equivalence(tranalyze, scenario, out, args, as_mib, first):
+    """the scenario's traces as version 2 give tranalyze --json's answer of
+    version 1 (first: that run's (status, stdout, stderr)) exactly, the
+    folder's name aside"""
+    t0 = time.time()
+    pk = out + ".packed"
+    converted = as_packed(out, pk)
+    if not converted:
+        print("packed: nothing to convert (no packable version-1 trace)")
+        return
+    p = subprocess.run([tranalyze, "--json"] + args + [pk], capture_output=True, text=True, timeout=120,
+                       preexec_fn=as_limit(as_mib))
+
+    def norm(res, folder):
+        """status, --json indented (a line per value, for the diff), stderr; the folder as <TRACES>"""
+        rc, stdout, stderr = res
+        try:
+            stdout = json.dumps(json.loads(stdout), indent=1)
+        except ValueError:
+            pass
+        return ["status %d" % rc] + (stdout + "\n--- stderr\n" + stderr).replace(folder, "<TRACES>").splitlines()
+    want, got = norm(first, out), norm((p.returncode, p.stdout, p.stderr), pk)
+    if want != got:
+        diff = list(difflib.unified_diff(want, got, "version 1 (%s)" % scenario, "version 2 (%s.packed)" % scenario,
+                                         n=2, lineterm=""))
+        fail("packed: scenario %s: tranalyze --json on its %d trace(s) converted to version 2 differs (status "
+             "first):\n%s%s" % (scenario, len(converted), "\n".join(diff[:80]),
+                                 "\n... (%d more lines)" % (len(diff) - 80) if len(diff) > 80 else ""))
+    print("packed: the same answer from %d trace(s) as version 2 (%.2f s)" % (len(converted), time.time() - t0))
+
+
 def main():
     tranalyze, gen, scenario, work = sys.argv[1:5]
     out = os.path.join(work, scenario)
@@ -168,6 +233,7 @@ def main():
             fail("peak RSS %.1f MiB, expected at most %d MiB" % (rss, exp["max_rss_mib"]))
     else:
         p = subprocess.run([tranalyze, "--json"] + args + [out], capture_output=True, text=True, timeout=120)
+    first = (p.returncode, p.stdout, p.stderr)
     if p.returncode != exp["exit"]:
         print(p.stdout[-3000:], p.stderr[-3000:])
         fail("exit status %d, expected %d" % (p.returncode, exp["exit"]))
@@ -327,6 +393,7 @@ def main():
                 fail("%s output does not start with the root cause:\n%s" % (mode or "text", text[:2000]))
         if exp["exit"] == 2 and not mode and not t.stderr:
             fail("nothing usable, but no message on stderr")
+    packed_equivalence(tranalyze, scenario, out, args, as_mib, first)
     print("ok: %s" % scenario)
 
 

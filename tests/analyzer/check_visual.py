@@ -111,7 +111,9 @@ def gen(c, gen_traces, scenario, *extra):
 
 def gen_bench(c, gen_traces, ranks, records):
     out = os.path.join(c.tmp, "bench%d" % ranks)
-    subprocess.run([sys.executable, gen_traces, "bench", out, "--ranks", str(ranks), "--records", str(records)],
+    # (version 1: the checks here read and edit the calls as JSON arrays)
+    subprocess.run([sys.executable, gen_traces, "bench", out, "--ranks", str(ranks), "--records", str(records),
+                    "--format", "1"],
                    check=True, stdout=subprocess.DEVNULL)
     return out
 

@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
-"""Synthetic trshim traces (docs/trace-format.md, version 1) for tranalyze's
-tests and benchmark, Python 3 standard library only.
+"""Synthetic trshim traces (docs/trace-format.md, version 1; version 2's
+packed calls where said) for tranalyze's tests and benchmark, Python 3
+standard library only (and python/trshim/packed_calls.py, the one codec).
 
     gen_traces.py SCENARIO OUTDIR          one scenario (writes OUTDIR/expected.json too)
     gen_traces.py --list                   the scenarios
-    gen_traces.py bench OUTDIR --ranks N --records M [--checks] [--nan-step S] [--clean] [--env]
+    gen_traces.py bench OUTDIR --ranks N --records M [--checks] [--nan-step S] [--clean] [--env] [--format 1|2]
+                                           (--format: the trace version, default 2: what the shim writes)
 
 Each scenario plants one failure from shared/failure-catalog.md (or none) and
 writes, besides the traces, expected.json: what tranalyze must answer
 (exit status, and for the top findings kind, comm, seq, ranks, function).
 """
+import base64
 import hashlib
 import json
 import os
@@ -18,6 +21,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 import vocab  # noqa: E402  (the operations of include/trshim/nccl_calls.h)
+from trace import pack_calls, pack_trace  # noqa: E402  (tests/common/trace.py: version 2's packed calls)
 
 CALL_FIELDS = ["op", "comm", "seq", "count", "dtype", "redop", "root", "peer",
                "sendbuff", "recvbuff", "stream", "capturing", "group", "depth",
@@ -2721,6 +2725,49 @@ def sc_v13_damaged(out):
                           [names[3], "field comms[0].grow is not an object"],
                           [names[3], "field comms[0].suspended is not a boolean"]])
 
+
+def sc_packed_damaged(out):
+    """extra_collective's job written as version 2 (packed calls), next to
+    version-2 traces of ranks 90-95 whose packed calls are damaged, one kind
+    each: data not base64, a value of tag 6, a string index outside
+    strings, data ending inside a row, a rows count the data does not hold,
+    an unknown encoding. Each file is named with what is wrong, never a
+    crash, and the job is analysed as without them (the same answer)"""
+    sc_extra_collective(out)
+    with open(os.path.join(out, "expected.json")) as f:
+        exp = json.load(f)
+    rewrite_traces(out, lambda d: d.update(pack_trace(d)))
+    good = Rank("extra", 90, 4)
+    good.init(cid("world", "extra"), 4, 90)
+    for _ in range(3):
+        good.coll(0, count=1 << 20, site="train_step")
+    good.finish("signal", 15)
+    doc = pack_trace(good.to_json())
+    data = bytearray(base64.b64decode(doc["calls"]["data"]))
+    first_value = 1                    # row 0: its length (one byte), then its op: a string (tag 4)
+    assert data[0] == len(good.calls[0]) and data[first_value] & 7 == 4
+    tag6 = bytearray(data)
+    tag6[first_value] = (tag6[first_value] & 0xf0) | 6
+    b64 = lambda b: base64.b64encode(bytes(b)).decode()
+    damages = [("not base64", {"data": "*" + doc["calls"]["data"][1:]}),
+               ("unknown tag 6", {"data": b64(tag6)}),
+               ("string index", {"strings": []}),
+               ("ends inside a row", {"data": b64(data[:-2])}),
+               ("rows says", {"rows": doc["calls"]["rows"] + 1}),
+               ("encoding", {"encoding": "trshim-rows-9"})]
+    names = []
+    for k, (say, change) in enumerate(damages):
+        d = dict(doc, rank=90 + k, pid=9000 + k, calls=dict(doc["calls"], **change))
+        name = "trshim.extra.r%d.node9.%d.json" % (90 + k, 9000 + k)
+        with open(os.path.join(out, name), "w") as f:
+            json.dump(d, f)
+        names.append((name, say))
+    exp["noted"] = [n for n, _ in names]
+    exp["notes_contain"] = [[n, say] for n, say in names]
+    with open(os.path.join(out, "expected.json"), "w") as f:
+        json.dump(exp, f, indent=1)
+
+
 SCENARIOS = {
     "clean": sc_clean, "extra_collective": sc_extra_collective, "extra_same_signature": sc_extra_same_signature,
     "uneven_microbatches": sc_uneven_microbatches, "skip_barrier": sc_skip_barrier,
@@ -2767,6 +2814,8 @@ SCENARIOS.update({
     "grow_clean": sc_grow_clean, "grow_missing": sc_grow_missing, "grow_init_hang": sc_grow_init_hang, "grow_extra": sc_grow_extra, "suspend_pending": sc_suspend_pending,
     "suspend_rollout": sc_suspend_rollout, "suspend_killed": sc_suspend_killed, "nccl_unknown": sc_nccl_unknown,
     "v13_damaged": sc_v13_damaged,
+    # version 2: packed calls damaged in each way the format names
+    "packed_damaged": sc_packed_damaged,
 })
 
 
@@ -2961,14 +3010,18 @@ SCENARIOS.update({"env_differs": sc_env_differs, "anon_hang": sc_anon_hang})
 
 
 # ---------------------------------------------------------------- benchmark
-def bench(out, nranks, nrec, hang=True, checks=False, nan_step=None, env=False):
+def bench(out, nranks, nrec, hang=True, checks=False, nan_step=None, env=False, fmt=2):
     """nranks ranks, nrec call records each: world + TP(8) + DP communicators,
     per step 2 TP all-reduces, 1 DP all-reduce, 1 world broadcast; the last
     rank skips its last TP call (a hang at the end). checks: the NaN/Inf
     checks the shim writes by default (input and output of each all-reduce,
     all clean). nan_step: from that step on the checks are non-finite (every
     TP group's first all-reduce overflows then: as many independent first
-    points as TP groups, the worst case of the causal ordering)."""
+    points as TP groups, the worst case of the causal ordering). fmt: the
+    trace version, 2 (what the shim writes: calls packed, each body once for
+    every rank) or 1 (calls as JSON arrays); checks are arrays in both."""
+    if fmt not in (1, 2):
+        raise ValueError("trace version %r: 1 or 2" % (fmt,))
     os.makedirs(out, exist_ok=True)
     tpn = 8 if nranks % 8 == 0 else 1
     job = "bench%d" % nranks
@@ -2978,21 +3031,31 @@ def bench(out, nranks, nrec, hang=True, checks=False, nan_step=None, env=False):
     t = 1_000_000_000_000
     sites = [0, 1, 2, 3]
     seqs = [0, 0, 0]
-    lines = []
+    lines, rows = [], []
     ops = [(1, "AllReduce", 2048, "sum", None, 0), (1, "AllReduce", 2048, "sum", None, 1),
            (2, "AllReduce", 65536, "sum", None, 2), (0, "Broadcast", 4, None, 0, 3)]
     for s in range(steps):
         for comm, op, cnt, red, root, site in ops:
             seqs[comm] += 1
             t += 20000
-            lines.append('["%s",%d,%d,%d,"float32",%s,%s,null,"0x7f0000100000","0x7f0000100000","0x55d0c0a01000",'
-                         'false,0,0,%d,%d,4242,0,%d]' % (op, comm, seqs[comm], cnt, '"%s"' % red if red else "null",
-                                                         "0" if root is not None else "null", t, t + 5000, site))
-    body_full = ",".join(lines)
-    body_short = ",".join(lines[:-3]) if hang else body_full   # the last rank stops 3 calls early
+            if fmt == 1:
+                lines.append('["%s",%d,%d,%d,"float32",%s,%s,null,"0x7f0000100000","0x7f0000100000",'
+                             '"0x55d0c0a01000",false,0,0,%d,%d,4242,0,%d]'
+                             % (op, comm, seqs[comm], cnt, '"%s"' % red if red else "null",
+                                "0" if root is not None else "null", t, t + 5000, site))
+            else:
+                rows.append([op, comm, seqs[comm], cnt, "float32", red, root, None, "0x7f0000100000",
+                             "0x7f0000100000", "0x55d0c0a01000", False, 0, 0, t, t + 5000, 4242, 0, site])
+    if fmt == 1:
+        body_full = "[" + ",".join(lines) + "]"
+        body_short = "[" + ",".join(lines[:-3]) + "]" if hang else body_full   # the last rank stops 3 calls early
+    else:
+        body_full = json.dumps(pack_calls(rows), separators=(",", ":"))
+        body_short = json.dumps(pack_calls(rows[:-3]), separators=(",", ":")) if hang else body_full
+    ncalls = steps * per_step
     ck_lines = []
     if checks:
-        for i in range(len(lines)):
+        for i in range(ncalls):
             comm, op, cnt = ops[i % per_step][:3]
             if op == "AllReduce":
                 for b in ("input", "output"):
@@ -3002,7 +3065,7 @@ def bench(out, nranks, nrec, hang=True, checks=False, nan_step=None, env=False):
                         ck_lines.append('[%d,"%s","nonfinite",0,%d,0,"inf",%d,%d,"gpu",null]' % (i, b, cnt, cnt, cnt))
                     else:
                         ck_lines.append('[%d,"%s","clean",0,0,null,null,%d,%d,"gpu",null]' % (i, b, cnt, cnt))
-    nshort = len(lines) - 3 if hang else len(lines)
+    nshort = ncalls - 3 if hang else ncalls
     ck_full = ",".join(ck_lines)
     ck_short = ",".join(c for c in ck_lines if int(c[1:c.index(",")]) < nshort)
     stacks = json.dumps([{"frames": [{"module": 0, "offset": "0x%x" % (0x1000 + 0x40 * i), "symbol": n,
@@ -3023,7 +3086,7 @@ def bench(out, nranks, nrec, hang=True, checks=False, nan_step=None, env=False):
              "init": {"enter_ns": 5, "exit_ns": 6, "rc": 0, "stack": 0}, "end": None, "colls": seqs[2]},
         ]
         short = hang and r == nranks - 1
-        head = {"format": "trshim-trace", "version": 1, "job": {"id": job, "source": "TRSHIM_JOB_ID"},
+        head = {"format": "trshim-trace", "version": fmt, "job": {"id": job, "source": "TRSHIM_JOB_ID"},
                 "rank": r, "rank_source": "RANK", "world_size": nranks, "local_rank": r % 8, "device": r % 8,
                 "host": "node%d" % (r // 8), "pid": 10000 + r, "cmdline": ["train"], "start_time": 1767000000.0,
                 "write_time": 1767000100.0, "end": {"reason": "exit" if short else "signal",
@@ -3046,7 +3109,7 @@ def bench(out, nranks, nrec, hang=True, checks=False, nan_step=None, env=False):
         h = json.dumps(head)[:-1]
         tl = json.dumps(tail)[1:]
         with open(os.path.join(out, "trshim.%s.r%d.node%d.%d.json" % (job, r, r // 8, 10000 + r)), "w") as f:
-            f.write(h + ',"calls":[' + (body_short if short else body_full) + '],' +
+            f.write(h + ',"calls":' + (body_short if short else body_full) + ',' +
                     ('"checks":[' + (ck_short if short else ck_full) + '],' if checks else '') +
                     '"stacks":' + stacks + "," + tl)
 
@@ -3057,8 +3120,9 @@ def main(argv):
         nranks = int(argv[argv.index("--ranks") + 1]) if "--ranks" in argv else 1024
         nrec = int(argv[argv.index("--records") + 1]) if "--records" in argv else 10000
         nan_step = int(argv[argv.index("--nan-step") + 1]) if "--nan-step" in argv else None
+        fmt = int(argv[argv.index("--format") + 1]) if "--format" in argv else 2
         bench(out, nranks, nrec, checks="--checks" in argv or nan_step is not None, nan_step=nan_step,
-              hang="--clean" not in argv, env="--env" in argv)
+              hang="--clean" not in argv, env="--env" in argv, fmt=fmt)
         return 0
     return scenario_main(argv, SCENARIOS, __doc__)
 

@@ -6,11 +6,15 @@
   check_gpu.py sites DIR SCRIPT    torch_sites.py's trace: each all-reduce's Python stack
                                    names the `# SITE` line of SCRIPT it came from
 Prints each collective with its checks, then "PASS name" or "FAIL name: why"
-per fact; exit status 1 when a fact failed."""
+per fact; exit status 1 when a fact failed. The calls of either trace
+version (tests/common/trace.py)."""
 import glob
 import json
 import os
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from trace import load_trace  # noqa: E402  (calls of either version, unpacked)
 
 CALL_FIELDS = ["op", "comm", "seq", "count", "dtype", "redop", "root", "peer", "sendbuff", "recvbuff",
                "stream", "capturing", "group", "depth", "enter_ns", "exit_ns", "thread", "rc", "stack"]
@@ -28,7 +32,11 @@ def load(d):
     if len(files) != 1:
         print("FAIL trace: %d trace files in %s" % (len(files), d))
         sys.exit(1)
-    t = json.load(open(files[0]))
+    try:
+        t = load_trace(files[0])
+    except ValueError as e:
+        print("FAIL trace: %s" % e)
+        sys.exit(1)
     calls = [dict(zip(t.get("call_fields", CALL_FIELDS), c)) for c in t["calls"]]
     checks = {}
     for row in t.get("checks", []):

@@ -47,6 +47,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
 import pythons  # noqa: E402
 import ring  # noqa: E402
+from trace import load_trace  # noqa: E402  (calls of either version, unpacked)
 
 JOBS = os.path.join(HERE, "jobs")
 SITE = os.path.join(HERE, "site-packages")
@@ -148,8 +149,7 @@ def load_traces(d):
     for n in sorted(os.listdir(d)):
         if not n.endswith(".json"):
             continue
-        with open(os.path.join(d, n), encoding="utf-8") as f:
-            t = json.load(f)
+        t = load_trace(os.path.join(d, n), CaseFailed)
         t["calls"] = [dict(zip(t["call_fields"], c)) for c in t["calls"]]
         t["_name"] = n
         check(t["rank"] not in out, "two traces of rank %r" % t["rank"])
@@ -247,8 +247,7 @@ def hung_at(traces, n, seq):
         if not name.endswith(".json"):
             continue
         try:
-            with open(os.path.join(traces, name), encoding="utf-8") as f:
-                t = json.load(f)
+            t = load_trace(os.path.join(traces, name))
         except (OSError, ValueError):
             return False
         seqs = {c[t["call_fields"].index("seq")] for c in t["calls"]}

@@ -30,6 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
 from checks import Failure, Skip, check, eq, path_of, run_case, shim_lines  # noqa: E402
 import ring  # noqa: E402
+from trace import load_trace as read_trace  # noqa: E402  (calls of either version, unpacked)
 
 ATTACKER = 65533
 NOBODY = 65534
@@ -152,8 +153,7 @@ def same_output(p, plain, what):
 
 def load_trace(path, pid):
     check(not os.path.islink(path) and os.path.isfile(path), "%s is not a regular file" % path)
-    with open(path, encoding="utf-8") as f:
-        t = json.load(f)
+    t = read_trace(path, Failure)
     eq((t["format"], t["pid"], t["job"]["id"], t["rank"]), ("trshim-trace", pid, JOB, 0), "trace of %s" % path)
     eq([c[0] for c in t["calls"]], ["AllReduce"] * 5, "the calls of the trace")
     eq(t["end"]["reason"], "exit", "end.reason")
@@ -477,8 +477,7 @@ def case_ring_full(c):
     eq(w[0], "trshim: the ring file %s cannot grow (No space left on device): newer calls are kept in memory only, "
        "lost if the process is killed" % path, "the line")
     eq(sorted(os.listdir(d)), sorted([ring_name(pid), trace_name(pid)]), "the folder's files")
-    with open(os.path.join(d, trace_name(pid)), encoding="utf-8") as f:
-        t = json.load(f)
+    t = read_trace(os.path.join(d, trace_name(pid)), Failure)
     eq(len(t["calls"]), 100 + n, "calls in the trace")
     seq = t["call_fields"].index("seq")
     eq([x[seq] for x in t["calls"]], list(range(1, 101 + n)), "their sequence numbers")

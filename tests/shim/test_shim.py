@@ -22,6 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from checks import Failure, check, eq, path_of, run_case, shim_lines  # noqa: E402
 import ring  # noqa: E402
 import vocab  # noqa: E402
+from trace import load_trace, shim_versions  # noqa: E402  (calls of either version, unpacked)
 
 
 # Assert that the innermost frame of each call's stack is the test function
@@ -108,10 +109,9 @@ def load_traces(d):
     for n in names:
         m = NAME.match(n)
         check(m, "bad trace file name %s" % n)
-        with open(os.path.join(d, n), encoding="utf-8") as f:     # strict: valid UTF-8 only
-            t = json.load(f)
+        t = load_trace(os.path.join(d, n), Failure)      # strict: valid UTF-8 only
         eq(t["format"], "trshim-trace", "format")
-        eq(t["version"], 1, "version")
+        check(t["version"] in shim_versions(), "%s: version %r, expected one of %s" % (n, t["version"], shim_versions()))
         eq(m.group(1), clean(t["job"]["id"])[:48], "job in the name %s" % n)
         eq(m.group(2), "x" if t["rank"] is None else str(t["rank"]), "rank in the name %s" % n)
         eq(m.group(3), clean(t["host"], True), "host in the name %s" % n)
@@ -658,8 +658,7 @@ def case_ring_anon(c):
     eq([n for n in names if n.endswith(".ring")], [], "ring files")
     t = None
     for n in names:
-        with open(os.path.join(d, n)) as f:
-            t = json.load(f)
+        t = load_trace(os.path.join(d, n), Failure)
     check(t is not None, "no trace")
     t["calls"] = [dict(zip(CALL_FIELDS, x)) for x in t["calls"]]
     eq(t["ring"], {"file": None, "capacity": 131072, "first": 0, "next": 3, "lost": 0}, "ring")

@@ -10,12 +10,14 @@ place of APP_MEMORY (see app_ptsz.c). SHIM_MEM_STACKS=0 skips the
 checks of the recorded stacks' innermost symbols.
 """
 import glob
-import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from trace import load_trace, shim_versions  # noqa: E402  (calls of either version, unpacked)
 
 MiB = 1024 * 1024
 CHECK_STACKS = os.environ.get("SHIM_MEM_STACKS", "1") != "0"
@@ -48,9 +50,13 @@ def run(cmd, env, expect_rc=0):
 def traces(trace_dir):
     out = []
     for path in sorted(glob.glob(os.path.join(trace_dir, "*.json"))):
-        with open(path) as f:
-            t = json.load(f)
-        check(t.get("format") == "trshim-trace" and t.get("version") == 1, f"{path}: format")
+        try:
+            t = load_trace(path)
+        except ValueError as e:
+            check(False, f"{path}: {e}")
+            continue
+        check(t.get("format") == "trshim-trace" and t.get("version") in shim_versions(),
+              f"{path}: format {t.get('format')!r} version {t.get('version')!r} (the shim writes {shim_versions()})")
         out.append(t)
     return out
 

@@ -13,7 +13,6 @@ output, off), clean, cap (TRSHIM_NANCHECK_MAX_MB=1), pool
 no kernel can run), settings (bad values), initall (nan_initall: one process
 driving four devices, explicit and legacy default streams)."""
 import glob
-import json
 import os
 import re
 import shutil
@@ -23,6 +22,7 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 from checks import Failure, check, eq, path_of  # noqa: E402
+from trace import load_trace  # noqa: E402  (calls of either version, unpacked)
 
 
 W = 4
@@ -50,8 +50,7 @@ def run_job(tmp, scenario, env_extra, prog="NAN_JOB", nranks=W):
     eq(p.returncode, 0, "exit status of %s %s" % (prog, scenario))
     out = {}
     for name in sorted(glob.glob(os.path.join(traces, "*.json"))):
-        with open(name, encoding="utf-8") as f:
-            t = json.load(f)
+        t = load_trace(name, Failure)
         t["calls"] = [dict(zip(CALL_FIELDS, c)) for c in t["calls"]]
         check(t["rank"] not in out, "two traces of rank %s" % t["rank"])
         out[t["rank"]] = t

@@ -7,6 +7,9 @@ json/: jobs of gen_traces.py (every rank's JSON trace in one seed,
        each file after a "\\n@@ NAME\\n" line: fuzz_tranalyze.c's input
        format), among them damaged files, Python stacks, NaN checks,
        completion fields, a communicator listed twice; and single traces.
+       v2_*: version 2's packed calls (tests/common/trace.py pack_trace):
+       a job, one with signals (pairs), one trace alone, and packed calls
+       damaged in each way the format names (gen_traces.py packed_damaged).
 ring/: small ring files made with tests/analyzer/gen_ring.py (a killed rank
        among JSON traces, a wrapped ring, Python stacks in blobs, a JSON
        snapshot merged with its ring, a process that died of a signal, a
@@ -28,6 +31,8 @@ ROOT = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
 sys.path.insert(0, os.path.join(HERE, ".."))
 import gen_ring as gr  # noqa: E402
 g = gr.g                # gen_traces.py, wherever gen_ring.py finds it
+sys.path.insert(0, os.path.join(HERE, "..", "..", "common"))
+from trace import pack_trace  # noqa: E402  (version 2's packed calls)
 
 SEP = "\n@@ %s\n"
 JSON_JOBS = ["extra_collective", "pipeline_missing_send", "py_extra_collective", "oom", "nan_input_fp32",
@@ -35,6 +40,9 @@ JSON_JOBS = ["extra_collective", "pipeline_missing_send", "py_extra_collective",
              "completed_observed"]
 # CUDA graphs (gen_graphs.py): "graphs", GraphLaunch entries, damaged graph data
 GRAPH_JOBS = ["graph_fewer", "graph_p2p_fewer", "graph_damaged"]
+# version 2 (seed name: scenario): jobs with every trace packed; packed_damaged's traces are version 2 already
+PACKED_JOBS = {"v2_extra_collective": "extra_collective", "v2_signal_missing": "signal_missing",
+               "v2_damaged": "packed_damaged"}
 
 
 def seed(files):
@@ -51,6 +59,18 @@ def gen_json_job(sc, gen=None):
                 with open(os.path.join(d, n), "rb") as f:
                     out.append((n, f.read()))
         return out
+
+
+def packed(files):
+    """the files with each packable version-1 trace as version 2; the others as they are"""
+    out = []
+    for n, data in files:
+        try:
+            data = jdump(pack_trace(json.loads(data)))
+        except (ValueError, RecursionError):      # not JSON, not a version-1 trace, not packable
+            pass
+        out.append((n, data))
+    return out
 
 
 def small_ring(r, capacity=16, **kw):
@@ -230,10 +250,18 @@ def main():
         with open(os.path.join(corpus, "json", sc), "wb") as f:
             f.write(data)
         total += len(data)
+    for name, sc in PACKED_JOBS.items():
+        data = seed(packed(gen_json_job(sc)))
+        with open(os.path.join(corpus, "json", name), "wb") as f:
+            f.write(data)
+        total += len(data)
     # single traces: the first file of a job (named after its content by the harness)
-    for sc in ("fp8_overflow", "py_extra_collective"):
-        name, data = gen_json_job(sc)[0]
-        with open(os.path.join(corpus, "json", sc + "-one"), "wb") as f:
+    for sc, name in (("fp8_overflow", "fp8_overflow-one"), ("py_extra_collective", "py_extra_collective-one"),
+                     ("py_extra_collective", "v2_py_extra_collective-one")):
+        _, data = gen_json_job(sc)[0]
+        if name.startswith("v2_"):
+            data = packed([("", data)])[0][1]
+        with open(os.path.join(corpus, "json", name), "wb") as f:
             f.write(data)
         total += len(data)
     for name, files in list(ring_seeds().items()) + list(crash_seeds().items()) + list(pyexc_seeds().items()):

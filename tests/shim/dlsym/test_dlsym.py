@@ -10,7 +10,6 @@ it does for direct calls), and with the shim. The programs print each pointer th
 wrapper, that everything else is what the real lookup gives, and the traces
 (calls, sequence numbers, sizes, memory to the byte, call sites).
 Stdlib only."""
-import json
 import os
 import re
 import shutil
@@ -20,6 +19,7 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common"))
 from checks import Failure, check, eq, path_of, run_case, shim_lines  # noqa: E402
+from trace import load_trace, shim_versions  # noqa: E402  (calls of either version, unpacked)
 
 SHIM = "libtrshim.so"
 SIM = "libtrsim.so"
@@ -91,9 +91,10 @@ def load_traces(d):
     out = []
     for n in sorted(os.listdir(d)):
         if n.endswith(".json"):
-            with open(os.path.join(d, n), encoding="utf-8") as f:
-                t = json.load(f)
-            eq((t["format"], t["version"]), ("trshim-trace", 1), "%s format" % n)
+            t = load_trace(os.path.join(d, n), Failure)
+            eq(t["format"], "trshim-trace", "%s format" % n)
+            check(t["version"] in shim_versions(), "%s: version %r, expected one of %s" % (n, t["version"],
+                                                                                           shim_versions()))
             t["calls"] = [dict(zip(t["call_fields"], c)) for c in t["calls"]]
             out.append(t)
     return out

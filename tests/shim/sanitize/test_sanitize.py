@@ -26,7 +26,6 @@ report and no "trshim:" line. The checks:
   second through the dlsym'd pointer) and the 4096-byte cudaMalloc; without
   it, or with TRSHIM=0, nothing is written.
 Stdlib only."""
-import json
 import os
 import re
 import shutil
@@ -36,6 +35,7 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common"))
 from checks import Failure, check, eq, path_of, run_case, shim_lines  # noqa: E402
+from trace import load_trace  # noqa: E402  (calls of either version, unpacked)
 
 SHIM = "libtrshim.so"
 SCRUB = re.compile(r"^(RANK|WORLD_SIZE|LOCAL_RANK|LOCAL_WORLD_SIZE|GROUP_RANK|OMPI_.*|PMI_.*|PMIX_.*|SLURM_.*|"
@@ -99,8 +99,7 @@ def load_traces(d):
         if n.endswith(".ring"):
             continue
         check(n.startswith("trshim.") and n.endswith(".json"), "unexpected file %s in the trace folder" % n)
-        with open(os.path.join(d, n), encoding="utf-8") as f:
-            out.append(json.load(f))
+        out.append(load_trace(os.path.join(d, n), Failure))
     return out
 
 

@@ -23,6 +23,7 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common"))
 from checks import Failure, check, eq, path_of, run_case, shim_lines  # noqa: E402
+from trace import load_trace  # noqa: E402  (calls of either version, unpacked)
 
 THREADS, ITERS, NAN_AT = 3, 150, 123
 REPORT = re.compile(r"^==\d+==|Sanitizer|runtime error:")
@@ -63,8 +64,7 @@ def case_threads(c):
     docs = []
     for n in names:
         if n.endswith(".json"):
-            with open(os.path.join(traces, n), encoding="utf-8") as f:
-                docs.append(json.load(f))
+            docs.append(load_trace(os.path.join(traces, n), Failure))
     eq(sorted(d["rank"] for d in docs), [0, 1], "ranks of the traces")
     for d in docs:
         r = d["rank"]

@@ -1,0 +1,237 @@
+"""Version 2's packed calls (docs/trace-format.md, "Packed calls"): the one
+codec of the trace's "calls" object in Python, standard library only.
+
+    unpack_calls(obj) -> rows       {"encoding": "trshim-rows-1", "rows", "strings", "data"} -> version 1's rows
+    pack_calls(rows) -> obj         version 1's rows -> the object
+
+A row is version 1's JSON array of a call: ints, "0x..." addresses, other
+strings, null, booleans and [a, b] pairs of ints (signal). unpack_calls
+raises ValueError naming the row and the byte of the data on anything the
+format calls damaged; pack_calls raises ValueError("not packable: ...") on a
+value the format cannot hold. unpack_calls(pack_calls(rows)) == rows.
+"""
+import base64
+import binascii
+import re
+
+ENCODING = "trshim-rows-1"
+MAX_VALUES = 64                 # values in a row (include/trshim/trace_format.h TRSHIM_CALLS_MAX_VALUES)
+T_NULL, T_BOOL, T_INT, T_ADDR, T_STR, T_PAIR = range(6)
+
+_M64 = (1 << 64) - 1
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+_B64 = re.compile(r"[A-Za-z0-9+/]*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?\Z")
+_ADDR = re.compile(r"0x(?:0|[1-9a-f][0-9a-f]{0,15})\Z")     # "0x%x" of a 64-bit value, exactly
+
+
+class _Damaged(Exception):
+    pass
+
+
+def _varint(buf, pay):
+    """pay (0 <= pay < 2**64) as an unsigned LEB128 varint"""
+    while pay >= 0x80:
+        buf.append((pay & 0x7f) | 0x80)
+        pay >>= 7
+    buf.append(pay)
+
+
+def _value(buf, tag, pay):
+    """a tagged value: tag, the low 4 bits of pay, then 7 bits per byte"""
+    if pay < 16:
+        buf.append(tag | pay << 4)
+        return
+    buf.append(tag | 8 | (pay & 15) << 4)
+    _varint(buf, pay >> 4)
+
+
+def _zigzag(d):
+    return (d << 1) ^ (d >> 63)
+
+
+def pack_calls(rows):
+    """version 1's rows (a list of lists) -> version 2's "calls" object"""
+    if not isinstance(rows, (list, tuple)):
+        raise ValueError("not packable: calls is a %s, not a list of rows" % type(rows).__name__)
+    buf = bytearray()
+    strings, index = [], {}
+    prev = [0] * MAX_VALUES
+    value, varint, addr = _value, _varint, _ADDR.match
+    for i, row in enumerate(rows):
+        if not isinstance(row, (list, tuple)):
+            raise ValueError("not packable: row %d is a %s, not a list" % (i, type(row).__name__))
+        k = len(row)
+        if k > MAX_VALUES:
+            raise ValueError("not packable: row %d has %d values (at most %d)" % (i, k, MAX_VALUES))
+        buf.append(k)              # (k <= 64: one byte)
+        for p, v in enumerate(row):
+            t = type(v)
+            if t is int:
+                if not _I64_MIN <= v <= _I64_MAX:
+                    raise ValueError("not packable: row %d position %d: %d is outside 64-bit integers" % (i, p, v))
+                d = (v - prev[p]) & _M64
+                prev[p] = v & _M64
+                value(buf, T_INT, (d << 1) & _M64 if d < 1 << 63 else ((_M64 - d) << 1) | 1)
+            elif t is str:
+                if v[:2] == "0x" and addr(v):
+                    u = int(v[2:], 16)
+                    d = (u - prev[p]) & _M64
+                    prev[p] = u
+                    value(buf, T_ADDR, (d << 1) & _M64 if d < 1 << 63 else ((_M64 - d) << 1) | 1)
+                else:
+                    j = index.get(v)
+                    if j is None:
+                        j = index[v] = len(strings)
+                        strings.append(v)
+                    value(buf, T_STR, j)
+            elif v is None:
+                buf.append(T_NULL)
+            elif t is bool:
+                buf.append(T_BOOL | (16 if v else 0))
+            elif t is list and len(v) == 2 and type(v[0]) is int and type(v[1]) is int:
+                a, b = v
+                if not (_I64_MIN <= a <= _I64_MAX and _I64_MIN <= b <= _I64_MAX):
+                    raise ValueError("not packable: row %d position %d: %r is outside 64-bit integers" % (i, p, v))
+                value(buf, T_PAIR, _zigzag(a))
+                varint(buf, _zigzag(b))
+            else:
+                raise ValueError("not packable: row %d position %d: %s" % (i, p, _short(v)))
+    return {"encoding": ENCODING, "rows": len(rows), "strings": strings,
+            "data": base64.b64encode(bytes(buf)).decode("ascii")}
+
+
+def _short(v):
+    s = repr(v)
+    return "%s %s" % (type(v).__name__, s if len(s) <= 60 else s[:57] + "...")
+
+
+def _where(row, at):
+    return "calls data is damaged at row %d (byte %d of the data)" % (row, at)
+
+
+def unpack_calls(obj):
+    """version 2's "calls" object -> version 1's rows (a list of lists);
+    ValueError on an object or data the format calls damaged"""
+    if not isinstance(obj, dict):
+        raise ValueError("field calls is not an object (version 2 packs the calls)")
+    for key in ("encoding", "rows", "strings", "data"):
+        if key not in obj:
+            raise ValueError("field calls has no \"%s\"" % key)
+    enc = obj["encoding"]
+    if enc != ENCODING:
+        raise ValueError("field calls has an unknown encoding %s (this reader reads \"%s\")" %
+                         (_short(enc) if not isinstance(enc, str) else '"%s"' % enc[:60], ENCODING))
+    nrows = obj["rows"]
+    if type(nrows) is not int or nrows < 0:
+        raise ValueError("field calls.rows is not a non-negative integer")
+    strings = obj["strings"]
+    if not isinstance(strings, list):
+        raise ValueError("field calls.strings is not an array of strings")
+    for k, s in enumerate(strings):
+        if not isinstance(s, str):
+            raise ValueError("field calls.strings[%d] is not a string" % k)
+    text = obj["data"]
+    if not isinstance(text, str):
+        raise ValueError("field calls.data is not a string")
+    if len(text) % 4 or not _B64.match(text):
+        m = re.match(r"[A-Za-z0-9+/]*", text)
+        raise ValueError("field calls.data is not base64 (at its character %d)" %
+                         (m.end() if m.end() < len(text) else len(text)))
+    try:
+        data = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError) as e:
+        raise ValueError("field calls.data is not base64 (%s)" % e)
+    return _unpack_rows(data, nrows, strings)
+
+
+def _unpack_rows(d, nrows, strings):
+    n = len(d)
+    nstr = len(strings)
+    prev = [0] * MAX_VALUES
+    out = []
+    append = out.append
+    i = 0
+    idx = 0
+    try:
+        while i < n:
+            row_at = i
+            # the row's length: an unsigned LEB128 varint (one byte when it is at most 64)
+            c = d[i]
+            i += 1
+            if c & 0x80:
+                k, shift = c & 0x7f, 7
+                while True:
+                    if i >= n:
+                        raise _Damaged
+                    c = d[i]
+                    i += 1
+                    if shift == 63 and c & 0xfe:
+                        k = -1                     # past 64 bits, or an eleventh byte
+                        break
+                    k |= (c & 0x7f) << shift
+                    if not c & 0x80:
+                        break
+                    shift += 7
+            else:
+                k = c
+            if k < 0 or k > MAX_VALUES:
+                raise ValueError("%s: a row of more than %d values" % (_where(idx, row_at), MAX_VALUES))
+            row = []
+            radd = row.append
+            for p in range(k):
+                at = i
+                b = d[i]              # (IndexError: the data ends inside the row)
+                i += 1
+                tag = b & 7
+                pay = b >> 4
+                if b & 8:
+                    shift = 4
+                    while True:
+                        c = d[i]
+                        i += 1
+                        if shift == 60 and c & 0xf0:
+                            raise ValueError("%s: a value of more than 64 bits" % _where(idx, at))
+                        pay |= (c & 0x7f) << shift
+                        if not c & 0x80:
+                            break
+                        shift += 7
+                if tag == T_INT or tag == T_ADDR:
+                    v = (prev[p] + ((pay >> 1) ^ -(pay & 1))) & _M64
+                    prev[p] = v
+                    if tag == T_INT:
+                        radd(v - (1 << 64) if v >> 63 else v)
+                    else:
+                        radd("0x%x" % v)
+                elif tag == T_STR:
+                    if pay >= nstr:
+                        raise ValueError("%s: string index %d outside strings (%d)" % (_where(idx, at), pay, nstr))
+                    radd(strings[pay])
+                elif tag == T_NULL:
+                    if pay:
+                        raise ValueError("%s: a null with payload %d" % (_where(idx, at), pay))
+                    radd(None)
+                elif tag == T_BOOL:
+                    if pay > 1:
+                        raise ValueError("%s: a bool with payload %d" % (_where(idx, at), pay))
+                    radd(pay == 1)
+                elif tag == T_PAIR:
+                    b2, shift = 0, 0
+                    while True:
+                        c = d[i]
+                        i += 1
+                        if shift == 63 and c & 0xfe:
+                            raise ValueError("%s: a value of more than 64 bits" % _where(idx, at))
+                        b2 |= (c & 0x7f) << shift
+                        if not c & 0x80:
+                            break
+                        shift += 7
+                    radd([(pay >> 1) ^ -(pay & 1), (b2 >> 1) ^ -(b2 & 1)])
+                else:
+                    raise ValueError("%s: unknown tag %d" % (_where(idx, at), tag))
+            append(row)
+            idx += 1
+    except (IndexError, _Damaged):
+        raise ValueError("calls data is damaged at row %d: it ends inside a row (byte %d of %d)" % (idx, n, n))
+    if idx != nrows:
+        raise ValueError("calls data holds %d rows, rows says %d" % (idx, nrows))
+    return out

@@ -1,0 +1,85 @@
+/* Version 2's packed rows (docs/trace-format.md, "Packed calls"): one
+ * value is a tag byte holding 4 bits of its payload, then 7 bits a byte;
+ * integers and addresses are deltas from the previous value at the same
+ * position. Built into a buffer the caller sized (at most 11 bytes a value). */
+#ifndef TR_PACKED_H
+#define TR_PACKED_H
+
+#include <stdint.h>
+
+#include "trshim/trace_format.h"
+
+typedef struct {
+    uint64_t prev[TRSHIM_CALLS_MAX_VALUES];
+    int pos;             /* the position of the next value in its row */
+} trp_rows;
+
+static inline uint8_t *trp_value(uint8_t *p, unsigned tag, uint64_t pay)
+{
+    uint8_t b = (uint8_t)(tag | (pay & 15) << 4);
+    pay >>= 4;
+    if (!pay) {
+        *p++ = b;
+        return p;
+    }
+    *p++ = b | 8;
+    while (pay >= 0x80) {
+        *p++ = (uint8_t)(pay | 0x80);
+        pay >>= 7;
+    }
+    *p++ = (uint8_t)pay;
+    return p;
+}
+
+static inline uint64_t trp_zigzag(uint64_t d) { return d << 1 ^ (0 - (d >> 63)); }
+
+/* a row of k values begins (k < 128: one byte) */
+static inline uint8_t *trp_row(trp_rows *w, uint8_t *p, int k)
+{
+    w->pos = 0;
+    *p++ = (uint8_t)k;
+    return p;
+}
+
+static inline uint8_t *trp_null(trp_rows *w, uint8_t *p)
+{
+    w->pos++;
+    return trp_value(p, TRSHIM_PK_NULL, 0);
+}
+
+static inline uint8_t *trp_bool(trp_rows *w, uint8_t *p, int v)
+{
+    w->pos++;
+    return trp_value(p, TRSHIM_PK_BOOL, v != 0);
+}
+
+static inline uint8_t *trp_delta(trp_rows *w, uint8_t *p, unsigned tag, uint64_t v)
+{
+    uint64_t d = v - w->prev[w->pos];
+    w->prev[w->pos++] = v;
+    return trp_value(p, tag, trp_zigzag(d));
+}
+
+static inline uint8_t *trp_int(trp_rows *w, uint8_t *p, int64_t v) { return trp_delta(w, p, TRSHIM_PK_INT, (uint64_t)v); }
+static inline uint8_t *trp_addr(trp_rows *w, uint8_t *p, uint64_t v) { return trp_delta(w, p, TRSHIM_PK_ADDR, v); }
+
+static inline uint8_t *trp_str(trp_rows *w, uint8_t *p, int index)
+{
+    w->pos++;
+    return trp_value(p, TRSHIM_PK_STR, (uint64_t)index);
+}
+
+static inline uint8_t *trp_pair(trp_rows *w, uint8_t *p, int64_t a, int64_t b)
+{
+    w->pos++;
+    p = trp_value(p, TRSHIM_PK_PAIR, trp_zigzag((uint64_t)a));
+    uint64_t u = trp_zigzag((uint64_t)b);
+    while (u >= 0x80) {
+        *p++ = (uint8_t)(u | 0x80);
+        u >>= 7;
+    }
+    *p++ = (uint8_t)u;
+    return p;
+}
+
+#endif
