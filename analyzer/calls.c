@@ -16,7 +16,7 @@
  * search of the vocabulary (a tenth of the time of a large job's loading) */
 #define MEMO_N 8
 typedef struct { char s[MEMO_N][24]; int64_t v[MEMO_N]; int next; } memo;
-static _Thread_local memo memo_op, memo_dtype, memo_redop, memo_stream;
+static _Thread_local memo memo_op, memo_dtype, memo_redop, memo_stream, memo_gpu;
 
 static int memo_find(const memo *m, const char *s, int64_t *v)
 {
@@ -43,6 +43,25 @@ static int memo_parse(memo *m, const char *s, int (*parse)(const char *))
     return r;
 }
 
+/* A packed trace's string (by its index, the first SID_MEMO_N) parsed
+ * once per trace per column: no comparison at all for most calls */
+#define SID_MEMO_N 64
+enum { SID_OP, SID_DTYPE, SID_REDOP, SID_GPU, SID_COLUMNS };
+typedef int16_t sid_memo[SID_COLUMNS][SID_MEMO_N];   /* value + 2; 0: not parsed yet */
+
+static int sid_parse(sid_memo sm, int col, const jv *v, memo *m, int (*parse)(const char *))
+{
+    if (v->sid < 0 || v->sid >= SID_MEMO_N) return memo_parse(m, v->s, parse);
+    int16_t *e = &sm[col][v->sid];
+    if (!*e) *e = (int16_t)(memo_parse(m, v->s, parse) + 2);
+    return *e - 2;
+}
+
+static int gpu_parse(const char *s)
+{
+    return !strcmp(s, "done") ? GPU_DONE : !strcmp(s, "pending") ? GPU_PENDING : !strcmp(s, "error") ? GPU_ERROR : -1;
+}
+
 static int parse_stream(const char *s, uint64_t *out)
 {
     int64_t v;
@@ -53,7 +72,7 @@ static int parse_stream(const char *s, uint64_t *out)
 }
 
 static const char *conv(const jv *vals, int nv, const int8_t *role, ta_trace *t, ta_call *c, uint64_t *streams,
-                        int *nstreams, ta_callx *x)
+                        int *nstreams, ta_callx *x, sid_memo sm)
 {
     memset(c, 0, sizeof *c);
     memset(x, 0, sizeof *x);
@@ -75,7 +94,7 @@ static const char *conv(const jv *vals, int nv, const int8_t *role, ta_trace *t,
         switch (r) {
         case F_OP: {
             if (v->type != JV_STR) return "op is not a string";
-            int op = memo_parse(&memo_op, v->s, ta_op_parse);
+            int op = sid_parse(sm, SID_OP, v, &memo_op, ta_op_parse);
             if (op < 0) return "op is not a known NCCL operation";
             c->op = (uint8_t)op;
             break;
@@ -95,12 +114,12 @@ static const char *conv(const jv *vals, int nv, const int8_t *role, ta_trace *t,
         case F_DTYPE:
             if (v->type == JV_NULL) break;
             if (v->type != JV_STR) return "dtype is not a string";
-            { int d = memo_parse(&memo_dtype, v->s, ta_dtype_parse); if (d < 0) return "dtype is not a known datatype"; c->dtype = (uint8_t)d; }
+            { int d = sid_parse(sm, SID_DTYPE, v, &memo_dtype, ta_dtype_parse); if (d < 0) return "dtype is not a known datatype"; c->dtype = (uint8_t)d; }
             break;
         case F_REDOP:
             if (v->type == JV_NULL) break;
             if (v->type != JV_STR) return "redop is not a string";
-            { int d = memo_parse(&memo_redop, v->s, ta_redop_parse); if (d < 0) return "redop is not a known reduction"; c->redop = (uint8_t)d; }
+            { int d = sid_parse(sm, SID_REDOP, v, &memo_redop, ta_redop_parse); if (d < 0) return "redop is not a known reduction"; c->redop = (uint8_t)d; }
             break;
         case F_ROOT:
             if (v->type == JV_NULL) break;
@@ -190,10 +209,7 @@ static const char *conv(const jv *vals, int nv, const int8_t *role, ta_trace *t,
         case F_GPU:
             if (v->type == JV_NULL) break;
             if (v->type != JV_STR) return "gpu is not a string or null";
-            if (!strcmp(v->s, "done")) c->gpu = GPU_DONE;
-            else if (!strcmp(v->s, "pending")) c->gpu = GPU_PENDING;
-            else if (!strcmp(v->s, "error")) c->gpu = GPU_ERROR;
-            else return "gpu is not \"pending\", \"done\", \"error\" or null";
+            { int g = sid_parse(sm, SID_GPU, v, &memo_gpu, gpu_parse); if (g < 0) return "gpu is not \"pending\", \"done\", \"error\" or null"; c->gpu = (uint8_t)g; }
             break;
         }
     }
@@ -248,6 +264,7 @@ typedef struct {
     uint64_t streams[256];
     int nstreams;
     size_t xcap;
+    sid_memo sm;
 } calls_ctx;
 
 static const char *call_row(void *ctx, const jv *vals, int k, int idx)
@@ -260,7 +277,7 @@ static const char *call_row(void *ctx, const jv *vals, int k, int idx)
         if (t->call_raw) t->call_raw = xrealloc(t->call_raw, sizeof(int64_t) * x->cap);
     }
     ta_callx cx;
-    const char *why = conv(vals, k, x->role, t, &t->calls[x->used], x->streams, &x->nstreams, &cx);
+    const char *why = conv(vals, k, x->role, t, &t->calls[x->used], x->streams, &x->nstreams, &cx, x->sm);
     if (why) {
         if (!t->call_raw) {      /* indices shift from here on: keep the file's */
             t->call_raw = xmalloc(sizeof(int64_t) * x->cap);
@@ -293,7 +310,7 @@ int ta_parse_calls(const char *b, size_t n, int packed, const int8_t *role, int 
 {
     /* capacity: a JSON call is at least 2 + 19 * 2 characters, a packed
      * one at least 20 base64 characters */
-    calls_ctx x = {t, role, n / (packed ? 20 : 24) + 16, 0, {0}, 0, 0};
+    calls_ctx x = {t, role, n / (packed ? 20 : 24) + 16, 0, {0}, 0, 0, {{0}}};
     t->calls = xmalloc(sizeof(ta_call) * x.cap);
     int r = packed ? ta_unpack_calls(b, n, npos, call_row, &x, err, errn, first_why, first_i, &t->skipped_records)
                    : ta_scan_rows(b, n, npos, call_row, &x, err_at, first_why, first_i, &t->skipped_records);

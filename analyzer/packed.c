@@ -16,6 +16,7 @@
 
 typedef struct {
     char s[sizeof ((jv *)0)->s];
+    size_t len;
 } pk_str;
 
 static int say(char *err, size_t errn, const char *fmt, ...)
@@ -157,7 +158,8 @@ static int unpack_rows(const uint8_t *d, size_t n, const pk_str *strs, size_t ns
                     return say(err, errn, "calls data is damaged at row %lld (byte %zu of the data): string index "
                                "%llu outside strings (%zu)", (long long)idx, at, (unsigned long long)pay, nstrs);
                 v->type = JV_STR;
-                memcpy(v->s, strs[pay].s, sizeof v->s);
+                v->sid = (int32_t)pay;
+                memcpy(v->s, strs[pay].s, strs[pay].len + 1);
                 break;
             case TRSHIM_PK_PAIR:
                 r = leb128(d, n, &i, &b);
@@ -224,6 +226,7 @@ int ta_unpack_calls(const char *b, size_t n, int npos, row_fn fn, void *ctx, cha
     for (const cJSON *e = sa->child; e; e = e->next, k++) {
         if (!cJSON_IsString(e)) { say(err, errn, "field calls.strings[%zu] is not a string", k); goto done; }
         snprintf(strs[k].s, sizeof strs[k].s, "%s", e->valuestring);
+        strs[k].len = strlen(strs[k].s);
     }
     /* data: a string of base64 characters only (no escapes to undo) */
     if (ve[3] - vs[3] < 2 || b[vs[3]] != '"') { say(err, errn, "field calls.data is not a string"); goto done; }

@@ -144,6 +144,7 @@ static size_t scalar(const char *b, size_t n, size_t i, jv *v)
         }
         v->s[k] = 0;
         v->type = JV_STR;
+        v->sid = -1;
         return e;
     }
     if (c == 'n' && n - i >= 4 && !memcmp(b + i, "null", 4)) { v->type = JV_NULL; return i + 4; }

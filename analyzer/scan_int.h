@@ -12,6 +12,7 @@ typedef struct {
     int type;
     int64_t i, i2;        /* JV_PAIR: [i, i2], two integers */
     double d;
+    int32_t sid;          /* JV_STR: its index in a packed trace's strings, -1 in JSON */
     char s[64];
 } jv;
 

@@ -3,7 +3,8 @@
 synthetic jobs (a hang across split communicators, a pipeline, a NaN that
 spreads: every kind of check record; Python stacks: python, pycodes,
 pystacks, the pystack call field; CUDA graphs: graphs, GraphLaunch entries
-and their graph, replay and lane fields), damages one
+and their graph, replay and lane fields; the hang again as version 2, with
+its packed calls' bytes flipped and cut below the base64), damages one
 file at a time (truncation, flipped bytes, every field replaced by a value
 of each wrong type, fields removed, out-of-range indices and numbers) and
 runs tranalyze on the folder. Each run must end with status 0, 1 or 2 (never
@@ -15,6 +16,7 @@ communicator listed twice) must cost nothing special: the file is used
 
     fuzz_inputs.py TRANALYZE GEN_TRACES WORKDIR [ROUNDS]
 """
+import base64
 import copy
 import json
 import os
@@ -23,6 +25,9 @@ import resource
 import shutil
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from trace import pack_trace  # noqa: E402  (version 2's packed calls)
 
 WRONG = [None, True, "x", "0xzz", -1, 2**70, 1.5, [], {}, [[1]], {"a": None}, "", 10**9]
 AS_LIMIT = 512 << 20      # bytes of address space: a table sized by a crafted number fails at once
@@ -108,9 +113,11 @@ def main():
     n = 0
     # (gen_graphs.py's scenario: CUDA graphs, GraphLaunch entries, "graphs")
     graphs = os.path.join(os.path.dirname(os.path.abspath(gen)), "gen_graphs.py")
-    for sc, g in (("hang_spread", gen), ("pipeline_missing_send", gen), ("nan_consequences", gen),
-                  ("py_extra_collective", gen), ("graph_fewer", graphs)):
-        base = os.path.join(work, sc + "-base")
+    for sc, g, packed in (("hang_spread", gen, False), ("pipeline_missing_send", gen, False),
+                          ("nan_consequences", gen, False), ("py_extra_collective", gen, False),
+                          ("graph_fewer", graphs, False), ("hang_spread", gen, True)):
+        name = sc + ("-v2" if packed else "")
+        base = os.path.join(work, name + "-base")
         subprocess.run([sys.executable, g, sc, base], check=True)
         os.remove(os.path.join(base, "expected.json"))
         files = sorted(f for f in os.listdir(base) if f.endswith(".json"))
@@ -118,9 +125,31 @@ def main():
         with open(os.path.join(base, victim)) as f:
             text = f.read()
         doc = json.loads(text)
-        all_paths = list(paths(doc))
-        d = os.path.join(work, sc)
+        valid = [] if packed else crafted(doc, rnd)
         cases = []
+        if packed:
+            doc = pack_trace(doc)
+            text = json.dumps(doc)
+            with open(os.path.join(base, victim), "w") as f:
+                f.write(text)
+            data = base64.b64decode(doc["calls"]["data"])
+            for _ in range(rounds // 2):      # the rows' bytes themselves (base64 kept valid)
+                b = bytearray(data)
+                if rnd.random() < 0.3:
+                    b = b[:rnd.randrange(len(b))]
+                    what = "data cut at byte %d" % len(b)
+                else:
+                    at = [rnd.randrange(len(b)) for _ in range(rnd.randint(1, 4))]
+                    for k in at:
+                        b[k] = rnd.randrange(256)
+                    what = "data bytes %s changed" % at
+                m = copy.deepcopy(doc)
+                m["calls"]["data"] = base64.b64encode(bytes(b)).decode()
+                if rnd.random() < 0.5:       # rows as the data holds (not only the count's mismatch)
+                    m["calls"]["rows"] = doc["calls"]["rows"] - (1 if "cut" in what else 0)
+                cases.append((what, json.dumps(m)))
+        all_paths = list(paths(doc))
+        d = os.path.join(work, name)
         # truncations and byte flips
         for _ in range(rounds // 8):
             cut = rnd.randrange(len(text))
@@ -143,7 +172,6 @@ def main():
                 setp(m, p, v)
                 what = "%s = %r" % (p, v)
             cases.append((what, json.dumps(m)))
-        valid = crafted(doc, rnd)
         cases = valid + cases
         valid = set(w for w, _ in valid)
         for what, content in cases:
