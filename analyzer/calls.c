@@ -312,7 +312,7 @@ int ta_parse_calls(const char *b, size_t n, int packed, const int8_t *role, int 
      * one at least 20 base64 characters */
     calls_ctx x = {t, role, n / (packed ? 20 : 24) + 16, 0, {0}, 0, 0, {{0}}};
     t->calls = xmalloc(sizeof(ta_call) * x.cap);
-    int r = packed ? ta_unpack_calls(b, n, npos, call_row, &x, err, errn, first_why, first_i, &t->skipped_records)
+    int r = packed ? ta_unpack_rows("calls", b, n, npos, call_row, &x, err, errn, first_why, first_i, &t->skipped_records)
                    : ta_scan_rows(b, n, npos, call_row, &x, err_at, first_why, first_i, &t->skipped_records);
     if (r < 0) {
         free(t->calls);
@@ -323,7 +323,7 @@ int ta_parse_calls(const char *b, size_t n, int packed, const int8_t *role, int 
         t->callx = NULL;
         t->ncallx = 0;
         t->ncalls = 0;
-        return packed && r < 0 ? -3 : r;
+        return packed && r == -1 ? -3 : r;
     }
     t->ncalls = (int64_t)x.used;
     return 0;

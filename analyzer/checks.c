@@ -133,13 +133,16 @@ static int cmp_ix(const void *p, const void *q)
     return c ? c : (i > j) - (i < j);
 }
 
-int ta_parse_checks(const char *b, size_t n, const int8_t *role, int npos, int64_t nraw, ta_trace *t,
-                    size_t *err_at, const char **first_why, int *first_i)
+int ta_parse_checks(const char *b, size_t n, int packed, const int8_t *role, int npos, int64_t nraw, ta_trace *t,
+                    size_t *err_at, char *err, size_t errn, const char **first_why, int *first_i)
 {
-    checks_ctx x = {t, role, n / 40 + 16, 0, nraw};
+    checks_ctx x = {t, role, n / (packed ? 16 : 40) + 16, 0, nraw};
     t->checks = xmalloc(sizeof(ta_ckc) * x.cap);
     t->nchecks = 0;
-    int r = ta_scan_rows(b, n, npos, check_row, &x, err_at, first_why, first_i, &t->skipped_checks);
+    int r = packed ? ta_unpack_rows("checks", b, n, npos, check_row, &x, err, errn, first_why, first_i,
+                                    &t->skipped_checks)
+                   : ta_scan_rows(b, n, npos, check_row, &x, err_at, first_why, first_i, &t->skipped_checks);
+    if (packed && r == -1) r = -3;
     if (r < 0) {
         free(t->checks);
         free(t->ckdet);

@@ -360,7 +360,10 @@ static ta_trace *parse_file(ta_an *a, const char *path, int fd, const struct sta
         free(role);
         if (r == -3) { BAD(&x, "%s", why); goto bad; }
         if (r == -1) { BAD(&x, "not valid JSON: syntax error at byte %zu of %zu (in calls)", err_at, n); goto bad; }
-        if (r < 0) { BAD(&x, "field calls is not an array"); goto bad; }
+        if (r < 0) {
+            BAD(&x, "field calls is not %s", packed ? "an object (version 2 packs the calls)" : "an array");
+            goto bad;
+        }
         if (t->skipped_records)
             ta_note_add(a, path, 0, "%lld call record(s) skipped (first: calls[%d] %s)",
                         (long long)t->skipped_records, first_i, first);
@@ -374,7 +377,7 @@ static ta_trace *parse_file(ta_an *a, const char *path, int fd, const struct sta
     /* NaN/Inf checks: a problem there is noted, the trace still used (a
      * JSON syntax error inside checks makes the file unusable, like any) */
     {
-        int r = conv_nan(&x, root, t, buf, n, have_checks, bvs[1], bve[1]);
+        int r = conv_nan(&x, root, t, buf, n, packed, have_checks, bvs[1], bve[1]);
         if (r == -1) goto bad;
         x.err[0] = 0;
     }

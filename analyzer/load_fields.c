@@ -438,7 +438,7 @@ static const char *const cfnames[CF_NREQ] = {"call", "buffer", "status", "nan", 
 
 /* nancheck, check_fields, checks. 0 (problems noted), -1 fatal (a syntax
  * error in checks, in x->err). */
-int conv_nan(pctx *x, const cJSON *root, ta_trace *t, const char *buf, size_t n, int have_checks,
+int conv_nan(pctx *x, const cJSON *root, ta_trace *t, const char *buf, size_t n, int packed, int have_checks,
              size_t vs, size_t ve)
 {
     ta_an *a = x->a;
@@ -500,29 +500,35 @@ int conv_nan(pctx *x, const cJSON *root, ta_trace *t, const char *buf, size_t n,
             ta_note_add(a, path, 0, "field check_fields lacks \"%s\"; the NaN/Inf checks of this rank are not used", cfnames[r]);
             return 0;
         }
-    if (!cJSON_IsArray(ck)) {
+    /* (found by the scanner, checks is "[]" in the document cJSON read) */
+    const char *form = packed ? "an object (version 2 packs the checks)" : "an array";
+    if (!ck || (!have_checks && !(packed ? cJSON_IsObject(ck) : cJSON_IsArray(ck)))) {
         free(role);
-        ta_note_add(a, path, 0, "field checks is %s; the NaN/Inf checks of this rank are not used",
-                    ck ? "not an array" : "missing");
+        ta_note_add(a, path, 0, "field checks is %s%s; the NaN/Inf checks of this rank are not used",
+                    ck ? "not " : "missing", ck ? form : "");
         return 0;
     }
     const char *first = NULL;
     int first_i = -1;
     size_t err_at = 0;
+    char why[200] = "";
     int64_t nraw = t->ncalls + t->skipped_records;
     int r;
     if (have_checks) {
-        r = ta_parse_checks(buf + vs, ve - vs, role, npos, nraw, t, &err_at, &first, &first_i);
+        r = ta_parse_checks(buf + vs, ve - vs, packed, role, npos, nraw, t, &err_at, why, sizeof why, &first,
+                            &first_i);
         err_at += vs;
     } else {   /* found by cJSON only (an escaped key): print it back */
         char *txt = cJSON_PrintUnformatted(ck);
-        r = txt ? ta_parse_checks(txt, strlen(txt), role, npos, nraw, t, &err_at, &first, &first_i) : -1;
+        r = txt ? ta_parse_checks(txt, strlen(txt), packed, role, npos, nraw, t, &err_at, why, sizeof why, &first,
+                                  &first_i) : -1;
+        cJSON_free(txt);
     }
     free(role);
-    (void)n;
+    if (r == -3) { BAD(x, "%s", why); return -1; }      /* damaged packed data: as a syntax error */
     if (r == -1) { BAD(x, "not valid JSON: syntax error at byte %zu of %zu (in checks)", err_at, n); return -1; }
     if (r < 0) {
-        ta_note_add(a, path, 0, "field checks is not an array; the NaN/Inf checks of this rank are not used");
+        ta_note_add(a, path, 0, "field checks is not %s; the NaN/Inf checks of this rank are not used", form);
         return 0;
     }
     t->nan_usable = 1;

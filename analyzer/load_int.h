@@ -38,7 +38,7 @@ int conv_stacks(pctx *x, const cJSON *root, ta_trace *t, ta_an *a, pthread_mutex
 void conv_python(pctx *x, const cJSON *root, ta_trace *t);
 /* load_env.c: "system" and "env_changes", optional, never fatal */
 void conv_env_sections(const cJSON *root, ta_trace *t);
-int conv_nan(pctx *x, const cJSON *root, ta_trace *t, const char *buf, size_t n, int have_checks,
+int conv_nan(pctx *x, const cJSON *root, ta_trace *t, const char *buf, size_t n, int packed, int have_checks,
              size_t vs, size_t ve);
 int conv_memory(pctx *x, const cJSON *root, ta_trace *t);
 void conv_configs(pctx *x, const cJSON *root, ta_trace *t);   /* "coll_configs", before the calls */

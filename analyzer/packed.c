@@ -1,7 +1,7 @@
-/* Version 2's packed calls (docs/trace-format.md, "Packed calls"): the
- * calls object's string table and base64 rows, decoded into the same jv
+/* Version 2's packed rows (docs/trace-format.md, "Packed rows"): a calls
+ * or checks object's string table and base64 rows, decoded into the same jv
  * values the JSON scanner makes of a version-1 row, so that one conversion
- * (calls.c) checks both. */
+ * (calls.c, checks.c) checks both. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +19,7 @@ typedef struct {
     size_t len;
 } pk_str;
 
-static int say(char *err, size_t errn, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static int say(char *err, size_t errn, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -112,8 +112,8 @@ static int value(const uint8_t *d, size_t n, size_t *i, unsigned *tag, uint64_t 
 static inline uint64_t unzigzag(uint64_t u) { return (u >> 1) ^ (0 - (u & 1)); }
 
 /* The rows of data[0..n) to fn, as ta_scan_rows gives a JSON array's. */
-static int unpack_rows(const uint8_t *d, size_t n, const pk_str *strs, size_t nstrs, int64_t rows, int npos,
-                       row_fn fn, void *ctx, char *err, size_t errn, const char **first_why, int *first_i,
+static int unpack_rows(const char *what, const uint8_t *d, size_t n, const pk_str *strs, size_t nstrs, int64_t rows,
+                       int npos, row_fn fn, void *ctx, char *err, size_t errn, const char **first_why, int *first_i,
                        int64_t *skipped)
 {
     jv vals[TRSHIM_CALLS_MAX_VALUES];
@@ -126,8 +126,8 @@ static int unpack_rows(const uint8_t *d, size_t n, const pk_str *strs, size_t ns
         int r = leb128(d, n, &i, &k);
         if (r == -1) goto cut;
         if (r < 0 || k > TRSHIM_CALLS_MAX_VALUES)
-            return say(err, errn, "calls data is damaged at row %lld (byte %zu of the data): a row of more than %d "
-                       "values", (long long)idx, row_at, TRSHIM_CALLS_MAX_VALUES);
+            return say(err, errn, "%s data is damaged at row %lld (byte %zu of the data): a row of more than %d "
+                       "values", what, (long long)idx, row_at, TRSHIM_CALLS_MAX_VALUES);
         for (int p = 0; p < (int)k; p++) {
             unsigned tag;
             uint64_t pay, b;
@@ -136,14 +136,14 @@ static int unpack_rows(const uint8_t *d, size_t n, const pk_str *strs, size_t ns
             r = value(d, n, &i, &tag, &pay);
             if (r == -1) goto cut;
             if (r < 0)
-                return say(err, errn, "calls data is damaged at row %lld (byte %zu of the data): a value of more "
-                           "than 64 bits", (long long)idx, at);
+                return say(err, errn, "%s data is damaged at row %lld (byte %zu of the data): a value of more "
+                           "than 64 bits", what, (long long)idx, at);
             switch (tag) {
             case TRSHIM_PK_NULL:
             case TRSHIM_PK_BOOL:
                 if (pay > (tag == TRSHIM_PK_BOOL))
-                    return say(err, errn, "calls data is damaged at row %lld (byte %zu of the data): a %s with "
-                               "payload %llu", (long long)idx, at, tag ? "bool" : "null", (unsigned long long)pay);
+                    return say(err, errn, "%s data is damaged at row %lld (byte %zu of the data): a %s with "
+                               "payload %llu", what, (long long)idx, at, tag ? "bool" : "null", (unsigned long long)pay);
                 v->type = tag ? JV_BOOL : JV_NULL;
                 v->i = (int64_t)pay;
                 break;
@@ -155,8 +155,8 @@ static int unpack_rows(const uint8_t *d, size_t n, const pk_str *strs, size_t ns
                 break;
             case TRSHIM_PK_STR:
                 if (pay >= nstrs)
-                    return say(err, errn, "calls data is damaged at row %lld (byte %zu of the data): string index "
-                               "%llu outside strings (%zu)", (long long)idx, at, (unsigned long long)pay, nstrs);
+                    return say(err, errn, "%s data is damaged at row %lld (byte %zu of the data): string index "
+                               "%llu outside strings (%zu)", what, (long long)idx, at, (unsigned long long)pay, nstrs);
                 v->type = JV_STR;
                 v->sid = (int32_t)pay;
                 memcpy(v->s, strs[pay].s, strs[pay].len + 1);
@@ -165,14 +165,14 @@ static int unpack_rows(const uint8_t *d, size_t n, const pk_str *strs, size_t ns
                 r = leb128(d, n, &i, &b);
                 if (r == -1) goto cut;
                 if (r < 0)
-                    return say(err, errn, "calls data is damaged at row %lld (byte %zu of the data): a value of "
-                               "more than 64 bits", (long long)idx, at);
+                    return say(err, errn, "%s data is damaged at row %lld (byte %zu of the data): a value of "
+                               "more than 64 bits", what, (long long)idx, at);
                 v->type = JV_PAIR;
                 v->i = (int64_t)unzigzag(pay);
                 v->i2 = (int64_t)unzigzag(b);
                 break;
             default:
-                return say(err, errn, "calls data is damaged at row %lld (byte %zu of the data): unknown tag %u",
+                return say(err, errn, "%s data is damaged at row %lld (byte %zu of the data): unknown tag %u", what,
                            (long long)idx, at, tag);
             }
         }
@@ -183,26 +183,29 @@ static int unpack_rows(const uint8_t *d, size_t n, const pk_str *strs, size_t ns
         }
     }
     if (idx != rows)
-        return say(err, errn, "calls data holds %lld rows, rows says %lld", (long long)idx, (long long)rows);
+        return say(err, errn, "%s data holds %lld rows, rows says %lld", what, (long long)idx, (long long)rows);
     return 0;
 cut:
-    return say(err, errn, "calls data is damaged at row %lld: it ends inside a row (byte %zu of %zu)",
+    return say(err, errn, "%s data is damaged at row %lld: it ends inside a row (byte %zu of %zu)", what,
                (long long)idx, i, n);
 }
 
-int ta_unpack_calls(const char *b, size_t n, int npos, row_fn fn, void *ctx, char *err, size_t errn,
-                    const char **first_why, int *first_i, int64_t *skipped)
+int ta_unpack_rows(const char *what, const char *b, size_t n, int npos, row_fn fn, void *ctx, char *err, size_t errn,
+                   const char **first_why, int *first_i, int64_t *skipped)
 {
     static const char *const names[4] = {"encoding", "rows", "strings", "data"};
     size_t vs[4], ve[4];
     int found[4];
     size_t i = 0;
     while (i < n && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t')) i++;
-    if (i >= n || b[i] != '{') return say(err, errn, "field calls is not an object (version 2 packs the calls)");
+    if (i >= n || b[i] != '{') {
+        say(err, errn, "field %s is not an object (version 2 packs the %s)", what, what);
+        return -2;
+    }
     if (ta_find_members(b, n, names, 4, vs, ve, found) < 0)
-        return say(err, errn, "field calls is not a well-formed object");
+        return say(err, errn, "field %s is not a well-formed object", what);
     for (int k = 0; k < 4; k++)
-        if (!found[k]) return say(err, errn, "field calls has no \"%s\"", names[k]);
+        if (!found[k]) return say(err, errn, "field %s has no \"%s\"", what, names[k]);
     /* encoding, rows, strings: small; cJSON reads them */
     uint8_t *data = NULL;
     pk_str *strs = NULL;
@@ -211,29 +214,29 @@ int ta_unpack_calls(const char *b, size_t n, int npos, row_fn fn, void *ctx, cha
     cJSON *sa = cJSON_ParseWithLength(b + vs[2], ve[2] - vs[2]);
     int ret = -1;
     if (!cJSON_IsString(enc) || strcmp(enc->valuestring, TRSHIM_CALLS_ENCODING)) {
-        say(err, errn, "field calls has an unknown encoding %.60s (this tranalyze reads \"%s\")",
+        say(err, errn, "field %s has an unknown encoding %.60s (this tranalyze reads \"%s\")", what,
             cJSON_IsString(enc) ? enc->valuestring : "(not a string)", TRSHIM_CALLS_ENCODING);
         goto done;
     }
     if (!cJSON_IsNumber(rows) || rows->valuedouble < 0 || rows->valuedouble > 9e15 ||
         rows->valuedouble != (double)(int64_t)rows->valuedouble) {
-        say(err, errn, "field calls.rows is not a non-negative integer");
+        say(err, errn, "field %s.rows is not a non-negative integer", what);
         goto done;
     }
-    if (!cJSON_IsArray(sa)) { say(err, errn, "field calls.strings is not an array of strings"); goto done; }
+    if (!cJSON_IsArray(sa)) { say(err, errn, "field %s.strings is not an array of strings", what); goto done; }
     size_t nstrs = (size_t)cJSON_GetArraySize(sa), k = 0;
     strs = xcalloc(nstrs + 1, sizeof *strs);
     for (const cJSON *e = sa->child; e; e = e->next, k++) {
-        if (!cJSON_IsString(e)) { say(err, errn, "field calls.strings[%zu] is not a string", k); goto done; }
+        if (!cJSON_IsString(e)) { say(err, errn, "field %s.strings[%zu] is not a string", what, k); goto done; }
         snprintf(strs[k].s, sizeof strs[k].s, "%s", e->valuestring);
         strs[k].len = strlen(strs[k].s);
     }
     /* data: a string of base64 characters only (no escapes to undo) */
-    if (ve[3] - vs[3] < 2 || b[vs[3]] != '"') { say(err, errn, "field calls.data is not a string"); goto done; }
+    if (ve[3] - vs[3] < 2 || b[vs[3]] != '"') { say(err, errn, "field %s.data is not a string", what); goto done; }
     size_t dn = 0, bad_at = 0;
     data = unbase64(b + vs[3] + 1, ve[3] - vs[3] - 2, &dn, &bad_at);
-    if (!data) { say(err, errn, "field calls.data is not base64 (at its character %zu)", bad_at); goto done; }
-    ret = unpack_rows(data, dn, strs, nstrs, (int64_t)rows->valuedouble, npos, fn, ctx, err, errn, first_why,
+    if (!data) { say(err, errn, "field %s.data is not base64 (at its character %zu)", what, bad_at); goto done; }
+    ret = unpack_rows(what, data, dn, strs, nstrs, (int64_t)rows->valuedouble, npos, fn, ctx, err, errn, first_why,
                       first_i, skipped);
 done:
     free(data);

@@ -23,11 +23,11 @@ typedef struct {
 typedef const char *(*row_fn)(void *ctx, const jv *vals, int k, int idx);
 int ta_scan_rows(const char *b, size_t n, int npos, row_fn fn, void *ctx, size_t *err_at, const char **first_why,
                  int *first_i, int64_t *skipped);
-/* The rows of version 2's packed calls object b[0..n) to fn, as
- * ta_scan_rows gives a JSON array's. 0, or -1 with why in err (the object
- * or its data is damaged: the trace is not used). */
-int ta_unpack_calls(const char *b, size_t n, int npos, row_fn fn, void *ctx, char *err, size_t errn,
-                    const char **first_why, int *first_i, int64_t *skipped);
+/* The rows of version 2's packed object b[0..n) (what: "calls", "checks",
+ * for the messages) to fn, as ta_scan_rows gives a JSON array's. 0; -1
+ * with why in err: the object or its data is damaged; -2: not an object. */
+int ta_unpack_rows(const char *what, const char *b, size_t n, int npos, row_fn fn, void *ctx, char *err, size_t errn,
+                   const char **first_why, int *first_i, int64_t *skipped);
 /* an integer (or a float without fraction), into *out */
 int ta_scan_num(const jv *v, int64_t *out);
 

@@ -35,11 +35,12 @@ enum { CF_CALL, CF_BUFFER, CF_STATUS, CF_NAN, CF_INF, CF_FIRST, CF_FIRST_KIND, C
  * not well-formed before the end of the object. */
 int ta_find_members(const char *b, size_t n, const char *const *names, int k, size_t *vs, size_t *ve, int *found);
 
-/* Reads the checks array into t->checks (t->calls read already; nraw: the
- * number of records of the file's calls array, kept or skipped). Same
- * returns as ta_parse_calls; skipped checks in t->skipped_checks. */
-int ta_parse_checks(const char *b, size_t n, const int8_t *role, int npos, int64_t nraw, ta_trace *t,
-                    size_t *err_at, const char **first_why, int *first_i);
+/* Reads the checks (an array, or version 2's packed object) into
+ * t->checks (t->calls read already; nraw: the number of records of the
+ * file's calls, kept or skipped). Same returns as ta_parse_calls; skipped
+ * checks in t->skipped_checks. */
+int ta_parse_checks(const char *b, size_t n, int packed, const int8_t *role, int npos, int64_t nraw, ta_trace *t,
+                    size_t *err_at, char *err, size_t errn, const char **first_why, int *first_i);
 /* Drops the repeats of a communicator listed twice in t->comms (the first
  * listing is kept), the calls made on them and their checks; calls and
  * checks are renumbered. Returns the number of repeats, the calls dropped

@@ -1,7 +1,6 @@
 /* The "calls" part of one rank's trace: the ring's records as packed rows
  * (version 2) named by "call_fields", and "coll_configs" (tr_nccl_config.c). */
 #include <stddef.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,35 +24,17 @@ void tr_nccl_window(uint64_t *first, uint64_t *next)
 
 /* ---- "calls" of one rank: packed rows (tr_packed.h) ---------------------------------- */
 
-/* The strings of one trace's rows, each once; a vocabulary name's index is
- * kept by its number, so a row costs no string search. */
+/* A vocabulary name's index in the section's strings, kept by its number,
+ * so a row costs no string search. */
 typedef struct {
-    char (*s)[TR_NAME_TMP];
-    int n, cap;
+    trp_section sec;
     int16_t op[TR_OP_N + 1], dtype[TR_DTYPE_NAMED], redop[TR_REDOP_NAMED], lane[TRR_LANE_N + 1], gpu[3];
 } call_strings;
 
-/* index of s in the table; -1 without memory */
-static int intern(call_strings *cs, const char *s)
-{
-    for (int k = 0; k < cs->n; k++)
-        if (!strcmp(cs->s[k], s)) return k;
-    if (cs->n == cs->cap) {
-        int cap = cs->cap ? cs->cap * 2 : 32;
-        if (cap > INT16_MAX) return -1;
-        void *m = realloc(cs->s, sizeof *cs->s * (size_t)cap);
-        if (!m) return -1;
-        cs->s = m;
-        cs->cap = cap;
-    }
-    snprintf(cs->s[cs->n], sizeof cs->s[0], "%s", s);
-    return cs->n++;
-}
-
 static uint8_t *put_name(trp_rows *w, uint8_t *p, call_strings *cs, int16_t *slot, const char *s)
 {
-    int k = slot && *slot >= 0 ? *slot : intern(cs, s);
-    if (slot) *slot = (int16_t)k;
+    int k = slot && *slot >= 0 ? *slot : trp_intern(&cs->sec, s);
+    if (slot && k <= INT16_MAX) *slot = (int16_t)k;
     return k < 0 ? trp_null(w, p) : trp_str(w, p, k);
 }
 
@@ -185,41 +166,34 @@ int tr_nccl_write_json(tr_json *j, const tr_rank_view *view, tr_nan_snap *checks
     for (size_t i = 0; i < sizeof call_fields / sizeof call_fields[0]; i++) trj_str(j, NULL, call_fields[i]);
     trj_array_end(j);
 
-    trj_object_begin(j, "calls");
-    trj_str(j, "encoding", TRSHIM_CALLS_ENCODING);
-    call_strings cs = {0};
+    call_strings cs;
+    trp_begin(&cs.sec, j, "calls");
     memset(cs.op, 0xff, sizeof cs.op);
     memset(cs.dtype, 0xff, sizeof cs.dtype);
     memset(cs.redop, 0xff, sizeof cs.redop);
     memset(cs.lane, 0xff, sizeof cs.lane);
     memset(cs.gpu, 0xff, sizeof cs.gpu);
-    trp_rows w = {{0}, 0};
-    trj_b64 b64;
-    trj_b64_begin(j, "data", &b64);
+    trp_rows *w = &cs.sec.w;
     uint8_t buf[4096];
     uint8_t *p = buf;
-    uint64_t pos = 0;
+    uint64_t pos = 0, in_buf = 0;
     for (uint64_t i = first; i < next && map; i++) {
         if (!tr_ring_read(i, &rec)) continue;   /* not committed yet, or overwritten */
         const trr_record *r = &rec;
         if (!rec_in_view(r, view, map, ncomm, gm, ng)) continue;
         int32_t comm = r->comm >= 0 && r->comm < ncomm ? map[r->comm] : -1;
         if (p - buf > (ptrdiff_t)sizeof buf - 11 * TR_CALL_FIELDS - 16) {
-            trj_b64_put(&b64, buf, (size_t)(p - buf));
+            trp_put(&cs.sec, buf, (size_t)(p - buf), in_buf);
             p = buf;
+            in_buf = 0;
         }
-        p = put_call(&w, p, &cs, r, comm);
+        p = put_call(w, p, &cs, r, comm);
+        in_buf++;
         tr_nan_place(checks, i, pos++);
         if (r->state != TRR_REC_RETURNED) busy = 1;
     }
-    trj_b64_put(&b64, buf, (size_t)(p - buf));
-    trj_b64_end(&b64);
-    trj_uint(j, "rows", pos);
-    trj_array_begin(j, "strings");
-    for (int k = 0; k < cs.n; k++) trj_str(j, NULL, cs.s[k]);
-    trj_array_end(j);
-    trj_object_end(j);
-    free(cs.s);
+    trp_put(&cs.sec, buf, (size_t)(p - buf), in_buf);
+    trp_end(&cs.sec);
     tr_config_write_json(j);
     tr_graph_write_json(j, map, ncomm);
     free(map);

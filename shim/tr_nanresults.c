@@ -10,6 +10,7 @@
  * them in the trace next to the calls (tr_nan_snapshot, tr_nan_place,
  * tr_nan_write_json); results of calls that left the window are not. */
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -17,6 +18,7 @@
 #include "tr_nancheck.h"
 #include "tr_nangpu.h"
 #include "tr_nanresults.h"
+#include "tr_packed.h"
 
 /* ---- the table of checks ------------------------------------------------- */
 
@@ -304,10 +306,21 @@ static void reason_text(char *out, size_t cap, const entry_view *e)
         if (*q == '"' || *q == '\\' || (unsigned char)*q < 0x20) *q = '?';
 }
 
-static const char *const check_fields[] = {"call", "buffer", "status", "nan", "inf", "first", "first_kind",
-                                           "elems_checked", "elems", "engine", "reason"};
-static const char *const status_names[] = {NULL, "pending", "clean", "nonfinite", "not_checked"};
-static const char *const engine_names[] = {NULL, "host", "gpu"};
+enum { CHECK_FIELDS = 11 };
+static const char *const check_fields[CHECK_FIELDS] = {"call", "buffer", "status", "nan", "inf", "first",
+                                                       "first_kind", "elems_checked", "elems", "engine", "reason"};
+
+/* the words of a check row, their indices in the section's strings kept
+ * by their number (-2: not interned yet) */
+enum { SX_STATUS = 0, SX_ENGINE = 4, SX_INPUT = 6, SX_OUTPUT, SX_NAN, SX_INF, SX_N };
+static const char *const sx_text[SX_N] = {"pending", "clean", "nonfinite", "not_checked", "host", "gpu",
+                                          "input", "output", "nan", "inf"};
+
+static uint8_t *put_word(trp_rows *w, uint8_t *p, trp_section *sec, int *ix, int k)
+{
+    if (ix[k] == -2) ix[k] = trp_intern(sec, sx_text[k]);
+    return ix[k] < 0 ? trp_null(w, p) : trp_str(w, p, ix[k]);
+}
 
 void tr_nan_write_json(tr_json *j, tr_nan_snap *s)
 {
@@ -340,8 +353,15 @@ void tr_nan_write_json(tr_json *j, tr_nan_snap *s)
     trj_array_begin(j, "check_fields");
     for (size_t i = 0; i < sizeof check_fields / sizeof check_fields[0]; i++) trj_str(j, NULL, check_fields[i]);
     trj_array_end(j);
-    trj_array_begin(j, "checks");
-    char row[512], why_txt[200];
+    trp_section sec;
+    trp_begin(&sec, j, "checks");
+    int ix[SX_N];
+    for (int k = 0; k < SX_N; k++) ix[k] = -2;
+    trp_rows *w = &sec.w;
+    uint8_t row[4096];
+    uint8_t *p = row;
+    uint64_t in_buf = 0;
+    char why_txt[200];
     for (size_t k = 0; k < s->n; k++) {
         const snap_item *it = &s->v[k];
         entry_view ev, *e = &ev;
@@ -349,46 +369,39 @@ void tr_nan_write_json(tr_json *j, tr_nan_snap *s)
         uint32_t st = e->status;
         if (st == ST_NONE || st > ST_NOT_CHECKED) continue;
         const entry_view *d = st == ST_NONFINITE ? e : NULL;
-        char *p = row;
-        *p++ = '[';
-        p = trj_put_u64(p, (uint64_t)it->pos);
-        p = trj_put_lit(p, e->buffer == BUF_INPUT ? ",\"input\",\"" : ",\"output\",\"");
-        p = trj_put_lit(p, status_names[st]);
-        p = trj_put_lit(p, "\",");
-        p = trj_put_u64(p, d ? d->nan : 0);
-        *p++ = ',';
-        p = trj_put_u64(p, d ? d->inf : 0);
-        *p++ = ',';
+        if (p - row > (ptrdiff_t)sizeof row - 11 * CHECK_FIELDS - 16) {
+            trp_put(&sec, row, (size_t)(p - row), in_buf);
+            p = row;
+            in_buf = 0;
+        }
+        p = trp_row(w, p, CHECK_FIELDS);
+        p = trp_int(w, p, it->pos);
+        p = put_word(w, p, &sec, ix, e->buffer == BUF_INPUT ? SX_INPUT : SX_OUTPUT);
+        p = put_word(w, p, &sec, ix, SX_STATUS + (int)st - 1);
+        p = trp_int(w, p, d ? (int64_t)d->nan : 0);
+        p = trp_int(w, p, d ? (int64_t)d->inf : 0);
         if (d) {
-            p = trj_put_u64(p, d->first);
-            p = trj_put_lit(p, d->first_kind == 1 ? ",\"nan\"," : ",\"inf\",");
+            p = trp_int(w, p, (int64_t)d->first);
+            p = put_word(w, p, &sec, ix, d->first_kind == 1 ? SX_NAN : SX_INF);
         } else {
-            p = trj_put_lit(p, "null,null,");
+            p = trp_null(w, p);
+            p = trp_null(w, p);
         }
-        p = trj_put_u64(p, st == ST_NOT_CHECKED ? 0 : e->checked);
-        *p++ = ',';
-        p = trj_put_u64(p, e->elems);
-        *p++ = ',';
-        if (e->engine == ENG_HOST || e->engine == ENG_GPU) {
-            *p++ = '"';
-            p = trj_put_lit(p, engine_names[e->engine]);
-            *p++ = '"';
-        } else {
-            p = trj_put_lit(p, "null");
-        }
-        *p++ = ',';
+        p = trp_int(w, p, st == ST_NOT_CHECKED ? 0 : (int64_t)e->checked);
+        p = trp_int(w, p, (int64_t)e->elems);
+        if (e->engine == ENG_HOST || e->engine == ENG_GPU) p = put_word(w, p, &sec, ix, SX_ENGINE + e->engine - 1);
+        else p = trp_null(w, p);
         if (st == ST_NOT_CHECKED) {
             reason_text(why_txt, sizeof why_txt, e);
-            *p++ = '"';
-            p = trj_put_lit(p, why_txt);
-            *p++ = '"';
+            int k = trp_intern(&sec, why_txt);
+            p = k < 0 ? trp_null(w, p) : trp_str(w, p, k);
         } else {
-            p = trj_put_lit(p, "null");
+            p = trp_null(w, p);
         }
-        *p++ = ']';
-        trj_raw_row(j, row, (size_t)(p - row));
+        in_buf++;
     }
-    trj_array_end(j);
+    trp_put(&sec, row, (size_t)(p - row), in_buf);
+    trp_end(&sec);
     free(s->v);
     free(s);
 }

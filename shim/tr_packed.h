@@ -1,4 +1,4 @@
-/* Version 2's packed rows (docs/trace-format.md, "Packed calls"): one
+/* Version 2's packed rows (docs/trace-format.md, "Packed rows"): one
  * value is a tag byte holding 4 bits of its payload, then 7 bits a byte;
  * integers and addresses are deltas from the previous value at the same
  * position. Built into a buffer the caller sized (at most 11 bytes a value). */
@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 
+#include "tr_json.h"
 #include "trshim/trace_format.h"
 
 typedef struct {
@@ -81,5 +82,25 @@ static inline uint8_t *trp_pair(trp_rows *w, uint8_t *p, int64_t a, int64_t b)
     *p++ = (uint8_t)u;
     return p;
 }
+
+/* One packed object ("calls", "checks"): its strings, each once, and its
+ * data streamed as base64 (tr_packed.c). */
+typedef struct {
+    tr_json *j;
+    trj_b64 b64;
+    char **s;
+    int n, cap;
+    uint64_t rows;
+    trp_rows w;
+} trp_section;
+
+/* opens "key": {"encoding", "data": ... */
+void trp_begin(trp_section *sec, tr_json *j, const char *key);
+/* index of s in the section's strings; -1 without memory */
+int trp_intern(trp_section *sec, const char *s);
+/* rows built in buf[0..n), nrows of them, to the data */
+void trp_put(trp_section *sec, const uint8_t *buf, size_t n, uint64_t nrows);
+/* ends the data, writes "rows" and "strings", closes the object */
+void trp_end(trp_section *sec);
 
 #endif

@@ -13,7 +13,7 @@
 #define TRSHIM_CALLS_ENCODING "trshim-rows-1"
 /* a packed row holds at most this many values */
 #define TRSHIM_CALLS_MAX_VALUES 64
-/* the tags of packed values (docs/trace-format.md, "Packed calls") */
+/* the tags of packed values (docs/trace-format.md, "Packed rows") */
 enum { TRSHIM_PK_NULL, TRSHIM_PK_BOOL, TRSHIM_PK_INT, TRSHIM_PK_ADDR, TRSHIM_PK_STR, TRSHIM_PK_PAIR };
 /* Trace file names: TRSHIM_TRACE_PREFIX<job>.r<rank>.<host>.<pid>.json */
 #define TRSHIM_TRACE_PREFIX "trshim."

@@ -8,7 +8,7 @@
     trshim analyze ARGS...          tranalyze ARGS...
     trshim bundle TRACES_DIR [-o FILE] [--job ID] [--force]
                                     one .tar.gz to attach to a bug report
-    trshim calls TRACE              the trace with its calls unpacked (version 1's form)
+    trshim unpack TRACE             the trace with its calls and checks unpacked (version 1's form)
     trshim --version
 
 Python 3.8 or newer, standard library only. The same file is the package's
@@ -37,7 +37,7 @@ VERSION = "@VERSION@"
 # bin/trshim of a meson install: the library folder relative to bindir, and absolute
 REL_LIBDIR = "@REL_LIBDIR@"
 ABS_LIBDIR = "@ABS_LIBDIR@"
-# ... and the folder of packed_calls.py (the codec of version 2's calls), relative to bindir, and absolute
+# ... and the folder of packed_rows.py (the codec of version 2's calls and checks), relative to bindir, and absolute
 REL_PYDIR = "@REL_PYDIR@"
 ABS_PYDIR = "@ABS_PYDIR@"
 LIBNAME = "libtrshim.so"
@@ -1500,15 +1500,15 @@ def write_bundle(args, top, ta, job, reports, traces, rings, notes, job_args):
     return 0
 
 
-# ---- calls: a trace with its calls unpacked -----------------------------------------------
+# ---- unpack: a trace with its calls and checks unpacked -----------------------------------
 
-def packed_calls_module():
-    """the codec of version 2's calls (packed_calls.py): the package's module
-    (the wheel, python -m trshim), else the file beside this one (the source
-    tree), else where a meson install put it (bin/trshim)"""
+def packed_rows_module():
+    """the codec of version 2's calls and checks (packed_rows.py): the
+    package's module (the wheel, python -m trshim), else the file beside this
+    one (the source tree), else where a meson install put it (bin/trshim)"""
     try:
-        from . import packed_calls
-        return packed_calls
+        from . import packed_rows
+        return packed_rows
     except ImportError:
         pass
     here = _here()
@@ -1519,13 +1519,13 @@ def packed_calls_module():
         candidates.append(ABS_PYDIR)
     import importlib.util
     for d in candidates:
-        path = os.path.join(d, "packed_calls.py")
+        path = os.path.join(d, "packed_rows.py")
         if os.path.isfile(path):
-            spec = importlib.util.spec_from_file_location("trshim_packed_calls", path)
+            spec = importlib.util.spec_from_file_location("trshim_packed_rows", path)
             mod = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(mod)
             return mod
-    raise ImportError("packed_calls.py not found in %s" % ", ".join(candidates))
+    raise ImportError("packed_rows.py not found in %s" % ", ".join(candidates))
 
 
 def trace_as_v1(data):
@@ -1543,8 +1543,13 @@ def trace_as_v1(data):
     if v == 1:
         if not isinstance(calls, list):
             raise ValueError("field calls is not an array")
+        if "checks" in tr and not isinstance(tr["checks"], list):
+            raise ValueError("field checks is not an array")
         return None
-    tr["calls"] = packed_calls_module().unpack_calls(calls)
+    codec = packed_rows_module()
+    tr["calls"] = codec.unpack_rows(calls, "calls")
+    if "checks" in tr:                 # (absent when the checks were off)
+        tr["checks"] = codec.unpack_rows(tr["checks"], "checks")
     tr["version"] = 1
     try:
         return (json.dumps(tr, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
@@ -1552,7 +1557,7 @@ def trace_as_v1(data):
         return (json.dumps(tr, separators=(",", ":"), allow_nan=False) + "\n").encode("ascii")
 
 
-def cmd_calls(args):
+def cmd_unpack(args):
     try:
         with open(args.trace, "rb") as f:
             data = f.read()
@@ -1640,12 +1645,13 @@ def parser():
     b.add_argument("--force", action="store_true", help="overwrite an existing output file")
     b.set_defaults(fn=cmd_bundle)
 
-    c = sub.add_parser("calls", help="print a trace with its calls unpacked as JSON arrays (version 1's form)",
-                       description="Prints the JSON trace TRACE with its packed calls (version 2) as version 1's "
-                       "arrays and \"version\": 1, for reading or for tools of version 1; a version-1 trace is "
-                       "printed unchanged. A damaged trace: a message and exit status 1.")
+    c = sub.add_parser("unpack", help="print a trace with its calls and checks unpacked as JSON arrays (version "
+                       "1's form)",
+                       description="Prints the JSON trace TRACE with its packed calls and checks (version 2) as "
+                       "version 1's arrays and \"version\": 1, for reading or for tools of version 1; a version-1 "
+                       "trace is printed unchanged. A damaged trace: a message and exit status 1.")
     c.add_argument("trace", metavar="TRACE", help="a trshim.*.json trace")
-    c.set_defaults(fn=cmd_calls)
+    c.set_defaults(fn=cmd_unpack)
 
     a = sub.add_parser("analyze", help="tranalyze ARGS... (the analyzer installed with trshim)")
     a.add_argument("rest", nargs=argparse.REMAINDER)

@@ -5,7 +5,7 @@ each expected finding, in order from the top, the exact kind, communicator,
 sequence number and culprit ranks (and others, function, subkind, bytes when
 given). Clean scenarios must produce no finding at all; damaged inputs must
 be named in the input problems; text and markdown outputs must work too.
-Then the same traces as version 2 (calls packed, tests/common/trace.py's
+Then the same traces as version 2 (calls and checks packed, tests/common/trace.py's
 pack_trace; files that are not packable version-1 traces as they are) must
 give exactly the same --json, the folder's name aside.
 
@@ -22,7 +22,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from trace import pack_trace  # noqa: E402  (version 2's packed calls: python/trshim/packed_calls.py)
+from trace import pack_trace  # noqa: E402  (version 2's packed rows: python/trshim/packed_rows.py)
 
 
 def fail(msg):

@@ -3,8 +3,9 @@
 synthetic jobs (a hang across split communicators, a pipeline, a NaN that
 spreads: every kind of check record; Python stacks: python, pycodes,
 pystacks, the pystack call field; CUDA graphs: graphs, GraphLaunch entries
-and their graph, replay and lane fields; the hang again as version 2, with
-its packed calls' bytes flipped and cut below the base64), damages one
+and their graph, replay and lane fields; the NaN job again as version 2,
+with its packed calls' and checks' bytes flipped and cut below the
+base64), damages one
 file at a time (truncation, flipped bytes, every field replaced by a value
 of each wrong type, fields removed, out-of-range indices and numbers) and
 runs tranalyze on the folder. Each run must end with status 0, 1 or 2 (never
@@ -27,7 +28,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from trace import pack_trace  # noqa: E402  (version 2's packed calls)
+from trace import pack_trace  # noqa: E402  (version 2's packed calls and checks)
 
 WRONG = [None, True, "x", "0xzz", -1, 2**70, 1.5, [], {}, [[1]], {"a": None}, "", 10**9]
 AS_LIMIT = 512 << 20      # bytes of address space: a table sized by a crafted number fails at once
@@ -115,7 +116,7 @@ def main():
     graphs = os.path.join(os.path.dirname(os.path.abspath(gen)), "gen_graphs.py")
     for sc, g, packed in (("hang_spread", gen, False), ("pipeline_missing_send", gen, False),
                           ("nan_consequences", gen, False), ("py_extra_collective", gen, False),
-                          ("graph_fewer", graphs, False), ("hang_spread", gen, True)):
+                          ("graph_fewer", graphs, False), ("nan_consequences", gen, True)):
         name = sc + ("-v2" if packed else "")
         base = os.path.join(work, name + "-base")
         subprocess.run([sys.executable, g, sc, base], check=True)
@@ -132,21 +133,22 @@ def main():
             text = json.dumps(doc)
             with open(os.path.join(base, victim), "w") as f:
                 f.write(text)
-            data = base64.b64decode(doc["calls"]["data"])
-            for _ in range(rounds // 2):      # the rows' bytes themselves (base64 kept valid)
-                b = bytearray(data)
+            assert doc["checks"]["rows"] > 0, "%s: no checks to damage" % victim
+            for i in range(rounds // 2):      # the rows' bytes themselves (base64 kept valid), calls and checks
+                field = ("calls", "checks")[i % 2]
+                b = bytearray(base64.b64decode(doc[field]["data"]))
                 if rnd.random() < 0.3:
                     b = b[:rnd.randrange(len(b))]
-                    what = "data cut at byte %d" % len(b)
+                    what = "%s data cut at byte %d" % (field, len(b))
                 else:
                     at = [rnd.randrange(len(b)) for _ in range(rnd.randint(1, 4))]
                     for k in at:
                         b[k] = rnd.randrange(256)
-                    what = "data bytes %s changed" % at
+                    what = "%s data bytes %s changed" % (field, at)
                 m = copy.deepcopy(doc)
-                m["calls"]["data"] = base64.b64encode(bytes(b)).decode()
+                m[field]["data"] = base64.b64encode(bytes(b)).decode()
                 if rnd.random() < 0.5:       # rows as the data holds (not only the count's mismatch)
-                    m["calls"]["rows"] = doc["calls"]["rows"] - (1 if "cut" in what else 0)
+                    m[field]["rows"] = doc[field]["rows"] - (1 if "cut" in what else 0)
                 cases.append((what, json.dumps(m)))
         all_paths = list(paths(doc))
         d = os.path.join(work, name)

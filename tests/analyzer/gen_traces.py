@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Synthetic trshim traces (docs/trace-format.md, version 1; version 2's
-packed calls where said) for tranalyze's tests and benchmark, Python 3
-standard library only (and python/trshim/packed_calls.py, the one codec).
+packed calls and checks where said) for tranalyze's tests and benchmark,
+Python 3 standard library only (and python/trshim/packed_rows.py, the one
+codec).
 
     gen_traces.py SCENARIO OUTDIR          one scenario (writes OUTDIR/expected.json too)
     gen_traces.py --list                   the scenarios
@@ -21,7 +22,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 import vocab  # noqa: E402  (the operations of include/trshim/nccl_calls.h)
-from trace import pack_calls, pack_trace  # noqa: E402  (tests/common/trace.py: version 2's packed calls)
+from trace import pack_rows, pack_trace  # noqa: E402  (tests/common/trace.py: version 2's packed rows)
 
 CALL_FIELDS = ["op", "comm", "seq", "count", "dtype", "redop", "root", "peer",
                "sendbuff", "recvbuff", "stream", "capturing", "group", "depth",
@@ -2727,11 +2728,12 @@ def sc_v13_damaged(out):
 
 
 def sc_packed_damaged(out):
-    """extra_collective's job written as version 2 (packed calls), next to
-    version-2 traces of ranks 90-95 whose packed calls are damaged, one kind
-    each: data not base64, a value of tag 6, a string index outside
-    strings, data ending inside a row, a rows count the data does not hold,
-    an unknown encoding. Each file is named with what is wrong, never a
+    """extra_collective's job written as version 2 (packed calls and
+    checks), next to version-2 traces of ranks 90-95 whose packed calls are
+    damaged, one kind each: data not base64, a value of tag 6, a string
+    index outside strings, data ending inside a row, a rows count the data
+    does not hold, an unknown encoding; and rank 96's, whose packed checks'
+    data ends inside a row. Each file is named with what is wrong, never a
     crash, and the job is analysed as without them (the same answer)"""
     sc_extra_collective(out)
     with open(os.path.join(out, "expected.json")) as f:
@@ -2755,9 +2757,14 @@ def sc_packed_damaged(out):
                ("ends inside a row", {"data": b64(data[:-2])}),
                ("rows says", {"rows": doc["calls"]["rows"] + 1}),
                ("encoding", {"encoding": "trshim-rows-9"})]
+    ck = base64.b64decode(doc["checks"]["data"])
+    assert doc["checks"]["rows"] == len(good.checks) >= 2
+    damages.append(("checks data is damaged", {"checks": {"data": b64(ck[:-2])}}))
     names = []
     for k, (say, change) in enumerate(damages):
-        d = dict(doc, rank=90 + k, pid=9000 + k, calls=dict(doc["calls"], **change))
+        field = "checks" if "checks" in change else "calls"
+        d = dict(doc, rank=90 + k, pid=9000 + k)
+        d[field] = dict(doc[field], **change.get("checks", change))
         name = "trshim.extra.r%d.node9.%d.json" % (90 + k, 9000 + k)
         with open(os.path.join(out, name), "w") as f:
             json.dump(d, f)
@@ -2814,7 +2821,7 @@ SCENARIOS.update({
     "grow_clean": sc_grow_clean, "grow_missing": sc_grow_missing, "grow_init_hang": sc_grow_init_hang, "grow_extra": sc_grow_extra, "suspend_pending": sc_suspend_pending,
     "suspend_rollout": sc_suspend_rollout, "suspend_killed": sc_suspend_killed, "nccl_unknown": sc_nccl_unknown,
     "v13_damaged": sc_v13_damaged,
-    # version 2: packed calls damaged in each way the format names
+    # version 2: packed calls damaged in each way the format names, and packed checks
     "packed_damaged": sc_packed_damaged,
 })
 
@@ -3018,8 +3025,8 @@ def bench(out, nranks, nrec, hang=True, checks=False, nan_step=None, env=False, 
     all clean). nan_step: from that step on the checks are non-finite (every
     TP group's first all-reduce overflows then: as many independent first
     points as TP groups, the worst case of the causal ordering). fmt: the
-    trace version, 2 (what the shim writes: calls packed, each body once for
-    every rank) or 1 (calls as JSON arrays); checks are arrays in both."""
+    trace version, 2 (what the shim writes: calls and checks packed, each
+    body once for every rank) or 1 (calls and checks as JSON arrays)."""
     if fmt not in (1, 2):
         raise ValueError("trace version %r: 1 or 2" % (fmt,))
     os.makedirs(out, exist_ok=True)
@@ -3050,10 +3057,10 @@ def bench(out, nranks, nrec, hang=True, checks=False, nan_step=None, env=False, 
         body_full = "[" + ",".join(lines) + "]"
         body_short = "[" + ",".join(lines[:-3]) + "]" if hang else body_full   # the last rank stops 3 calls early
     else:
-        body_full = json.dumps(pack_calls(rows), separators=(",", ":"))
-        body_short = json.dumps(pack_calls(rows[:-3]), separators=(",", ":")) if hang else body_full
+        body_full = json.dumps(pack_rows(rows), separators=(",", ":"))
+        body_short = json.dumps(pack_rows(rows[:-3]), separators=(",", ":")) if hang else body_full
     ncalls = steps * per_step
-    ck_lines = []
+    ck_rows = []
     if checks:
         for i in range(ncalls):
             comm, op, cnt = ops[i % per_step][:3]
@@ -3062,12 +3069,18 @@ def bench(out, nranks, nrec, hang=True, checks=False, nan_step=None, env=False, 
                     bad = nan_step is not None and (i > nan_step * per_step or
                                                     (i == nan_step * per_step and b == "output"))
                     if bad:
-                        ck_lines.append('[%d,"%s","nonfinite",0,%d,0,"inf",%d,%d,"gpu",null]' % (i, b, cnt, cnt, cnt))
+                        ck_rows.append([i, b, "nonfinite", 0, cnt, 0, "inf", cnt, cnt, "gpu", None])
                     else:
-                        ck_lines.append('[%d,"%s","clean",0,0,null,null,%d,%d,"gpu",null]' % (i, b, cnt, cnt))
+                        ck_rows.append([i, b, "clean", 0, 0, None, None, cnt, cnt, "gpu", None])
     nshort = ncalls - 3 if hang else ncalls
-    ck_full = ",".join(ck_lines)
-    ck_short = ",".join(c for c in ck_lines if int(c[1:c.index(",")]) < nshort)
+    ck_rows_short = [c for c in ck_rows if c[0] < nshort]
+    if fmt == 1:
+        ck_full = "[" + ",".join(json.dumps(c, separators=(",", ":")) for c in ck_rows) + "]"
+        ck_short = "[" + ",".join(json.dumps(c, separators=(",", ":")) for c in ck_rows_short) + "]"
+    else:                              # packed once per body, as the calls
+        ck_full = json.dumps(pack_rows(ck_rows), separators=(",", ":"))
+        ck_short = (json.dumps(pack_rows(ck_rows_short), separators=(",", ":"))
+                    if len(ck_rows_short) < len(ck_rows) else ck_full)
     stacks = json.dumps([{"frames": [{"module": 0, "offset": "0x%x" % (0x1000 + 0x40 * i), "symbol": n,
                                       "symbol_offset": 0x10},
                                      {"module": 0, "offset": "0x2000", "symbol": "main", "symbol_offset": 0x20}]}
@@ -3110,7 +3123,7 @@ def bench(out, nranks, nrec, hang=True, checks=False, nan_step=None, env=False, 
         tl = json.dumps(tail)[1:]
         with open(os.path.join(out, "trshim.%s.r%d.node%d.%d.json" % (job, r, r // 8, 10000 + r)), "w") as f:
             f.write(h + ',"calls":' + (body_short if short else body_full) + ',' +
-                    ('"checks":[' + (ck_short if short else ck_full) + '],' if checks else '') +
+                    ('"checks":' + (ck_short if short else ck_full) + ',' if checks else '') +
                     '"stacks":' + stacks + "," + tl)
 
 

@@ -1,10 +1,12 @@
 """Reading the shim's JSON traces in the tests, whatever version wrote them
-(docs/trace-format.md): version 1's "calls" is an array of rows, version 2's
-the packed object ("Packed calls"), decoded by the package's one codec,
-python/trshim/packed_calls.py (imported from the source tree, not copied).
+(docs/trace-format.md): version 1's "calls" and "checks" are arrays of rows,
+version 2's the packed objects ("Packed rows"), decoded by the package's one
+codec, python/trshim/packed_rows.py (imported from the source tree, not
+copied).
 
-    load_trace(path) -> dict        json.load, with "calls" as version 1's rows (the version kept);
-                                    error=Failure: the exception raised on damaged calls (ValueError)
+    load_trace(path) -> dict        json.load, with "calls" and "checks" as version 1's rows (the version
+                                    kept); error=Failure: the exception raised on damaged calls or checks
+                                    (ValueError)
     pack_trace(trace) -> dict       a version-1 trace as version 2 (ValueError: not packable)
     shim_versions()                 the versions the shim of this tree may write
 """
@@ -15,7 +17,7 @@ import sys
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "python"))
-from trshim.packed_calls import pack_calls, unpack_calls  # noqa: E402,F401
+from trshim.packed_rows import pack_rows, unpack_rows  # noqa: E402,F401
 
 FORMAT_H = os.path.join(ROOT, "include", "trshim", "trace_format.h")
 
@@ -31,32 +33,35 @@ def header_version():
 
 def shim_versions():
     """the trace versions a shim of this tree writes: the header's (a
-    version's form of "calls" is checked by load_trace)"""
+    version's form of "calls" and "checks" is checked by load_trace)"""
     return [header_version()]
 
 
 def unpacked(t, what="trace", error=ValueError):
-    """t (a parsed trace) with its calls as version 1's rows, in place; the
-    version is kept. error (ValueError): calls in the other version's form,
-    or damaged packed calls"""
-    calls = t.get("calls")
+    """t (a parsed trace) with its calls and checks as version 1's rows, in
+    place; the version is kept. error (ValueError): calls or checks in the
+    other version's form, or damaged packed rows"""
     v = t.get("version")
-    if isinstance(calls, dict):
-        if v == 1:
-            raise error("%s: version 1 with calls packed as an object" % what)
-        try:
-            t["calls"] = unpack_calls(calls)
-        except ValueError as e:
-            raise error("%s: %s" % (what, e))
-    elif isinstance(calls, list) and isinstance(v, int) and v >= 2:
-        raise error("%s: version %d with calls as an array (version 2 packs them)" % (what, v))
+    v2 = isinstance(v, int) and v >= 2
+    for field in ("calls", "checks"):
+        rows = t.get(field)
+        if isinstance(rows, dict):
+            if v == 1:
+                raise error("%s: version 1 with %s packed as an object" % (what, field))
+            try:
+                t[field] = unpack_rows(rows, field)
+            except ValueError as e:
+                raise error("%s: %s" % (what, e))
+        elif isinstance(rows, list) and v2:
+            raise error("%s: version %d with %s as an array (version 2 packs them)" % (what, v, field))
     return t
 
 
 def load_trace(path, error=ValueError):
-    """the trace at path (strict UTF-8 JSON) with "calls" as version 1's
-    rows; every other field as written (its "version" too). error: the
-    exception raised on calls that are damaged or not of the version's form"""
+    """the trace at path (strict UTF-8 JSON) with "calls" and "checks" as
+    version 1's rows; every other field as written (its "version" too).
+    error: the exception raised on calls or checks that are damaged or not
+    of the version's form"""
     with open(path, encoding="utf-8") as f:
         t = json.load(f)
     if isinstance(t, dict):
@@ -65,16 +70,21 @@ def load_trace(path, error=ValueError):
 
 
 def pack_trace(trace):
-    """a new dict: the version-1 trace as version 2 (calls packed, the rest
-    shared with trace); ValueError when it is not a version-1 trshim trace
-    with calls a list, or a value of its calls cannot be packed"""
+    """a new dict: the version-1 trace as version 2 (calls packed, and checks
+    when present; the rest shared with trace); ValueError when it is not a
+    version-1 trshim trace with calls a list (checks a list or absent), or a
+    value of its calls or checks cannot be packed"""
     if not isinstance(trace, dict) or trace.get("format") != "trshim-trace":
         raise ValueError("not packable: not a trshim trace")
     if type(trace.get("version")) is not int or trace["version"] != 1:
         raise ValueError("not packable: version %r, not 1" % (trace.get("version"),))
     if not isinstance(trace.get("calls"), list):
         raise ValueError("not packable: calls is not a list")
+    if "checks" in trace and not isinstance(trace["checks"], list):
+        raise ValueError("not packable: checks is not a list")
     out = dict(trace)
     out["version"] = 2
-    out["calls"] = pack_calls(trace["calls"])
+    out["calls"] = pack_rows(trace["calls"])
+    if "checks" in trace:
+        out["checks"] = pack_rows(trace["checks"])
     return out

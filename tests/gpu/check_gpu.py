@@ -14,7 +14,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from trace import load_trace  # noqa: E402  (calls of either version, unpacked)
+from trace import load_trace  # noqa: E402  (calls and checks of either version, unpacked)
 
 CALL_FIELDS = ["op", "comm", "seq", "count", "dtype", "redop", "root", "peer", "sendbuff", "recvbuff",
                "stream", "capturing", "group", "depth", "enter_ns", "exit_ns", "thread", "rc", "stack"]

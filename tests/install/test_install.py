@@ -160,19 +160,22 @@ def test_destdir(tmp):
         with open(traces_in(traces)[0]) as f:
             tr = json.load(f)
         check(tr["versions"]["trshim"] == VERSION, "trace's trshim version %s" % tr["versions"]["trshim"])
-        # trshim calls (bin/trshim finds packed_calls.py where meson installed it): the trace of
-        # version 2 printed as version 1; one of version 1 as it is
+        # trshim unpack (bin/trshim finds packed_rows.py where meson installed it): the trace of
+        # version 2 (calls and checks packed) printed as version 1; one of version 1 as it is
         sys.path.insert(0, os.path.join(SOURCE, "tests", "common"))
         import trace as trfile
         v1 = trfile.load_trace(traces_in(traces)[0])
         v1["version"] = 1
-        for name, doc in (("v1", v1), ("v2", trfile.pack_trace(v1))):
-            path = os.path.join(tmp, "calls-%s.json" % name)
+        v2 = trfile.pack_trace(v1)
+        check(isinstance(v2["calls"], dict) and isinstance(v2.get("checks", {}), dict),
+              "pack_trace of the shim's trace: calls and checks packed")
+        for name, doc in (("v1", v1), ("v2", v2)):
+            path = os.path.join(tmp, "unpack-%s.json" % name)
             with open(path, "w") as f:
                 json.dump(doc, f)
-            r = run([inst.trshim, "calls", path])
+            r = run([inst.trshim, "unpack", path])
             check(r.returncode == 0 and json.loads(r.stdout) == v1,
-                  "installed trshim calls on a version-%s trace: exit %d %s" % (name[1], r.returncode, r.stdout[-2000:]))
+                  "installed trshim unpack on a version-%s trace: exit %d %s" % (name[1], r.returncode, r.stdout[-2000:]))
     r = run([inst.tranalyze, traces])
     check(r.returncode == 0, "installed tranalyze on the clean job: exit %d\n%s%s" % (r.returncode, r.stdout, r.stderr))
 

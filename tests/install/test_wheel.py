@@ -121,7 +121,7 @@ def check_wheel(path, arch, tmp, auditwheel):
     with zipfile.ZipFile(path) as z:
         names = z.namelist()
         for want in ("trshim/libtrshim.so", "trshim/__init__.py", "trshim/cli.py", "trshim/__main__.py",
-                     "trshim/packed_calls.py", "trshim-%s.data/scripts/tranalyze" % VERSION,
+                     "trshim/packed_rows.py", "trshim-%s.data/scripts/tranalyze" % VERSION,
                      "trshim-%s.dist-info/entry_points.txt" % VERSION, "trshim-%s.dist-info/licenses/LICENSE" % VERSION):
             check(want in names, "%s holds %s" % (name, want))
         wheel_meta = z.read("trshim-%s.dist-info/WHEEL" % VERSION).decode()

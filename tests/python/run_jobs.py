@@ -47,7 +47,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
 import pythons  # noqa: E402
 import ring  # noqa: E402
-from trace import load_trace  # noqa: E402  (calls of either version, unpacked)
+from trace import load_trace  # noqa: E402  (calls and checks of either version, unpacked)
 
 JOBS = os.path.join(HERE, "jobs")
 SITE = os.path.join(HERE, "site-packages")

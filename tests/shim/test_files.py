@@ -30,7 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
 from checks import Failure, Skip, check, eq, path_of, run_case, shim_lines  # noqa: E402
 import ring  # noqa: E402
-from trace import load_trace as read_trace  # noqa: E402  (calls of either version, unpacked)
+from trace import load_trace as read_trace  # noqa: E402  (calls and checks of either version, unpacked)
 
 ATTACKER = 65533
 NOBODY = 65534

@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from checks import Failure, check, eq, path_of, run_case, shim_lines  # noqa: E402
 import ring  # noqa: E402
 import vocab  # noqa: E402
-from trace import load_trace, shim_versions  # noqa: E402  (calls of either version, unpacked)
+from trace import load_trace, shim_versions  # noqa: E402  (calls and checks of either version, unpacked)
 
 
 # Assert that the innermost frame of each call's stack is the test function

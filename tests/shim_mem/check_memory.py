@@ -17,7 +17,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from trace import load_trace, shim_versions  # noqa: E402  (calls of either version, unpacked)
+from trace import load_trace, shim_versions  # noqa: E402  (calls and checks of either version, unpacked)
 
 MiB = 1024 * 1024
 CHECK_STACKS = os.environ.get("SHIM_MEM_STACKS", "1") != "0"

@@ -7,9 +7,10 @@ json/: jobs of gen_traces.py (every rank's JSON trace in one seed,
        each file after a "\\n@@ NAME\\n" line: fuzz_tranalyze.c's input
        format), among them damaged files, Python stacks, NaN checks,
        completion fields, a communicator listed twice; and single traces.
-       v2_*: version 2's packed calls (tests/common/trace.py pack_trace):
-       a job, one with signals (pairs), one trace alone, and packed calls
-       damaged in each way the format names (gen_traces.py packed_damaged).
+       v2_*: version 2's packed calls and checks (tests/common/trace.py
+       pack_trace): a job, one with signals (pairs), one trace alone, and
+       packed calls and checks damaged in each way the format names
+       (gen_traces.py packed_damaged).
 ring/: small ring files made with tests/analyzer/gen_ring.py (a killed rank
        among JSON traces, a wrapped ring, Python stacks in blobs, a JSON
        snapshot merged with its ring, a process that died of a signal, a
@@ -32,7 +33,7 @@ sys.path.insert(0, os.path.join(HERE, ".."))
 import gen_ring as gr  # noqa: E402
 g = gr.g                # gen_traces.py, wherever gen_ring.py finds it
 sys.path.insert(0, os.path.join(HERE, "..", "..", "common"))
-from trace import pack_trace  # noqa: E402  (version 2's packed calls)
+from trace import pack_trace  # noqa: E402  (version 2's packed calls and checks)
 
 SEP = "\n@@ %s\n"
 JSON_JOBS = ["extra_collective", "pipeline_missing_send", "py_extra_collective", "oom", "nan_input_fp32",

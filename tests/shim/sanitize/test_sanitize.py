@@ -35,7 +35,7 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common"))
 from checks import Failure, check, eq, path_of, run_case, shim_lines  # noqa: E402
-from trace import load_trace  # noqa: E402  (calls of either version, unpacked)
+from trace import load_trace  # noqa: E402  (calls and checks of either version, unpacked)
 
 SHIM = "libtrshim.so"
 SCRUB = re.compile(r"^(RANK|WORLD_SIZE|LOCAL_RANK|LOCAL_WORLD_SIZE|GROUP_RANK|OMPI_.*|PMI_.*|PMIX_.*|SLURM_.*|"

@@ -23,7 +23,7 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common"))
 from checks import Failure, check, eq, path_of, run_case, shim_lines  # noqa: E402
-from trace import load_trace  # noqa: E402  (calls of either version, unpacked)
+from trace import load_trace  # noqa: E402  (calls and checks of either version, unpacked)
 
 THREADS, ITERS, NAN_AT = 3, 150, 123
 REPORT = re.compile(r"^==\d+==|Sanitizer|runtime error:")

@@ -1,14 +1,17 @@
-"""Version 2's packed calls (docs/trace-format.md, "Packed calls"): the one
-codec of the trace's "calls" object in Python, standard library only.
+"""Version 2's packed rows (docs/trace-format.md, "Packed rows"): the one
+codec in Python of the trace's "calls" and "checks" objects (the same
+encoding, each object its own prev[] and strings), standard library only.
 
-    unpack_calls(obj) -> rows       {"encoding": "trshim-rows-1", "rows", "strings", "data"} -> version 1's rows
-    pack_calls(rows) -> obj         version 1's rows -> the object
+    unpack_rows(obj, what="calls") -> rows   {"encoding": "trshim-rows-1", "rows", "strings", "data"}
+                                             -> version 1's rows
+    pack_rows(rows) -> obj                   version 1's rows -> the object
 
-A row is version 1's JSON array of a call: ints, "0x..." addresses, other
-strings, null, booleans and [a, b] pairs of ints (signal). unpack_calls
-raises ValueError naming the row and the byte of the data on anything the
-format calls damaged; pack_calls raises ValueError("not packable: ...") on a
-value the format cannot hold. unpack_calls(pack_calls(rows)) == rows.
+A row is version 1's JSON array of a call or a check: ints, "0x..."
+addresses, other strings, null, booleans and [a, b] pairs of ints (signal).
+unpack_rows raises ValueError naming the field (what: "calls" or "checks"),
+the row and the byte of the data on anything the format calls damaged;
+pack_rows raises ValueError("not packable: ...") on a value the format
+cannot hold. unpack_rows(pack_rows(rows)) == rows.
 """
 import base64
 import binascii
@@ -49,10 +52,10 @@ def _zigzag(d):
     return (d << 1) ^ (d >> 63)
 
 
-def pack_calls(rows):
-    """version 1's rows (a list of lists) -> version 2's "calls" object"""
+def pack_rows(rows):
+    """version 1's rows (a list of lists) -> version 2's "calls" or "checks" object"""
     if not isinstance(rows, (list, tuple)):
-        raise ValueError("not packable: calls is a %s, not a list of rows" % type(rows).__name__)
+        raise ValueError("not packable: the rows are a %s, not a list" % type(rows).__name__)
     buf = bytearray()
     strings, index = [], {}
     prev = [0] * MAX_VALUES
@@ -105,46 +108,51 @@ def _short(v):
     return "%s %s" % (type(v).__name__, s if len(s) <= 60 else s[:57] + "...")
 
 
-def _where(row, at):
-    return "calls data is damaged at row %d (byte %d of the data)" % (row, at)
+WHATS = ("calls", "checks")       # the packed fields: what names them in every message
 
 
-def unpack_calls(obj):
-    """version 2's "calls" object -> version 1's rows (a list of lists);
-    ValueError on an object or data the format calls damaged"""
+def unpack_rows(obj, what="calls"):
+    """version 2's "calls" or "checks" object (what: which, the first word of
+    every message) -> version 1's rows (a list of lists); ValueError on an
+    object or data the format calls damaged"""
+    if what not in WHATS:
+        raise ValueError("unpack_rows: what is %r, not one of %s" % (what, ", ".join(WHATS)))
     if not isinstance(obj, dict):
-        raise ValueError("field calls is not an object (version 2 packs the calls)")
+        raise ValueError("field %s is not an object (version 2 packs the %s)" % (what, what))
     for key in ("encoding", "rows", "strings", "data"):
         if key not in obj:
-            raise ValueError("field calls has no \"%s\"" % key)
+            raise ValueError("field %s has no \"%s\"" % (what, key))
     enc = obj["encoding"]
     if enc != ENCODING:
-        raise ValueError("field calls has an unknown encoding %s (this reader reads \"%s\")" %
-                         (_short(enc) if not isinstance(enc, str) else '"%s"' % enc[:60], ENCODING))
+        raise ValueError("field %s has an unknown encoding %s (this reader reads \"%s\")" %
+                         (what, _short(enc) if not isinstance(enc, str) else '"%s"' % enc[:60], ENCODING))
     nrows = obj["rows"]
     if type(nrows) is not int or nrows < 0:
-        raise ValueError("field calls.rows is not a non-negative integer")
+        raise ValueError("field %s.rows is not a non-negative integer" % what)
     strings = obj["strings"]
     if not isinstance(strings, list):
-        raise ValueError("field calls.strings is not an array of strings")
+        raise ValueError("field %s.strings is not an array of strings" % what)
     for k, s in enumerate(strings):
         if not isinstance(s, str):
-            raise ValueError("field calls.strings[%d] is not a string" % k)
+            raise ValueError("field %s.strings[%d] is not a string" % (what, k))
     text = obj["data"]
     if not isinstance(text, str):
-        raise ValueError("field calls.data is not a string")
+        raise ValueError("field %s.data is not a string" % what)
     if len(text) % 4 or not _B64.match(text):
         m = re.match(r"[A-Za-z0-9+/]*", text)
-        raise ValueError("field calls.data is not base64 (at its character %d)" %
-                         (m.end() if m.end() < len(text) else len(text)))
+        raise ValueError("field %s.data is not base64 (at its character %d)" %
+                         (what, m.end() if m.end() < len(text) else len(text)))
     try:
         data = base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError) as e:
-        raise ValueError("field calls.data is not base64 (%s)" % e)
-    return _unpack_rows(data, nrows, strings)
+        raise ValueError("field %s.data is not base64 (%s)" % (what, e))
+    return _unpack_rows(data, nrows, strings, what)
 
 
-def _unpack_rows(d, nrows, strings):
+def _unpack_rows(d, nrows, strings, what):
+    def _where(row, at):
+        return "%s data is damaged at row %d (byte %d of the data)" % (what, row, at)
+
     n = len(d)
     nstr = len(strings)
     prev = [0] * MAX_VALUES
@@ -231,7 +239,7 @@ def _unpack_rows(d, nrows, strings):
             append(row)
             idx += 1
     except (IndexError, _Damaged):
-        raise ValueError("calls data is damaged at row %d: it ends inside a row (byte %d of %d)" % (idx, n, n))
+        raise ValueError("%s data is damaged at row %d: it ends inside a row (byte %d of %d)" % (what, idx, n, n))
     if idx != nrows:
-        raise ValueError("calls data holds %d rows, rows says %d" % (idx, nrows))
+        raise ValueError("%s data holds %d rows, rows says %d" % (what, idx, nrows))
     return out
