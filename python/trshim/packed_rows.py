@@ -27,10 +27,6 @@ _B64 = re.compile(r"[A-Za-z0-9+/]*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?\Z")
 _ADDR = re.compile(r"0x(?:0|[1-9a-f][0-9a-f]{0,15})\Z")     # "0x%x" of a 64-bit value, exactly
 
 
-class _Damaged(Exception):
-    pass
-
-
 def _varint(buf, pay):
     """pay (0 <= pay < 2**64) as an unsigned LEB128 varint"""
     while pay >= 0x80:
@@ -149,6 +145,20 @@ def unpack_rows(obj, what="calls"):
     return _unpack_rows(data, nrows, strings, what)
 
 
+def _more(d, i, acc, shift):
+    """the rest of an LEB128 payload from d[i] (acc: its bits below shift):
+    (value, next i); value -1 past 64 bits (IndexError: the data ends)"""
+    while True:
+        c = d[i]
+        i += 1
+        if shift + 7 > 64 and c & (0xff << (64 - shift)) & 0xff:
+            return -1, i
+        acc |= (c & 0x7f) << shift
+        if not c & 0x80:
+            return acc, i
+        shift += 7
+
+
 def _unpack_rows(d, nrows, strings, what):
     def _where(row, at):
         return "%s data is damaged at row %d (byte %d of the data)" % (what, row, at)
@@ -166,22 +176,9 @@ def _unpack_rows(d, nrows, strings, what):
             # the row's length: an unsigned LEB128 varint (one byte when it is at most 64)
             c = d[i]
             i += 1
+            k = c
             if c & 0x80:
-                k, shift = c & 0x7f, 7
-                while True:
-                    if i >= n:
-                        raise _Damaged
-                    c = d[i]
-                    i += 1
-                    if shift == 63 and c & 0xfe:
-                        k = -1                     # past 64 bits, or an eleventh byte
-                        break
-                    k |= (c & 0x7f) << shift
-                    if not c & 0x80:
-                        break
-                    shift += 7
-            else:
-                k = c
+                k, i = _more(d, i, c & 0x7f, 7)     # (-1: past 64 bits)
             if k < 0 or k > MAX_VALUES:
                 raise ValueError("%s: a row of more than %d values" % (_where(idx, row_at), MAX_VALUES))
             row = []
@@ -193,16 +190,9 @@ def _unpack_rows(d, nrows, strings, what):
                 tag = b & 7
                 pay = b >> 4
                 if b & 8:
-                    shift = 4
-                    while True:
-                        c = d[i]
-                        i += 1
-                        if shift == 60 and c & 0xf0:
-                            raise ValueError("%s: a value of more than 64 bits" % _where(idx, at))
-                        pay |= (c & 0x7f) << shift
-                        if not c & 0x80:
-                            break
-                        shift += 7
+                    pay, i = _more(d, i, pay, 4)
+                    if pay < 0:
+                        raise ValueError("%s: a value of more than 64 bits" % _where(idx, at))
                 if tag == T_INT or tag == T_ADDR:
                     v = (prev[p] + ((pay >> 1) ^ -(pay & 1))) & _M64
                     prev[p] = v
@@ -223,22 +213,15 @@ def _unpack_rows(d, nrows, strings, what):
                         raise ValueError("%s: a bool with payload %d" % (_where(idx, at), pay))
                     radd(pay == 1)
                 elif tag == T_PAIR:
-                    b2, shift = 0, 0
-                    while True:
-                        c = d[i]
-                        i += 1
-                        if shift == 63 and c & 0xfe:
-                            raise ValueError("%s: a value of more than 64 bits" % _where(idx, at))
-                        b2 |= (c & 0x7f) << shift
-                        if not c & 0x80:
-                            break
-                        shift += 7
+                    b2, i = _more(d, i, 0, 0)
+                    if b2 < 0:
+                        raise ValueError("%s: a value of more than 64 bits" % _where(idx, at))
                     radd([(pay >> 1) ^ -(pay & 1), (b2 >> 1) ^ -(b2 & 1)])
                 else:
                     raise ValueError("%s: unknown tag %d" % (_where(idx, at), tag))
             append(row)
             idx += 1
-    except (IndexError, _Damaged):
+    except IndexError:
         raise ValueError("%s data is damaged at row %d: it ends inside a row (byte %d of %d)" % (what, idx, n, n))
     if idx != nrows:
         raise ValueError("%s data holds %d rows, rows says %d" % (what, idx, nrows))
