@@ -116,8 +116,8 @@ static int unpack_rows(const char *what, const uint8_t *d, size_t n, const pk_st
                        int npos, row_fn fn, void *ctx, char *err, size_t errn, const char **first_why, int *first_i,
                        int64_t *skipped)
 {
-    jv vals[TRSHIM_CALLS_MAX_VALUES];
-    uint64_t prev[TRSHIM_CALLS_MAX_VALUES] = {0};
+    jv vals[TRSHIM_ROWS_MAX_VALUES];
+    uint64_t prev[TRSHIM_ROWS_MAX_VALUES] = {0};
     size_t i = 0;
     int64_t idx = 0;
     for (; i < n; idx++) {
@@ -125,9 +125,9 @@ static int unpack_rows(const char *what, const uint8_t *d, size_t n, const pk_st
         uint64_t k;
         int r = leb128(d, n, &i, &k);
         if (r == -1) goto cut;
-        if (r < 0 || k > TRSHIM_CALLS_MAX_VALUES)
+        if (r < 0 || k > TRSHIM_ROWS_MAX_VALUES)
             return say(err, errn, "%s data is damaged at row %lld (byte %zu of the data): a row of more than %d "
-                       "values", what, (long long)idx, row_at, TRSHIM_CALLS_MAX_VALUES);
+                       "values", what, (long long)idx, row_at, TRSHIM_ROWS_MAX_VALUES);
         for (int p = 0; p < (int)k; p++) {
             unsigned tag;
             uint64_t pay, b;
@@ -213,9 +213,9 @@ int ta_unpack_rows(const char *what, const char *b, size_t n, int npos, row_fn f
     cJSON *rows = cJSON_ParseWithLength(b + vs[1], ve[1] - vs[1]);
     cJSON *sa = cJSON_ParseWithLength(b + vs[2], ve[2] - vs[2]);
     int ret = -1;
-    if (!cJSON_IsString(enc) || strcmp(enc->valuestring, TRSHIM_CALLS_ENCODING)) {
+    if (!cJSON_IsString(enc) || strcmp(enc->valuestring, TRSHIM_ROWS_ENCODING)) {
         say(err, errn, "field %s has an unknown encoding %.60s (this tranalyze reads \"%s\")", what,
-            cJSON_IsString(enc) ? enc->valuestring : "(not a string)", TRSHIM_CALLS_ENCODING);
+            cJSON_IsString(enc) ? enc->valuestring : "(not a string)", TRSHIM_ROWS_ENCODING);
         goto done;
     }
     if (!cJSON_IsNumber(rows) || rows->valuedouble < 0 || rows->valuedouble > 9e15 ||

@@ -11,7 +11,7 @@ void trp_begin(trp_section *sec, tr_json *j, const char *key)
     memset(sec, 0, sizeof *sec);
     sec->j = j;
     trj_object_begin(j, key);
-    trj_str(j, "encoding", TRSHIM_CALLS_ENCODING);
+    trj_str(j, "encoding", TRSHIM_ROWS_ENCODING);
     trj_b64_begin(j, "data", &sec->b64);
 }
 

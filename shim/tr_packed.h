@@ -11,7 +11,7 @@
 #include "trshim/trace_format.h"
 
 typedef struct {
-    uint64_t prev[TRSHIM_CALLS_MAX_VALUES];
+    uint64_t prev[TRSHIM_ROWS_MAX_VALUES];
     int pos;             /* the position of the next value in its row */
 } trp_rows;
 

@@ -7,12 +7,12 @@
 
 #define TRSHIM_TRACE_FORMAT "trshim-trace"
 #define TRSHIM_TRACE_VERSION 2
-/* the oldest version tranalyze reads (1: calls as JSON arrays) */
+/* the oldest version tranalyze reads (1: calls and checks as JSON arrays) */
 #define TRSHIM_TRACE_VERSION_MIN 1
-/* version 2's "calls": {"encoding": TRSHIM_CALLS_ENCODING, "rows", "strings", "data"} */
-#define TRSHIM_CALLS_ENCODING "trshim-rows-1"
+/* version 2's "calls" and "checks": {"encoding": TRSHIM_ROWS_ENCODING, "rows", "strings", "data"} */
+#define TRSHIM_ROWS_ENCODING "trshim-rows-1"
 /* a packed row holds at most this many values */
-#define TRSHIM_CALLS_MAX_VALUES 64
+#define TRSHIM_ROWS_MAX_VALUES 64
 /* the tags of packed values (docs/trace-format.md, "Packed rows") */
 enum { TRSHIM_PK_NULL, TRSHIM_PK_BOOL, TRSHIM_PK_INT, TRSHIM_PK_ADDR, TRSHIM_PK_STR, TRSHIM_PK_PAIR };
 /* Trace file names: TRSHIM_TRACE_PREFIX<job>.r<rank>.<host>.<pid>.json */

@@ -18,7 +18,7 @@ import binascii
 import re
 
 ENCODING = "trshim-rows-1"
-MAX_VALUES = 64                 # values in a row (include/trshim/trace_format.h TRSHIM_CALLS_MAX_VALUES)
+MAX_VALUES = 64                 # values in a row (include/trshim/trace_format.h TRSHIM_ROWS_MAX_VALUES)
 T_NULL, T_BOOL, T_INT, T_ADDR, T_STR, T_PAIR = range(6)
 
 _M64 = (1 << 64) - 1
