@@ -75,18 +75,24 @@ static uint8_t *unbase64(const char *b, size_t n, size_t *out_n, size_t *bad_at)
     return out;
 }
 
-/* an unsigned LEB128 varint of at most 64 bits at d[*i]; -1 when cut or too long */
-static int leb128(const uint8_t *d, size_t n, size_t *i, uint64_t *v)
+/* The rest of an LEB128 payload at d[*i], its bits below shift in *acc
+ * already: 0; -1 when the data ends; -2 past 64 bits */
+static int leb128_more(const uint8_t *d, size_t n, size_t *i, uint64_t *acc, int shift)
 {
-    uint64_t acc = 0;
-    for (int shift = 0; shift < 70; shift += 7) {
+    for (;; shift += 7) {
         if (*i >= n) return -1;
         uint8_t c = d[(*i)++];
-        if (shift == 63 && (c & 0xfe)) return -2;   /* past 64 bits */
-        acc |= (uint64_t)(c & 0x7f) << shift;
-        if (!(c & 0x80)) { *v = acc; return 0; }
+        if (shift + 7 > 64 && (c & (0xff << (64 - shift)) & 0xff)) return -2;
+        *acc |= (uint64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80)) return 0;
     }
-    return -2;
+}
+
+/* an unsigned LEB128 varint of at most 64 bits at d[*i] */
+static int leb128(const uint8_t *d, size_t n, size_t *i, uint64_t *v)
+{
+    *v = 0;
+    return leb128_more(d, n, i, v, 0);
 }
 
 /* one value: its tag and payload (4 bits in the tag byte, then 7 per byte) */
@@ -95,18 +101,8 @@ static int value(const uint8_t *d, size_t n, size_t *i, unsigned *tag, uint64_t 
     if (*i >= n) return -1;
     uint8_t b = d[(*i)++];
     *tag = b & 7;
-    uint64_t acc = b >> 4;
-    if (b & 8) {
-        for (int shift = 4;; shift += 7) {
-            if (*i >= n) return -1;
-            uint8_t c = d[(*i)++];
-            if (shift == 60 && (c & 0xf0)) return -2;   /* past 64 bits, or an eleventh byte */
-            acc |= (uint64_t)(c & 0x7f) << shift;
-            if (!(c & 0x80)) break;
-        }
-    }
-    *pay = acc;
-    return 0;
+    *pay = b >> 4;
+    return b & 8 ? leb128_more(d, n, i, pay, 4) : 0;
 }
 
 static inline uint64_t unzigzag(uint64_t u) { return (u >> 1) ^ (0 - (u & 1)); }

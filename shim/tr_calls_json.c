@@ -28,24 +28,17 @@ void tr_nccl_window(uint64_t *first, uint64_t *next)
  * so a row costs no string search. */
 typedef struct {
     trp_section sec;
-    int16_t op[TR_OP_N + 1], dtype[TR_DTYPE_NAMED], redop[TR_REDOP_NAMED], lane[TRR_LANE_N + 1], gpu[3];
+    int op[TR_OP_N + 1], dtype[TR_DTYPE_NAMED], redop[TR_REDOP_NAMED], lane[TRR_LANE_N + 1], gpu[3];
 } call_strings;
 
-static uint8_t *put_name(trp_rows *w, uint8_t *p, call_strings *cs, int16_t *slot, const char *s)
-{
-    int k = slot && *slot >= 0 ? *slot : trp_intern(&cs->sec, s);
-    if (slot && k <= INT16_MAX) *slot = (int16_t)k;
-    return k < 0 ? trp_null(w, p) : trp_str(w, p, k);
-}
-
 /* a datatype's or reduction's name, or null */
-static uint8_t *put_vocab(trp_rows *w, uint8_t *p, call_strings *cs, int16_t *slots, int nslots, int32_t v,
+static uint8_t *put_vocab(trp_rows *w, uint8_t *p, call_strings *cs, int *slots, int nslots, int32_t v,
                           const char *(*name)(int32_t, char *))
 {
     char tmp[TR_NAME_TMP];
     const char *s = name(v, tmp);
     if (!s) return trp_null(w, p);
-    return put_name(w, p, cs, v >= 0 && v < nslots ? &slots[v] : NULL, s);
+    return trp_name(&cs->sec, p, v >= 0 && v < nslots ? &slots[v] : NULL, s);
 }
 
 /* One call as the row call_fields names. */
@@ -57,7 +50,7 @@ static uint8_t *put_call(trp_rows *w, uint8_t *p, call_strings *cs, const trr_re
     int peer = tr_op_has(r->op, TR_OPF_P2P | TR_OPF_ONESIDED | TR_OPF_GRAPH);
     p = trp_row(w, p, TR_CALL_FIELDS);
     int op = r->op < TR_OP_N ? r->op : TR_OP_N;
-    p = put_name(w, p, cs, &cs->op[op], op < TR_OP_N ? tr_op_names[op] : "invalid");
+    p = trp_name(&cs->sec, p, &cs->op[op], op < TR_OP_N ? tr_op_names[op] : "invalid");
     p = trp_int(w, p, comm);
     p = trp_int(w, p, (int64_t)r->seq);
     p = trp_int(w, p, (int64_t)(launch ? r->recvbuff : r->count));
@@ -87,7 +80,7 @@ static uint8_t *put_call(trp_rows *w, uint8_t *p, call_strings *cs, const trr_re
     p = r->gpu == TRR_GPU_DONE ? trp_int(w, p, (int64_t)r->done_ns) : trp_null(w, p);
     static const char *const gpu_names[3] = {"pending", "done", "error"};
     int g = r->gpu == TRR_GPU_PENDING ? 0 : r->gpu == TRR_GPU_DONE ? 1 : r->gpu == TRR_GPU_ERROR ? 2 : -1;
-    p = g < 0 ? trp_null(w, p) : put_name(w, p, cs, &cs->gpu[g], gpu_names[g]);
+    p = g < 0 ? trp_null(w, p) : trp_name(&cs->sec, p, &cs->gpu[g], gpu_names[g]);
     p = trp_int(w, p, r->pystack);
     if (tr_op_has(r->op, TR_OPF_COLL) && (r->extra & TRR_EXTRA_CONFIG))
         p = trp_int(w, p, (int64_t)(r->extra & 0xffffffffu) - 1);
@@ -99,7 +92,7 @@ static uint8_t *put_call(trp_rows *w, uint8_t *p, call_strings *cs, const trr_re
         int lane = r->redop >= 0 && r->redop < TRR_LANE_N ? r->redop : TRR_LANE_N;
         p = trp_int(w, p, (int64_t)r->extra);
         p = trp_int(w, p, (int64_t)r->count);
-        p = put_name(w, p, cs, &cs->lane[lane], lane < TRR_LANE_N ? trr_lane_names[lane] : "invalid");
+        p = trp_name(&cs->sec, p, &cs->lane[lane], lane < TRR_LANE_N ? trr_lane_names[lane] : "invalid");
     } else {
         for (int k = 0; k < 3; k++) p = trp_null(w, p);
     }

@@ -310,17 +310,13 @@ enum { CHECK_FIELDS = 11 };
 static const char *const check_fields[CHECK_FIELDS] = {"call", "buffer", "status", "nan", "inf", "first",
                                                        "first_kind", "elems_checked", "elems", "engine", "reason"};
 
-/* the words of a check row, their indices in the section's strings kept
- * by their number (-2: not interned yet) */
+/* the words of a check row (their indices in the section's strings kept
+ * by their number: trp_name) */
 enum { SX_STATUS = 0, SX_ENGINE = 4, SX_INPUT = 6, SX_OUTPUT, SX_NAN, SX_INF, SX_N };
 static const char *const sx_text[SX_N] = {"pending", "clean", "nonfinite", "not_checked", "host", "gpu",
                                           "input", "output", "nan", "inf"};
 
-static uint8_t *put_word(trp_rows *w, uint8_t *p, trp_section *sec, int *ix, int k)
-{
-    if (ix[k] == -2) ix[k] = trp_intern(sec, sx_text[k]);
-    return ix[k] < 0 ? trp_null(w, p) : trp_str(w, p, ix[k]);
-}
+static uint8_t *word(trp_section *sec, uint8_t *p, int *ix, int k) { return trp_name(sec, p, &ix[k], sx_text[k]); }
 
 void tr_nan_write_json(tr_json *j, tr_nan_snap *s)
 {
@@ -356,7 +352,7 @@ void tr_nan_write_json(tr_json *j, tr_nan_snap *s)
     trp_section sec;
     trp_begin(&sec, j, "checks");
     int ix[SX_N];
-    for (int k = 0; k < SX_N; k++) ix[k] = -2;
+    for (int k = 0; k < SX_N; k++) ix[k] = -1;
     trp_rows *w = &sec.w;
     uint8_t row[4096];
     uint8_t *p = row;
@@ -376,25 +372,24 @@ void tr_nan_write_json(tr_json *j, tr_nan_snap *s)
         }
         p = trp_row(w, p, CHECK_FIELDS);
         p = trp_int(w, p, it->pos);
-        p = put_word(w, p, &sec, ix, e->buffer == BUF_INPUT ? SX_INPUT : SX_OUTPUT);
-        p = put_word(w, p, &sec, ix, SX_STATUS + (int)st - 1);
+        p = word(&sec, p, ix, e->buffer == BUF_INPUT ? SX_INPUT : SX_OUTPUT);
+        p = word(&sec, p, ix, SX_STATUS + (int)st - 1);
         p = trp_int(w, p, d ? (int64_t)d->nan : 0);
         p = trp_int(w, p, d ? (int64_t)d->inf : 0);
         if (d) {
             p = trp_int(w, p, (int64_t)d->first);
-            p = put_word(w, p, &sec, ix, d->first_kind == 1 ? SX_NAN : SX_INF);
+            p = word(&sec, p, ix, d->first_kind == 1 ? SX_NAN : SX_INF);
         } else {
             p = trp_null(w, p);
             p = trp_null(w, p);
         }
         p = trp_int(w, p, st == ST_NOT_CHECKED ? 0 : (int64_t)e->checked);
         p = trp_int(w, p, (int64_t)e->elems);
-        if (e->engine == ENG_HOST || e->engine == ENG_GPU) p = put_word(w, p, &sec, ix, SX_ENGINE + e->engine - 1);
+        if (e->engine == ENG_HOST || e->engine == ENG_GPU) p = word(&sec, p, ix, SX_ENGINE + e->engine - 1);
         else p = trp_null(w, p);
         if (st == ST_NOT_CHECKED) {
             reason_text(why_txt, sizeof why_txt, e);
-            int k = trp_intern(&sec, why_txt);
-            p = k < 0 ? trp_null(w, p) : trp_str(w, p, k);
+            p = trp_name(&sec, p, NULL, why_txt);
         } else {
             p = trp_null(w, p);
         }

@@ -32,6 +32,13 @@ int trp_intern(trp_section *sec, const char *s)
     return sec->n++;
 }
 
+uint8_t *trp_name(trp_section *sec, uint8_t *p, int *slot, const char *s)
+{
+    int k = slot && *slot >= 0 ? *slot : trp_intern(sec, s);
+    if (slot) *slot = k;
+    return k < 0 ? trp_null(&sec->w, p) : trp_str(&sec->w, p, k);
+}
+
 void trp_put(trp_section *sec, const uint8_t *buf, size_t n, uint64_t nrows)
 {
     trj_b64_put(&sec->b64, buf, n);

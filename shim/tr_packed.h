@@ -15,21 +15,26 @@ typedef struct {
     int pos;             /* the position of the next value in its row */
 } trp_rows;
 
+/* u as an unsigned LEB128 varint */
+static inline uint8_t *trp_leb128(uint8_t *p, uint64_t u)
+{
+    while (u >= 0x80) {
+        *p++ = (uint8_t)(u | 0x80);
+        u >>= 7;
+    }
+    *p++ = (uint8_t)u;
+    return p;
+}
+
 static inline uint8_t *trp_value(uint8_t *p, unsigned tag, uint64_t pay)
 {
     uint8_t b = (uint8_t)(tag | (pay & 15) << 4);
-    pay >>= 4;
-    if (!pay) {
+    if (pay < 16) {
         *p++ = b;
         return p;
     }
     *p++ = b | 8;
-    while (pay >= 0x80) {
-        *p++ = (uint8_t)(pay | 0x80);
-        pay >>= 7;
-    }
-    *p++ = (uint8_t)pay;
-    return p;
+    return trp_leb128(p, pay >> 4);
 }
 
 static inline uint64_t trp_zigzag(uint64_t d) { return d << 1 ^ (0 - (d >> 63)); }
@@ -74,13 +79,7 @@ static inline uint8_t *trp_pair(trp_rows *w, uint8_t *p, int64_t a, int64_t b)
 {
     w->pos++;
     p = trp_value(p, TRSHIM_PK_PAIR, trp_zigzag((uint64_t)a));
-    uint64_t u = trp_zigzag((uint64_t)b);
-    while (u >= 0x80) {
-        *p++ = (uint8_t)(u | 0x80);
-        u >>= 7;
-    }
-    *p++ = (uint8_t)u;
-    return p;
+    return trp_leb128(p, trp_zigzag((uint64_t)b));
 }
 
 /* One packed object ("calls", "checks"): its strings, each once, and its
@@ -98,6 +97,10 @@ typedef struct {
 void trp_begin(trp_section *sec, tr_json *j, const char *key);
 /* index of s in the section's strings; -1 without memory */
 int trp_intern(trp_section *sec, const char *s);
+/* s as the next value of the row: its index, kept in *slot (-1: not known
+ * yet; slot NULL: not kept), so a name of a vocabulary costs no search
+ * after its first row; null without memory */
+uint8_t *trp_name(trp_section *sec, uint8_t *p, int *slot, const char *s);
 /* rows built in buf[0..n), nrows of them, to the data */
 void trp_put(trp_section *sec, const uint8_t *buf, size_t n, uint64_t nrows);
 /* ends the data, writes "rows" and "strings", closes the object */

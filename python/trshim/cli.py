@@ -1537,19 +1537,14 @@ def trace_as_v1(data):
         raise ValueError("not valid JSON: %s" % e)
     if not isinstance(tr, dict) or tr.get("format") != "trshim-trace":
         raise ValueError("not a trshim trace (no \"format\": \"trshim-trace\")")
-    v, calls = tr.get("version"), tr.get("calls")
+    v = tr.get("version")
     if type(v) is not int or v not in (1, 2):
         raise ValueError("unknown trace format version %s (this trshim reads versions 1 and 2)" % json.dumps(v))
+    if "calls" not in tr:
+        raise ValueError("field calls is missing")
+    packed_rows_module().unpack_trace(tr)     # (checks are absent when they were off)
     if v == 1:
-        if not isinstance(calls, list):
-            raise ValueError("field calls is not an array")
-        if "checks" in tr and not isinstance(tr["checks"], list):
-            raise ValueError("field checks is not an array")
         return None
-    codec = packed_rows_module()
-    tr["calls"] = codec.unpack_rows(calls, "calls")
-    if "checks" in tr:                 # (absent when the checks were off)
-        tr["checks"] = codec.unpack_rows(tr["checks"], "checks")
     tr["version"] = 1
     try:
         return (json.dumps(tr, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")

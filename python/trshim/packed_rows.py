@@ -5,6 +5,8 @@ encoding, each object its own prev[] and strings), standard library only.
     unpack_rows(obj, what="calls") -> rows   {"encoding": "trshim-rows-1", "rows", "strings", "data"}
                                              -> version 1's rows
     pack_rows(rows) -> obj                   version 1's rows -> the object
+    unpack_trace(trace) -> trace             a parsed trace's "calls" and "checks" as version 1's rows,
+                                             in place, each checked against the trace's version
 
 A row is version 1's JSON array of a call or a check: ints, "0x..."
 addresses, other strings, null, booleans and [a, b] pairs of ints (signal).
@@ -226,3 +228,25 @@ def _unpack_rows(d, nrows, strings, what):
     if idx != nrows:
         raise ValueError("%s data holds %d rows, rows says %d" % (what, idx, nrows))
     return out
+
+
+def unpack_trace(t):
+    """t (a parsed trace) with its "calls" and "checks" (those present) as
+    version 1's rows, in place; the version is kept. ValueError on one not
+    of its version's form (version 1: arrays; 2 and later: packed objects)
+    or damaged"""
+    v = t.get("version")
+    for field in ("calls", "checks"):
+        if field not in t:
+            continue
+        rows = t[field]
+        if v == 1:
+            if not isinstance(rows, list):
+                raise ValueError("field %s is not an array%s" % (
+                    field, ": version 1 with %s packed as an object" % field if isinstance(rows, dict) else ""))
+        elif isinstance(rows, list):
+            raise ValueError("field %s is not an object: version %s with %s as an array (version 2 packs them)"
+                             % (field, v, field))
+        else:
+            t[field] = unpack_rows(rows, field)
+    return t

@@ -17,7 +17,7 @@ import sys
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "python"))
-from trshim.packed_rows import pack_rows, unpack_rows  # noqa: E402,F401
+from trshim.packed_rows import pack_rows, unpack_rows, unpack_trace  # noqa: E402,F401
 
 FORMAT_H = os.path.join(ROOT, "include", "trshim", "trace_format.h")
 
@@ -39,22 +39,13 @@ def shim_versions():
 
 def unpacked(t, what="trace", error=ValueError):
     """t (a parsed trace) with its calls and checks as version 1's rows, in
-    place; the version is kept. error (ValueError): calls or checks in the
-    other version's form, or damaged packed rows"""
-    v = t.get("version")
-    v2 = isinstance(v, int) and v >= 2
-    for field in ("calls", "checks"):
-        rows = t.get(field)
-        if isinstance(rows, dict):
-            if v == 1:
-                raise error("%s: version 1 with %s packed as an object" % (what, field))
-            try:
-                t[field] = unpack_rows(rows, field)
-            except ValueError as e:
-                raise error("%s: %s" % (what, e))
-        elif isinstance(rows, list) and v2:
-            raise error("%s: version %d with %s as an array (version 2 packs them)" % (what, v, field))
-    return t
+    place (the codec's unpack_trace); the version is kept. error
+    (ValueError): calls or checks in the other version's form, or damaged
+    packed rows"""
+    try:
+        return unpack_trace(t)
+    except ValueError as e:
+        raise error("%s: %s" % (what, e))
 
 
 def load_trace(path, error=ValueError):
