@@ -59,7 +59,11 @@ static int sid_parse(sid_memo sm, int col, const jv *v, memo *m, int (*parse)(co
 
 static int gpu_parse(const char *s)
 {
-    return !strcmp(s, "done") ? GPU_DONE : !strcmp(s, "pending") ? GPU_PENDING : !strcmp(s, "error") ? GPU_ERROR : -1;
+    return !strcmp(s, "done")      ? GPU_DONE
+           : !strcmp(s, "pending") ? GPU_PENDING
+           : !strcmp(s, "error")   ? GPU_ERROR
+           : !strcmp(s, "aborted") ? GPU_ABORTED
+                                   : -1;
 }
 
 static int parse_stream(const char *s, uint64_t *out)

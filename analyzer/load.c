@@ -607,6 +607,7 @@ int ta_load(ta_an *a, char **paths, int npaths)
         for (int k = 0; k < out[i].ntr; k++)
             if (out[i].tr[k]) {
                 ta_py_prepare(out[i].tr[k]);
+                ta_aborts_resolve(out[i].tr[k]);
                 ta_graphs_expand(a, out[i].tr[k]);   /* graph launches: the calls they replay */
                 ta_budget_trim(a, out[i].tr[k], share);
             }

@@ -179,10 +179,11 @@ int conv_comm(pctx *x, const cJSON *o, ta_comm *m, int i)
     if (get_int(x, in, "stack", &m->init_stack, 0, w2) < 0) return -1;
     m->init_pystack = -1;     /* init.pystack: read once the Python stacks are (parse_file) */
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "end");
-    m->end_exit = TA_NULL64;
+    m->end_enter = m->end_exit = TA_NULL64;
     if (e && cJSON_IsObject(e)) {
         if (get_str(x, e, "kind", &s, 0, w) == 0) snprintf(m->end_kind, sizeof m->end_kind, "%s", s);
         int64_t v;
+        if (get_i64(x, e, "enter_ns", &v, 1, w) >= 0) m->end_enter = v;
         if (get_i64(x, e, "exit_ns", &v, 1, w) >= 0) m->end_exit = v;
         x->err[0] = 0;
     } else if (e && !cJSON_IsNull(e)) {

@@ -100,6 +100,8 @@ void ta_out_json(ta_an *a, FILE *o)
     jw_close(&w, ']');
     jw_close(&w, '}');
 
+    ta_abort_json(&w, a);
+
     jw_key(&w, "inputs");
     jw_open(&w, '[');
     for (int i = 0; i < a->nnotes; i++) {
@@ -279,6 +281,7 @@ void ta_out_json(ta_an *a, FILE *o)
             jw_int(&w, "dropped", t->nan_dropped);
             jw_close(&w, '}');
         }
+        jw_int(&w, "aborted_ops", t->aborted_ops);
         ta_crash_json_out(&w, a, t);     /* "crash", "errors" (crash.c) */
         jw_close(&w, '}');
     }

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ta_crash.h"
 #include "ta_out.h"
 #include "ta_tx.h"
 
@@ -303,6 +304,14 @@ static block finding_block(ta_an *a, int i, int top)
     return b;
 }
 
+/* the job's end by an abort that released operations (aborted_out.c): numbers and ranks only */
+static void abort_line(ta_an *a, FILE *f)
+{
+    char *ab = ta_abort_text(a);
+    if (ab) fprintf(f, "**Ended by abort:** %s.\n\n", ab);
+    free(ab);
+}
+
 static void findings(ta_an *a, FILE *o)
 {
     mbuf m;
@@ -334,13 +343,17 @@ static void findings(ta_an *a, FILE *o)
     if (nroot_shown) fputs("### Root cause\n\n", f);
     int nother = nshown - nroot_shown;
     for (int k = 0; k < nshown; k++) {
-        if (k == nroot_shown) fprintf(f, "### Other findings (%d)\n\n", a->nf - nroot);
+        if (k == nroot_shown) {
+            abort_line(a, f);      /* right after the root cause */
+            fprintf(f, "### Other findings (%d)\n\n", a->nf - nroot);
+        }
         if (k == nroot_shown + MD_OTHERS_OPEN)
             fprintf(f, "<details><summary>%d more findings</summary>\n\n", nother - MD_OTHERS_OPEN);
         fwrite(shown[k].s, 1, shown[k].n, f);
         free(shown[k].s);
     }
     if (nother > MD_OTHERS_OPEN) fputs("</details>\n\n", f);
+    if (nshown == nroot_shown) abort_line(a, f);
     if (nunshown) {
         fprintf(f, "- ... and %d more finding%s not shown here (", nunshown, nunshown > 1 ? "s" : "");
         int first = 1;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ta_crash.h"
 #include "ta_out.h"
 #include "ta_seq.h"
 #include "ta_site.h"
@@ -171,6 +172,9 @@ void ta_out_text(ta_an *a, FILE *o)
         fprintf(o, "Nothing hung or failed.\n\n");
     for (int i = 0; i < a->nf; i++)
         if (a->f[i].root) ta_out_finding(a, o, &a->f[i], 0, 1);
+    char *ab = ta_abort_text(a);
+    if (ab) fprintf(o, "ENDED BY ABORT: %s.\n\n", ab);
+    free(ab);
     if (a->nf > nroot) {
         fprintf(o, "OTHER FINDINGS\n");
         for (int i = 0; i < a->nf; i++)

@@ -658,7 +658,7 @@ common:
         c->rc = (int16_t)x->rc;
         last = max64(last, c->exit_ns);
     }
-    c->gpu = x->gpu <= TRR_GPU_ERROR ? x->gpu : GPU_UNTRACKED;
+    c->gpu = x->gpu <= TRR_GPU_ABORTED ? x->gpu : GPU_UNTRACKED;
     if (c->gpu == GPU_DONE) {
         if (x->done_ns > (uint64_t)INT64_MAX) return "done_ns is out of range";
         c->done_ns = (int64_t)x->done_ns;

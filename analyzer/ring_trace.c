@@ -53,6 +53,8 @@ static void conv_comm_slot(rd *r, const trr_comm *c, ta_comm *m, int family)
     m->init_pystack = -1;         /* a slot has no Python stack */
     snprintf(m->end_kind, sizeof m->end_kind, "%s", c->end_kind ? trr_end_names[c->end_kind] : "");
     m->end_exit = c->end_kind != TRR_END_NONE && c->end_exit ? (int64_t)c->end_exit : TA_NULL64;
+    m->end_enter = c->end_kind != TRR_END_NONE && c->end_enter && c->end_enter <= INT64_MAX ? (int64_t)c->end_enter
+                                                                                               : TA_NULL64;
     m->colls = (int64_t)c->colls;
     m->grow_uid = c->kind == TRR_KIND_GROW ? c->grow_uid : 0;
     m->grow_ranks = c->kind == TRR_KIND_GROW ? c->grow_ranks : 0;

@@ -45,4 +45,11 @@ char *ta_peer_errors_text(ta_an *a, const int *cul_t, int ncul);
 struct ta_jw;
 void ta_crash_json_out(struct ta_jw *w, ta_an *a, const ta_trace *t);
 
+/* ---- aborted_out.c: a job its communicators' abort ended (the operations it released, aborted.c) ---- */
+/* "the job was ended by ncclCommAbort (...): ranks 0-3 aborted their communicators at ..., 15.0 s after the
+ * oldest of them was enqueued; the 4 operations ..."; NULL when no abort released an operation */
+char *ta_abort_text(const ta_an *a);
+/* --json: "aborted": {ranks, time, released, waited_s, message} or null */
+void ta_abort_json(struct ta_jw *w, const ta_an *a);
+
 #endif

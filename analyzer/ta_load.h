@@ -14,6 +14,12 @@ int ta_load(ta_an *a, char **paths, int npaths);   /* 0 ok, -1 nothing usable */
 void ta_graphs_expand(ta_an *a, ta_trace *t);
 void ta_graphs_identify(ta_an *a);
 
+/* aborted.c: operations a communicator's abort released (recorded "aborted",
+ * or an older shim's "done" at or after the abort began) made pending,
+ * counted in aborted_ops; abort_enter the trace's first abort (each trace
+ * once read, before its graph launches are expanded) */
+void ta_aborts_resolve(ta_trace *t);
+
 /* budget.c: the call budget. Each trace keeps at most its share of the
  * job's --max-calls (never fewer than TA_BUDGET_FLOOR), its newest calls;
  * the older ones count as lost from its window. */

@@ -84,7 +84,9 @@ int ta_redop_parse(const char *s);
 
 /* ---- one NCCL call, compact (64 bytes) ------------------------------------- */
 /* completion on the GPU (trace "gpu" / ring record gpu) */
-enum { GPU_UNTRACKED, GPU_PENDING, GPU_DONE, GPU_ERROR };
+/* GPU_ABORTED only as read (the values are the ring's TRR_GPU_*): ta_aborts_resolve
+ * makes it GPU_PENDING, an operation its communicator's abort released without completing */
+enum { GPU_UNTRACKED, GPU_PENDING, GPU_DONE, GPU_ERROR, GPU_ABORTED };
 /* The places of one communicator: its size, a member's rank, a grow's size.
  * The largest jobs have ~100,000 ranks; a damaged trace that claims 16
  * million places would cost every per-place table of the analysis 16
@@ -182,7 +184,7 @@ typedef struct {
     int init_stack;
     int init_pystack;     /* -1 */
     char end_kind[12];    /* "" when null */
-    int64_t end_exit;
+    int64_t end_enter, end_exit;   /* TA_NULL64 when null */
     int64_t colls;
     /* fingerprint of every collective since init (trace "fingerprint"; absent: nckp 0, fp_seq 0) */
     uint64_t fp_seq, fp_hash;
@@ -361,6 +363,10 @@ typedef struct {
     int64_t ring_capacity, ring_lost;    /* records before the kept window (overwritten in the ring, or
                                             not loaded: unloaded): 0 none */
     int64_t unloaded;     /* oldest calls not loaded: past the call budget (budget.c) */
+    /* operations a communicator's abort released (ta_aborts_resolve): counted as not complete */
+    int64_t aborted_ops;
+    int64_t abort_enter;  /* the first abort (ncclCommAbort, Revoke) of a communicator, TA_NULL64 */
+    int64_t aborted_oldest;   /* when the oldest released operation was enqueued (its exit_ns), TA_NULL64 */
     int64_t heartbeat_ns; /* ring: last sign of life (CLOCK_MONOTONIC), TA_NULL64 */
     /* records */
     ta_comm *comms; int ncomms;

@@ -28,7 +28,7 @@ void tr_nccl_window(uint64_t *first, uint64_t *next)
  * so a row costs no string search. */
 typedef struct {
     trp_section sec;
-    int op[TR_OP_N + 1], dtype[TR_DTYPE_NAMED], redop[TR_REDOP_NAMED], lane[TRR_LANE_N + 1], gpu[3];
+    int op[TR_OP_N + 1], dtype[TR_DTYPE_NAMED], redop[TR_REDOP_NAMED], lane[TRR_LANE_N + 1], gpu[4];
 } call_strings;
 
 /* a datatype's or reduction's name, or null */
@@ -78,8 +78,8 @@ static uint8_t *put_call(trp_rows *w, uint8_t *p, call_strings *cs, const trr_re
     p = returned ? trp_int(w, p, r->rc) : trp_null(w, p);
     p = trp_int(w, p, r->stack);
     p = r->gpu == TRR_GPU_DONE ? trp_int(w, p, (int64_t)r->done_ns) : trp_null(w, p);
-    static const char *const gpu_names[3] = {"pending", "done", "error"};
-    int g = r->gpu == TRR_GPU_PENDING ? 0 : r->gpu == TRR_GPU_DONE ? 1 : r->gpu == TRR_GPU_ERROR ? 2 : -1;
+    static const char *const gpu_names[4] = {"pending", "done", "error", "aborted"};
+    int g = r->gpu >= TRR_GPU_PENDING && r->gpu <= TRR_GPU_ABORTED ? r->gpu - TRR_GPU_PENDING : -1;
     p = g < 0 ? trp_null(w, p) : trp_name(&cs->sec, p, &cs->gpu[g], gpu_names[g]);
     p = trp_int(w, p, r->pystack);
     if (tr_op_has(r->op, TR_OPF_COLL) && (r->extra & TRR_EXTRA_CONFIG))

@@ -33,6 +33,17 @@
  * MAX_STREAMS distinct streams, GROUP_MAX calls in one group (counted, one
  * "trshim:" line from the poller).
  *
+ * Aborted operations. ncclCommAbort (and Revoke) makes a hung operation's
+ * kernels exit: its event completes although the operation never did. So
+ * an operation seen not complete by a query that began after its
+ * communicator's abort began (tr_complete_aborting, before the real call),
+ * or tracked after that, becomes ABORTED, not DONE, when its event
+ * completes. The abort waits (bounded) for one poller pass that began after
+ * it: what completed before the abort is DONE, what had not is seen pending
+ * then. The same for a communicator that reported an asynchronous error
+ * and, for every communicator, after the process's fatal signal. The
+ * shim's own order of events decides, never a comparison of clocks.
+ *
  * At exit (an atexit handler registered after the runtime initialized, so
  * it runs before the runtime's own teardown and before the exit write) the
  * poller makes one last pass, then makes no CUDA call again; the heartbeat
@@ -76,7 +87,10 @@ typedef struct {
     uint64_t exit_ns;             /* when the call (or its group) returned */
     int32_t ev;
     int32_t next;                 /* next entry of its stream, or of the free list; -1 */
+    int32_t comm;                 /* its ring comm slot, -1 */
+    uint64_t no;                  /* g_tracked when it was tracked: its order among all entries */
     int stalled;                  /* seen by the watchdog (poller only) */
+    int aborted;                  /* seen pending after its communicator's abort began */
 } entry_t;
 
 typedef struct {
@@ -100,7 +114,38 @@ static int g_sleeping;                      /* the poller waits on g_cv */
 static int g_stop, g_stopped;               /* at exit: the last pass asked for / done */
 static atomic_int g_poller_up;
 static _Atomic uint64_t g_untracked_full;   /* calls not tracked: a bound was reached */
+static _Atomic uint64_t g_tracked;          /* entries ever tracked (g_mu to raise) */
 static pthread_once_t g_storage_once = PTHREAD_ONCE_INIT;
+
+/* ---- aborted communicators ---------------------------------------------------------
+ * The comm slots whose abort began (slot + 1; 0: being stored), in the
+ * order they began; all of them once the table is full or after a fatal
+ * signal. Read by the poller before each query it makes while any is set. */
+#define ABORTS_MAX 4096
+static _Atomic int32_t g_aborted_slot[ABORTS_MAX];
+static _Atomic uint32_t g_naborted;
+static atomic_int g_all_aborted;
+/* poller passes begun and ended (g_mu): an abort waits for one that began after it */
+static pthread_cond_t g_pass_cv = PTHREAD_COND_INITIALIZER;
+static uint64_t g_pass_begun, g_pass_ended;
+
+typedef struct { uint32_t n; int all; } abort_view;    /* what had begun before a query */
+
+static abort_view aborts_now(void)
+{
+    return (abort_view){atomic_load(&g_naborted), atomic_load(&g_all_aborted)};
+}
+
+static int aborts_any(abort_view v) { return v.n > 0 || v.all; }
+
+static int comm_aborted(abort_view v, int32_t comm)
+{
+    if (v.all) return 1;
+    if (comm < 0) return 0;
+    for (uint32_t i = 0; i < v.n && i < ABORTS_MAX; i++)
+        if (atomic_load_explicit(&g_aborted_slot[i], memory_order_relaxed) == comm + 1) return 1;
+    return 0;
+}
 static pthread_once_t g_atexit_once = PTHREAD_ONCE_INIT;
 
 static void storage_init(void)
@@ -221,13 +266,19 @@ static void track(const uint64_t *recs, int n, cudaStream_t stream, int device, 
     }
     if (switched) rt->setdev(cur);
 
+    abort_view av = aborts_now();
     pthread_mutex_lock(&g_mu);
     g_npending -= n;
     if (ok) {
         for (int i = 0; i < n; i++) {
             int32_t x = g_free_entry;
             g_free_entry = g_entries[x].next;
-            g_entries[x] = (entry_t){recs[i], exit_ns, e, -1, 0};
+            trr_record *r = tr_ring_get(recs[i]);
+            int32_t comm = r ? r->comm : -1;
+            /* tracked after its communicator's abort began: whatever completes is the abort's */
+            g_entries[x] = (entry_t){recs[i], exit_ns, e, -1, comm, atomic_load(&g_tracked) + 1, 0,
+                                     aborts_any(av) && comm_aborted(av, comm)};
+            atomic_store(&g_tracked, g_entries[x].no);
             mark_pending(recs[i]);
             stream_t *s = &g_streams[si];
             if (s->tail >= 0) g_entries[s->tail].next = x;
@@ -354,7 +405,7 @@ static void pop_done(stream_t *s, int32_t last, int32_t e, int state, uint64_t t
         int32_t h = s->head;
         if (h < 0 || (last < 0 && g_entries[h].ev != e)) return;
         int32_t ev = g_entries[h].ev;
-        mark_done(g_entries[h].rec, state, t);
+        mark_done(g_entries[h].rec, state == TRR_GPU_DONE && g_entries[h].aborted ? TRR_GPU_ABORTED : state, t);
         s->head = g_entries[h].next;
         if (s->head < 0) s->tail = -1;
         g_entries[h].next = g_free_entry;
@@ -409,9 +460,17 @@ static int poll_stream(int32_t si, uint64_t now)
             }
             g_prt->getlast();         /* not ready (some runtimes note it), or an error: asked below */
         }
+        abort_view av = aborts_now();    /* before the query: aborts that began before it */
         cudaError_t q = g_prt->event_query(ev);
         if (q == cudaErrorNotReady) {
             g_prt->getlast();
+            if (aborts_any(av)) {
+                /* events of a stream complete in order: every entry of it is pending now */
+                pthread_mutex_lock(&g_mu);
+                for (int32_t x = s->head; x >= 0; x = g_entries[x].next)
+                    if (!g_entries[x].aborted && comm_aborted(av, g_entries[x].comm)) g_entries[x].aborted = 1;
+                pthread_mutex_unlock(&g_mu);
+            }
             return tr_watchdog_pending(&g_entries[h].stalled, g_entries[h].rec, g_entries[h].exit_ns, now);
         }
         int state = TRR_GPU_DONE;
@@ -437,9 +496,16 @@ static int poll_all(uint64_t now)
         tr_cuda_relax_thread(g_prt);
         g_capture_relaxed = 1;
     }
+    pthread_mutex_lock(&g_mu);
+    uint64_t pass = ++g_pass_begun;
+    pthread_mutex_unlock(&g_mu);
     int overdue = 0;
     int32_t n = atomic_load_explicit(&g_nstreams, memory_order_acquire);
     for (int32_t si = 0; si < n; si++) overdue |= poll_stream(si, now);
+    pthread_mutex_lock(&g_mu);
+    g_pass_ended = pass;
+    pthread_cond_broadcast(&g_pass_cv);
+    pthread_mutex_unlock(&g_mu);
     return overdue;
 }
 
@@ -534,6 +600,7 @@ void tr_complete_start(void)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&g_cv, &ca);
     pthread_cond_init(&g_done_cv, &ca);
+    pthread_cond_init(&g_pass_cv, &ca);
     pthread_condattr_destroy(&ca);
     int e = tr_thread_start(poller_main, "trshim-poll");
     if (e != 0) {
@@ -545,3 +612,68 @@ void tr_complete_start(void)
 }
 
 uint64_t tr_complete_untracked_full(void) { return atomic_load(&g_untracked_full); }
+
+/* ---- the application's synchronizations ----------------------------------------- */
+
+uint64_t tr_complete_mark(void) { return atomic_load_explicit(&g_tracked, memory_order_acquire); }
+
+/* A synchronization that returned cudaSuccess completed everything enqueued
+ * before it on its stream (all streams of the device): the entries tracked
+ * by then are DONE now, so a process killed right after it does not leave
+ * them pending in its ring. No CUDA call but cudaGetDevice for a device-wide
+ * one, and none when nothing is pending. */
+void tr_complete_synced(int whole_device, cudaStream_t stream, uint64_t mark)
+{
+    if (!mark || !g_events || tr_is_forked_child()) return;
+    int device = -1;
+    if (whole_device) {
+        const tr_cudart *rt = tr_cuda_rt_events();
+        if (!rt || rt->getdev(&device) != cudaSuccess) return;
+    }
+    uint64_t t = tr_now_ns();
+    pthread_mutex_lock(&g_mu);
+    int32_t n = atomic_load_explicit(&g_nstreams, memory_order_acquire);
+    for (int32_t si = 0; si < n && g_npending > 0 && !g_stopped; si++) {
+        stream_t *s = &g_streams[si];
+        if (whole_device ? s->device != device : s->stream != (uintptr_t)stream) continue;
+        /* the entries tracked before the synchronization: the head's run of them */
+        int32_t last = -1;
+        for (int32_t x = s->head; x >= 0 && g_entries[x].no <= mark; x = g_entries[x].next) last = x;
+        if (last >= 0) pop_done(s, last, -1, TRR_GPU_DONE, t);
+    }
+    pthread_mutex_unlock(&g_mu);
+}
+
+/* ---- aborts ------------------------------------------------------------------------ */
+
+#define ABORT_WAIT_NS 200000000ull    /* the longest an abort waits for the poller's pass */
+
+void tr_complete_aborting(int32_t comm)
+{
+    if (comm < 0 || tr_is_forked_child()) return;
+    abort_view v = aborts_now();
+    if (comm_aborted(v, comm)) return;
+    uint32_t i = atomic_fetch_add(&g_naborted, 1);
+    if (i < ABORTS_MAX) atomic_store(&g_aborted_slot[i], comm + 1);
+    else atomic_store(&g_all_aborted, 1);
+    if (!atomic_load_explicit(&g_poller_up, memory_order_acquire)) return;
+    /* one pass that begins after this point: the operations not complete
+     * now are seen pending by it (nothing to wait for when none is) */
+    pthread_mutex_lock(&g_mu);
+    if (g_npending > 0 && !g_stop && !g_stopped) {
+        uint64_t want = g_pass_begun + 1;
+        if (g_sleeping) pthread_cond_signal(&g_cv);
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += (long)ABORT_WAIT_NS;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        while (g_pass_ended < want && !g_stopped)
+            if (pthread_cond_timedwait(&g_pass_cv, &g_mu, &ts) == ETIMEDOUT) break;
+    }
+    pthread_mutex_unlock(&g_mu);
+}
+
+void tr_complete_fatal(void) { atomic_store(&g_all_aborted, 1); }

@@ -28,6 +28,24 @@ void tr_complete_start(void);
  * streams, calls in one group). */
 uint64_t tr_complete_untracked_full(void);
 
+/* The abort of ring comm slot comm began (ncclCommAbort, ncclCommRevoke,
+ * before the real call; an asynchronous error it reported): its operations
+ * not complete now are ABORTED when their events complete. Waits, at most
+ * 200 ms, for one poller pass that begins after it (none when nothing is
+ * pending). */
+void tr_complete_aborting(int32_t comm);
+/* A fatal signal: every operation seen pending from now on is aborted.
+ * Async-signal-safe. */
+void tr_complete_fatal(void);
+
+/* The application's cudaStreamSynchronize / cudaDeviceSynchronize
+ * (tr_sync.c): mark is tr_complete_mark() before the real call; after it
+ * returned cudaSuccess, tr_complete_synced makes the operations tracked by
+ * then on that stream (whole_device: every stream of the current device)
+ * complete. */
+uint64_t tr_complete_mark(void);
+void tr_complete_synced(int whole_device, cudaStream_t stream, uint64_t mark);
+
 /* ---- the watchdog (tr_watchdog.c), called by the poller thread only ---- */
 
 /* The oldest pending operation of a stream, ring record rec, returned at

@@ -12,7 +12,8 @@
  *             (collectives, send/recv, one-sided, groups; and the link-time
  *             check that every WRAP row of trshim/nccl_calls.h has a
  *             wrapper), tr_lifecycle.c (communicators' init, split, shrink,
- *             grow, suspend, end), tr_memory.c (allocations); tr_dlsym.c and
+ *             grow, suspend, end), tr_memory.c (allocations), tr_graph_api.c (CUDA
+ *             graphs), tr_sync.c (the application's synchronizations); tr_dlsym.c and
  *             tr_entry.c (dlsym, dlvsym and the CUDA entry-point lookups,
  *             which hand out the wrappers; they use the ground only)
  *  6 init     tr_init.c: activation on the first recorded call (trace

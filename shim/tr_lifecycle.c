@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tr_complete.h"
 #include "tr_cuda.h"
 #include "tr_hash.h"
 #include "tr_init.h"
@@ -286,6 +287,9 @@ TR_API ncclResult_t ncclCommResume(ncclComm_t comm)
  * handle may be freed by the real call). */
 static tr_comm *end_begin(ncclComm_t comm, int kind)
 {
+    /* an abort releases the hung operations: they are told from completed
+     * ones before the end's enter time is stored (tr_complete.c) */
+    if (kind == TR_END_ABORT || kind == TR_END_REVOKE) tr_complete_aborting(tr_comm_lookup(comm));
     tr_comm *c = tr_comm_end_begin(comm, kind);
     if (c) tr_nan_comm_ending(comm);
     return c;

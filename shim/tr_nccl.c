@@ -564,7 +564,9 @@ static inline __attribute__((always_inline)) void async_error(ncclComm_t comm, n
     if (tr_enter()) {
         int32_t st = tr_stack_capture();
         int32_t pst = tr_pystack_capture();
-        tr_crash_error(TRR_ERR_NCCL, (int)e, NULL, "ncclCommGetAsyncError", st, pst, tr_comm_lookup(comm));
+        int32_t ci = tr_comm_lookup(comm);
+        tr_crash_error(TRR_ERR_NCCL, (int)e, NULL, "ncclCommGetAsyncError", st, pst, ci);
+        tr_complete_aborting(ci);      /* a communicator in error completes nothing more */
     }
     tr_leave();
 }

@@ -34,6 +34,7 @@
 #include <ucontext.h>
 #include <sys/stat.h>
 
+#include "tr_complete.h"
 #include "tr_core.h"
 #include "trshim/trace_format.h"
 #include "tr_cuda.h"
@@ -659,6 +660,8 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
     int live = !tr_is_forked_child() && !atomic_load(&g_exited);
     /* the crash site first (tr_crash.c; a fault inside that capture jumps back into it) */
     if (live) tr_crash_signal(sig, si, uc);
+    /* a dying process: an operation that completes from now on was released, not done */
+    if (live && (sig == SIGABRT || synchronous_fault(sig, si))) tr_complete_fatal();
     if (sig == tr_cfg()->snapshot_signal) {
         if (live && tr_write_queue_served()) {
             atomic_store(&g_snap_signo, sig);

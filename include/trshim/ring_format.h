@@ -64,7 +64,10 @@ enum { TRR_CAPT_NO, TRR_CAPT_YES, TRR_CAPT_UNKNOWN };
 enum { TRR_GPU_UNTRACKED,   /* not observed: group/failed call, capturing stream, no event, off */
        TRR_GPU_PENDING,     /* enqueued (event recorded after it), not complete when last polled */
        TRR_GPU_DONE,        /* completed; done_ns = when the poller saw it */
-       TRR_GPU_ERROR };     /* the event query failed (sticky CUDA error) */
+       TRR_GPU_ERROR,       /* the event query failed (sticky CUDA error) */
+       TRR_GPU_ABORTED };   /* released by its communicator's abort: seen not complete after the abort
+                               began (or tracked after it), then complete; it did not complete its work
+                               (docs/trace-format.md, "Aborted operations") */
 #define TRR_NONE INT32_MIN  /* no reduction op / root / peer; dtype of group calls */
 
 /* The comm slot's kind and end_kind, in slot order, with their names in

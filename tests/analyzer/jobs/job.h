@@ -25,10 +25,13 @@ static inline void job_setup(void)
     NCCLCHECK(ncclCommInitRank(&wcomm, world, id, rank));
 }
 
-/* JOB_WATCHDOG=exit:SEC or abort:SEC makes job_sync a watchdog like
- * PyTorch's: the stream is polled, and when it is still busy after SEC
- * seconds the rank exits with status 3 (a hung job that ends by itself) or
- * calls abort() (TORCH_NCCL_ASYNC_ERROR_HANDLING's SIGABRT). Unset: block. */
+/* JOB_WATCHDOG=exit:SEC, abort:SEC or commabort:SEC makes job_sync a
+ * watchdog like PyTorch's: the stream is polled, and when it is still busy
+ * after SEC seconds the rank exits with status 3 (a hung job that ends by
+ * itself), calls abort(), or first aborts its communicator and then the
+ * process (what PyTorch's watchdog does: ncclCommAbort releases the hung
+ * operations' streams, then TORCH_NCCL_ASYNC_ERROR_HANDLING's SIGABRT).
+ * Unset: block. */
 static inline void job_sync(void)
 {
     const char *w = getenv("JOB_WATCHDOG");
@@ -36,16 +39,21 @@ static inline void job_sync(void)
         CUDACHECK(cudaStreamSynchronize(stream));
         return;
     }
-    int do_abort = !strncmp(w, "abort:", 6);
+    int do_abort = !strncmp(w, "abort:", 6), comm_abort = !strncmp(w, "commabort:", 10);
     double limit = atof(strchr(w, ':') ? strchr(w, ':') + 1 : w);
     for (double waited = 0;; waited += 0.001) {
         cudaError_t e = cudaStreamQuery(stream);
         if (e == cudaSuccess) return;
         if (e != cudaErrorNotReady) CUDACHECK(e);
+        (void)cudaGetLastError();     /* not ready is no error: cleared, as PyTorch's query does */
         if (waited >= limit) {
             fprintf(stderr, "rank %d: watchdog: the stream is still busy after %g s: %s\n", rank, limit,
-                    do_abort ? "abort()" : "exit(3)");
-            if (do_abort) abort();
+                    comm_abort ? "ncclCommAbort, abort()" : do_abort ? "abort()" : "exit(3)");
+            if (comm_abort) {
+                ncclCommAbort(wcomm);
+                trtest_sleep_ms(50);     /* the released stream completes, as after a GPU's abort */
+            }
+            if (do_abort || comm_abort) abort();
             exit(3);
         }
         trtest_sleep_ms(1);

@@ -1,7 +1,11 @@
 /* Catalog: one rank is killed (OOM killer, node failure): SIGKILL leaves it
  * no chance to write its JSON trace, only its ring file. Rank 2 is killed
  * before step 2 (die_suddenly()); the launcher then stops the others, which
- * wait in collective #3: rank 2 never issued #3, and was killed. */
+ * wait in collective #3: rank 2 never issued #3, and was killed.
+ * KILL_AFTER_MS (default 1000): how long rank 2 lives after its stream
+ * synchronized; 0: killed at once, before the completion poller's next look,
+ * yet its ring must say its last collective completed (the synchronization
+ * proved it). */
 #include <signal.h>
 #include "job.h"
 
@@ -9,7 +13,8 @@ static NOINLINE void die_suddenly(int step)
 {
     if (rank == 2 && step == 2) {
         job_sync();
-        sleep(1);              /* the others are in collective #3 by now */
+        int ms = trtest_env_int("KILL_AFTER_MS", 1000);
+        if (ms > 0) trtest_sleep_ms(ms);   /* the others are in collective #3 by now */
         kill(getpid(), SIGKILL);
     }
 }

@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""One hung job, ended five ways, one diagnosis (issue 6).
+"""One hung job, ended six ways, one diagnosis (issues 6 and 30).
 
 Runs a job program that hangs as N ranks under trsim-launch with
 libtrshim.so preloaded, once per way a hung job ends or is looked at:
 
   exit   the job's own watchdog gives up and exits (JOB_WATCHDOG=exit:S)
-  abort  the job's watchdog calls abort(), like PyTorch's (JOB_WATCHDOG=abort:S): SIGABRT
+  abort  the job's watchdog calls abort() (JOB_WATCHDOG=abort:S): SIGABRT
+  commabort  the job's watchdog aborts its communicator, then the process, as PyTorch's does
+         (JOB_WATCHDOG=commabort:S): the hung operations' streams are released by ncclCommAbort
+         before the SIGABRT, yet they did not complete
   term   the launcher's timeout sends SIGTERM (a scheduler, torchrun)
   kill   the launcher's timeout sends SIGKILL: no handler runs, only the ring file remains
   usr1   SIGUSR1 while the job hangs: tranalyze runs on the live snapshot, the job
@@ -14,7 +17,7 @@ libtrshim.so preloaded, once per way a hung job ends or is looked at:
 and checks that tranalyze --json gives exactly the expected findings (kind,
 subkind, seq, culprit and other ranks, communicator members, call-site
 functions) every time, that each way leaves the end state it should on every
-rank, and that the findings are identical across the five.
+rank, and that the findings are identical across the six.
 
     run_ends.py LAUNCH SHIM TRANALYZE WORKDIR NRANKS EXPECT_JSON PROG
 """
@@ -28,6 +31,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common"))
 from checks import Failure, check, eq  # noqa: E402
+from trace import load_trace  # noqa: E402
 
 HANG_AFTER = 3      # seconds: the job is hung well before this
 
@@ -55,6 +59,30 @@ def analyze(tranalyze, traces, log):
     return json.loads(q.stdout)
 
 
+def older_shim_view(traces, out):
+    """The commabort job's JSON traces as a shim that knew no "aborted" wrote
+    them (version 1, no ring files): each released operation "done" 1 ms
+    after its communicator's abort began. Returns how many were rewritten."""
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    n = 0
+    for f in sorted(os.listdir(traces)):
+        if not f.endswith(".json"):
+            continue
+        t = load_trace(os.path.join(traces, f), error=Failure)
+        fields = t["call_fields"]
+        gi, di, ci = fields.index("gpu"), fields.index("done_ns"), fields.index("comm")
+        for c in t["calls"]:
+            if c[gi] == "aborted":
+                c[gi], c[di] = "done", t["comms"][c[ci]]["end"]["enter_ns"] + 1000000
+                n += 1
+        t["version"] = 1
+        fd = os.open(os.path.join(out, f), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            json.dump(t, fh)
+    return n
+
+
 def run_mode(mode, launch, shim, tranalyze, work, n, prog, log):
     traces = os.path.join(work, "%s-%s" % (os.path.basename(prog), mode))
     shutil.rmtree(traces, ignore_errors=True)
@@ -63,7 +91,7 @@ def run_mode(mode, launch, shim, tranalyze, work, n, prog, log):
     env.pop("LD_PRELOAD", None)
     env["TRSHIM_DIR"] = traces
     cmd = [launch, "-n", n, "--grace", "3"]
-    if mode in ("exit", "abort"):
+    if mode in ("exit", "abort", "commabort"):
         env["JOB_WATCHDOG"] = "%s:%d" % (mode, HANG_AFTER)
         # every rank's own watchdog ends it: the launcher must not end the others first
         cmd += ["--timeout", "60", "--no-kill-on-fail"]
@@ -99,7 +127,8 @@ def run_mode(mode, launch, shim, tranalyze, work, n, prog, log):
     out, err = p.communicate(timeout=120)
     log.append("$ %s (%s): status %d\n%s%s" % (os.path.basename(prog), mode, p.returncode, out[-2000:], err[-3000:]))
     res = live if live is not None else analyze(tranalyze, traces, log)
-    want_end = {"exit": ("exited", None), "abort": ("signal", signal.SIGABRT), "term": ("signal", signal.SIGTERM),
+    want_end = {"exit": ("exited", None), "abort": ("signal", signal.SIGABRT),
+                "commabort": ("signal", signal.SIGABRT), "term": ("signal", signal.SIGTERM),
                 "kill": ("killed", None), "usr1": ("snapshot", None)}[mode]
     for r in res["ranks"]:
         end = r.get("ended") or {}
@@ -116,23 +145,37 @@ def main():
     os.makedirs(work, exist_ok=True)
     log = []
     got = {}
+    aborted = {}
     try:
-        for mode in ("exit", "abort", "term", "kill", "usr1"):
+        for mode in ("exit", "abort", "commabort", "term", "kill", "usr1"):
             res = run_mode(mode, launch, shim, tranalyze, work, n, prog, log)
             got[mode] = normalized(res["findings"])
+            aborted[mode] = res["aborted"]
             check(got[mode], "%s: no finding" % mode)
             for i, w in enumerate(exp):
                 check(i < len(got[mode]), "%s: %d findings, expected at least %d" % (mode, len(got[mode]), len(exp)))
                 for k, v in w.items():
                     eq(got[mode][i].get(k), v, "%s: finding %d %s" % (mode, i, k))
-        for mode in ("abort", "term", "kill", "usr1"):
+        for mode in ("abort", "commabort", "term", "kill", "usr1"):
             eq(got[mode], got["exit"], "findings after %s vs after exit" % mode)
+        # the abort released the hung operations: recorded "aborted", said once, the same answer
+        ab = aborted["commabort"]
+        check(ab and ab["released"] > 0 and ab["ranks"] == list(range(int(n))),
+              "commabort: the job's \"aborted\" is %r, expected every rank, operations released" % (ab,))
+        for mode in ("exit", "abort", "term", "kill", "usr1"):
+            eq(aborted[mode], None, "%s: \"aborted\"" % mode)
+        older = os.path.join(work, "%s-commabort-v1" % os.path.basename(prog))
+        check(older_shim_view(os.path.join(work, "%s-commabort" % os.path.basename(prog)), older) == ab["released"],
+              "commabort: the traces' aborted operations are not the %d released" % ab["released"])
+        res = analyze(tranalyze, older, log)
+        eq(normalized(res["findings"]), got["exit"], "findings of the older shim's view (done after the abort)")
+        eq((res["aborted"] or {}).get("released"), ab["released"], "older shim's view: operations released")
     except Failure as e:
         print("\n".join(log)[-12000:])
         print("FAIL:", e)
         sys.exit(1)
     print("\n".join(log)[-4000:])
-    print("ok: the same findings after exit, abort, term, kill and a live usr1 snapshot")
+    print("ok: the same findings after exit, abort, commabort, term, kill and a live usr1 snapshot")
 
 
 if __name__ == "__main__":

@@ -101,6 +101,9 @@ def main():
             fail("finding %d: gap_before %r, expected function %r" % (i, g.get("gap_before"), w["gap_before_function"]), log)
         if "mispaired_seq" in w and ((g.get("mispaired") or {}).get("call") or {}).get("seq") != w["mispaired_seq"]:
             fail("finding %d: mispaired %r, expected seq %r" % (i, g.get("mispaired"), w["mispaired_seq"]), log)
+        # issue 30: what a finding must not say (a completed operation called not complete)
+        if "message_lacks" in w and w["message_lacks"] in (g.get("message") or ""):
+            fail("finding %d: the message says %r: %r" % (i, w["message_lacks"], g.get("message")), log)
         for r, state in w.get("ended", {}).items():
             ended = [x.get("ended", {}).get("state") for x in res["ranks"] if x.get("rank") == int(r)]
             if ended != [state]:

@@ -207,7 +207,7 @@ def case_job(c):
     want = {n: ("%s %s" % (SHIM, n) if n in wrapped else real[n]) for n in JOB_FUNCS}
     eq(sorted(n for n in JOB_FUNCS if n in wrapped),
        sorted(["cudaMalloc", "cudaFree", "cudaMallocHost", "cudaFreeHost", "cudaMallocAsync", "cudaFreeAsync",
-               "ncclCommInitRank", "ncclCommDestroy", "ncclAllReduce", "ncclBroadcast", "ncclAllGather",
+               "cudaStreamSynchronize", "ncclCommInitRank", "ncclCommDestroy", "ncclAllReduce", "ncclBroadcast", "ncclAllGather",
                "ncclReduceScatter", "ncclSend", "ncclRecv", "ncclGroupStart", "ncclGroupEnd", "ncclMemAlloc",
                "ncclMemFree"]), "wrapped functions of the job")
     eq(dl["plain"].lines("sym"), real, "dlsym without the shim")
