@@ -106,28 +106,45 @@ static int tok_eq(ta_an *a, int ta_, int64_t ca, int tb, int64_t cb, int site)
     return !site || ta_site_equal(a, x, c->stack, c->pystack, y, d->stack, d->pystack);
 }
 
-/* length of the run where R[i+dr+j] == Q[i+dp+j] (site-aware), up to w */
-static int run(ta_an *a, const seqv *R, const seqv *Q, int64_t i, int dr, int dp, int w)
+/* length of the run where R[i+dr+j] == Q[i+dp+j] (site-aware, or the
+ * signatures alone), up to w */
+static int run_of(ta_an *a, const seqv *R, const seqv *Q, int64_t i, int dr, int dp, int w, int site)
 {
     int j = 0;
     while (j < w && i + dr + j < R->n && i + dp + j < Q->n &&
-           tok_eq(a, R->t, R->v[i + dr + j], Q->t, Q->v[i + dp + j], 1))
+           tok_eq(a, R->t, R->v[i + dr + j], Q->t, Q->v[i + dp + j], site))
         j++;
     return j;
 }
 
-/* 1: R has an extra call at i; 2: R skipped Q's call at i; 0 neither */
+static int run(ta_an *a, const seqv *R, const seqv *Q, int64_t i, int dr, int dp, int w)
+{
+    return run_of(a, R, Q, i, dr, dp, w, 1);
+}
+
+#define SHIFT_MAX 4      /* calls an extra or skipped stretch may hold (a checkpoint's few collectives) */
+#define SHIFT_RUN 8      /* calls that must agree after it */
+
+/* 1: R has an extra stretch of calls at i; 2: R skipped Q's calls at i; 0
+ * neither. The shortest stretch (1..SHIFT_MAX calls) after which the two
+ * agree again for SHIFT_RUN calls (one call: or to the end of the shorter)
+ * wins; at equal length, the longer agreement, then an extra call. */
 static int shift_kind(ta_an *a, const seqv *R, const seqv *Q, int64_t i)
 {
-    int64_t ax = R->n - i - 1 < Q->n - i ? R->n - i - 1 : Q->n - i;
-    int64_t as = R->n - i < Q->n - i - 1 ? R->n - i : Q->n - i - 1;
-    int avail_x = (int)(ax > 8 ? 8 : ax), avail_s = (int)(as > 8 ? 8 : as);
-    int ex = avail_x > 0 ? run(a, R, Q, i, 1, 0, avail_x) : 0;
-    int sk = avail_s > 0 ? run(a, R, Q, i, 0, 1, avail_s) : 0;
-    int ex_ok = avail_x > 0 && ex == avail_x, sk_ok = avail_s > 0 && sk == avail_s;
-    if (ex_ok && sk_ok) return ex >= sk ? 1 : 2;
-    if (ex_ok) return 1;
-    if (sk_ok) return 2;
+    for (int k = 1; k <= SHIFT_MAX; k++) {
+        int64_t ax = R->n - i - k < Q->n - i ? R->n - i - k : Q->n - i;
+        int64_t as = R->n - i < Q->n - i - k ? R->n - i : Q->n - i - k;
+        int avail_x = (int)(ax > SHIFT_RUN ? SHIFT_RUN : ax), avail_s = (int)(as > SHIFT_RUN ? SHIFT_RUN : as);
+        int ex = avail_x > 0 ? run(a, R, Q, i, k, 0, avail_x) : 0;
+        int sk = avail_s > 0 ? run(a, R, Q, i, 0, k, avail_s) : 0;
+        /* a longer stretch only on a whole run: near the end of the calls,
+         * a loop's repeating calls would match any shift (a swap of two) */
+        int need = k == 1 ? 1 : SHIFT_RUN;
+        int ex_ok = avail_x >= need && ex == avail_x, sk_ok = avail_s >= need && sk == avail_s;
+        if (ex_ok && sk_ok) return ex >= sk ? 1 : 2;
+        if (ex_ok) return 1;
+        if (sk_ok) return 2;
+    }
     return 0;
 }
 
@@ -139,7 +156,14 @@ static int64_t first_div(ta_an *a, const seqv *R, const seqv *Q)
         if (tok_eq(a, R->t, R->v[i], Q->t, Q->v[i], 1)) continue;
         if (!tok_eq(a, R->t, R->v[i], Q->t, Q->v[i], 0)) return i;   /* another op, comm, count... */
         if (shift_kind(a, R, Q, i)) return i;                        /* another line that shifts the rest */
-        /* another line of code for the same call, then in step again: legal */
+        /* another line of code for the same call: legal when the two stay in
+         * step after it (a rank-specific branch issuing the same collectives);
+         * when their calls differ right after, NCCL paired two calls of
+         * different places that only looked alike (a checkpoint's barrier
+         * with a loss all-reduce): the divergence is here */
+        int64_t left = n - i - 1;
+        int w = (int)(left > SHIFT_RUN ? SHIFT_RUN : left);
+        if (w > 0 && run_of(a, R, Q, i + 1, 0, 0, w, 0) < w) return i;
     }
     return -1;
 }

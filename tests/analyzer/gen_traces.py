@@ -791,6 +791,42 @@ def sc_barrier_some(out):
     expect(out, 1, [F("divergence", wid, 4, [0, 1], "barrier_before_save", others=[2, 3])])
 
 
+def sc_silent_barrier(out):
+    """issue 30, DeepSpeed ZeRO-1's shape: rank 0 alone saves a checkpoint
+    between the gradient and the loss all-reduce; its first barrier (1 float)
+    pairs silently with rank 1's loss all-reduce (1 float, another line), and
+    the two hang at #5 (the checkpoint's gather against the next step's
+    gradients). The first divergence is #4, where the lines differ."""
+    ranks, wid = world_job("silentbarrier", 2)
+    r0, r1 = ranks
+    for r in ranks:
+        r.coll(0, count=4096, site="backward_grads")
+        r.coll(0, count=1, site="reduce_loss")
+        r.coll(0, count=4096, site="backward_grads")
+    r0.coll(0, count=1, site="checkpoint_barrier")
+    r0.coll(0, count=64, site="checkpoint_gather", gpu="pending")
+    r1.coll(0, count=1, site="reduce_loss")
+    r1.coll(0, count=4096, site="backward_grads", gpu="pending")
+    killed(ranks)
+    write(ranks, out)
+    expect(out, 1, [F("divergence", wid, 4, [0], "checkpoint_barrier", others=[1], subkind="different_call")])
+
+
+def sc_branch_lines(out):
+    """the same collectives from a different line on one rank (a rank-specific
+    branch), in step before and after: no finding"""
+    ranks, wid = world_job("branchlines", 4)
+    for step in range(6):
+        for r in ranks:
+            r.coll(0, count=4096, site="backward_grads")
+            r.coll(0, count=1, site="log_loss_rank0" if r.rank == 0 else "log_loss")
+            r.coll(0, count=16, site="log_norm_rank0" if r.rank == 0 else "log_norm")
+    for r in ranks:
+        r.finish("exit")
+    write(ranks, out)
+    expect(out, 0, [])
+
+
 def sc_early_exit(out):
     """rank 3 returns early after step 2; the others wait in step 3"""
     ranks, wid = world_job("earlyexit", 4)
@@ -2779,6 +2815,7 @@ SCENARIOS = {
     "clean": sc_clean, "extra_collective": sc_extra_collective, "extra_same_signature": sc_extra_same_signature,
     "uneven_microbatches": sc_uneven_microbatches, "skip_barrier": sc_skip_barrier,
     "barrier_some": sc_barrier_some, "early_exit": sc_early_exit,
+    "silent_barrier": sc_silent_barrier, "branch_lines": sc_branch_lines,
     "pipeline_missing_send": sc_pipeline_missing_send, "hang_spread": sc_hang_spread,
     "hang_skip_tp": sc_hang_skip_tp, "init_hang": sc_init_hang, "oom": sc_oom, "imbalance": sc_imbalance,
     "missing_trace": sc_missing_trace, "p2p_size": sc_p2p_size, "damaged": sc_damaged,

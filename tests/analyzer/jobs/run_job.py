@@ -6,7 +6,7 @@ answer: exit status, and for each expected finding from the top: kind,
 communicator (by its member ranks), sequence number, culprit ranks, others,
 the call site's function name (culprit side, and the others' side).
 
-    run_job.py LAUNCH SHIM TRANALYZE WORKDIR NRANKS TIMEOUT EXPECT_JSON PROG [ENV=VALUE...]
+    run_job.py LAUNCH SHIM TRANALYZE WORKDIR NRANKS TIMEOUT EXPECT_JSON PROG [ENV=VALUE | --LAUNCHER-OPTION...]
 """
 import json
 import os
@@ -24,7 +24,8 @@ def fail(msg, out=""):
 
 def main():
     launch, shim, tranalyze, work, n, timeout, expect, prog = sys.argv[1:9]
-    extra = dict(kv.split("=", 1) for kv in sys.argv[9:])
+    extra = dict(kv.split("=", 1) for kv in sys.argv[9:] if not kv.startswith("--"))
+    launch_opts = [kv for kv in sys.argv[9:] if kv.startswith("--")]
     exp = json.loads(expect)
     name = os.path.basename(prog)
     # one folder per program and environment: the same program runs as several tests at once
@@ -36,7 +37,7 @@ def main():
     env.update(extra)
     env["TRSHIM_DIR"] = traces
     env.pop("LD_PRELOAD", None)
-    p = subprocess.run([launch, "-n", n, "--timeout", timeout, "--grace", "3", "--", "env", "LD_PRELOAD=" + shim, prog],
+    p = subprocess.run([launch, "-n", n, "--timeout", timeout, "--grace", "3"] + launch_opts + ["--", "env", "LD_PRELOAD=" + shim, prog],
                        env=env, capture_output=True, text=True, timeout=int(timeout) + 60)
     log = "$ %s (%d ranks): status %d\n%s%s" % (name, int(n), p.returncode, p.stdout[-3000:], p.stderr[-3000:])
     if any(f.get("kind") == "nan" for f in exp["findings"]):
