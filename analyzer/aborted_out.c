@@ -12,6 +12,7 @@
 typedef struct {
     int *ranks, n;        /* ranks whose abort released operations */
     int64_t released;
+    int64_t after;        /* calls entered after the abort, left out */
     double first_wall;    /* the first of those aborts (Unix time) */
     double waited_s;      /* from the oldest released operation's enqueue to that abort, -1 unknown */
 } abort_sum;
@@ -28,6 +29,7 @@ static int summarize(const ta_an *a, abort_sum *s)
         if (!s->n || w < s->first_wall) s->first_wall = w;
         s->ranks[s->n++] = t->rank;
         s->released += t->aborted_ops;
+        s->after += t->after_abort;
         if (t->aborted_oldest != TA_NULL64) {
             double d = (double)(t->abort_enter - t->aborted_oldest) / 1e9;
             if (d > s->waited_s) s->waited_s = d;
@@ -47,12 +49,16 @@ char *ta_abort_text(const ta_an *a)
     if (s.first_wall > 0 && s.first_wall < 1e11 && gmtime_r(&sec, &tm)) strftime(when, sizeof when, " at %Y-%m-%d %H:%M:%S UTC", &tm);
     char waited[64] = "";
     if (s.waited_s >= 0) snprintf(waited, sizeof waited, ", %.1f s after the oldest of them was enqueued", s.waited_s);
+    char after[96] = "";
+    if (s.after)
+        snprintf(after, sizeof after, "; the %lld call%s issued after the abort %s left out", (long long)s.after,
+                 s.after > 1 ? "s" : "", s.after > 1 ? "are" : "is");
     char *r = ta_ranks_text(s.ranks, s.n);
     char *out = xasprintf("the job was ended by ncclCommAbort (what PyTorch's watchdog does when a collective "
                           "times out): rank%s %s aborted %s communicators%s%s; the %lld operation%s the abort "
-                          "released had not completed and %s counted as still waiting",
+                          "released had not completed and %s counted as still waiting%s",
                           s.n > 1 ? "s" : "", r, s.n > 1 ? "their" : "its", when, waited, (long long)s.released,
-                          s.released > 1 ? "s" : "", s.released > 1 ? "are" : "is");
+                          s.released > 1 ? "s" : "", s.released > 1 ? "are" : "is", after);
     free(r);
     free(s.ranks);
     return out;
@@ -70,6 +76,7 @@ void ta_abort_json(ta_jw *w, const ta_an *a)
     jw_ints(w, "ranks", s.ranks, s.n);
     jw_dbl(w, "time", s.first_wall);
     jw_int(w, "released", s.released);
+    jw_int(w, "after_abort", s.after);
     jw_dbl(w, "waited_s", s.waited_s);
     char *text = ta_abort_text(a);
     jw_str(w, "message", text);

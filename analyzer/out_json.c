@@ -282,6 +282,7 @@ void ta_out_json(ta_an *a, FILE *o)
             jw_close(&w, '}');
         }
         jw_int(&w, "aborted_ops", t->aborted_ops);
+        jw_int(&w, "after_abort", t->after_abort);
         ta_crash_json_out(&w, a, t);     /* "crash", "errors" (crash.c) */
         jw_close(&w, '}');
     }

@@ -367,6 +367,7 @@ typedef struct {
     int64_t aborted_ops;
     int64_t abort_enter;  /* the first abort (ncclCommAbort, Revoke) of a communicator, TA_NULL64 */
     int64_t aborted_oldest;   /* when the oldest released operation was enqueued (its exit_ns), TA_NULL64 */
+    int64_t after_abort;      /* calls entered after that abort, left out (aborted.c) */
     int64_t heartbeat_ns; /* ring: last sign of life (CLOCK_MONOTONIC), TA_NULL64 */
     /* records */
     ta_comm *comms; int ncomms;

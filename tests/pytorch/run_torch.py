@@ -12,7 +12,12 @@ SIM_DIR holds libtrsim.so and driver/ (libcuda.so.1, libnvidia-ml.so.1);
 VENV_SH (tests/pytorch/venv.sh) prints the virtual environment, installing it
 once. The job runs in its own session; a job that must hang is stopped after
 its case's seconds with SIGTERM to the whole session (every rank writes its
-trace; launchers then kill what is left), a clean one must exit 0.
+trace; launchers then kill what is left), a clean one must exit 0. A case
+whose expectation says "end": "watchdog" runs with a short process-group
+timeout (PG_TIMEOUT, passed to init_process_group and new_group) and must
+end by itself within its seconds: PyTorch's watchdog aborts the hung
+communicators (ncclCommAbort, checked in every rank's trace), then the
+process; the answer must be the one the same job gets when SIGTERM ends it.
 """
 import json
 import os
@@ -28,6 +33,14 @@ JOBS = os.path.join(HERE, "jobs")
 # name: launcher, ranks, the job, seconds before a hung job is stopped (None:
 # it must exit by itself), environment, expected tranalyze answer. Findings:
 # "site": TAG names the line marked `# planted: TAG` in the job script.
+# PyTorch's watchdog (issue 30): the groups time out after 10 s; the dump PyTorch waits for before it
+# aborts the process is cut to 2 s; TORCH_NCCL_ASYNC_ERROR_HANDLING=1 (tear down: the communicators
+# aborted, then the process; the default, 3, may end the process before its watchdog thread aborts them)
+WATCHDOG = {"PG_TIMEOUT": "10", "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": "2000", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}
+# stage 0 of tp_pp skips its last send on both of its ranks: whichever pair's receive the analysis takes
+# first is the root cause, the other pair's a consequence
+TP_PP = {"kind": "p2p", "subkind": "recv_without_send", "seq": 12, "others_site": "recv_forward",
+         "either": [{"ranks": [0], "others": [2]}, {"ranks": [1], "others": [3]}]}
 CASES = {
     "extra": ("torchrun", 4, "extra.py", 25, {}, {"exit": 1, "findings": [
         {"kind": "divergence", "ranks": [0], "others": [1, 2, 3], "seq": 7, "site": "extra",
@@ -72,6 +85,32 @@ CASES = {
     "raise": ("torchrun", 4, "raise_exc.py", 25, {}, {"exit": 1, "ends": True, "findings": [
         {"kind": "missing", "ranks": [2], "others": [0, 1, 3], "seq": 7, "others_site": "grads"}],
         "python_exception": {"rank": 2, "type": "ValueError", "message": "bad batch 6", "site": "raise"}}),
+    # issue 30: hung jobs ended by PyTorch's watchdog (ncclCommAbort, then SIGABRT) get the answer of the
+    # same job ended by SIGTERM: a TP x PP pipeline whose stage 0 runs one micro-batch fewer (its last
+    # send never issued), a pipeline stage posting one receive fewer, a DP gradient all-reduce skipped
+    # (same line, same size every time), the TP x DP wait cycle, a checkpoint's barrier pairing silently
+    # with a 1-float loss all-reduce (deepspeed launcher); a clean job with the same short timeout
+    "tp_pp": ("torchrun", 4, "tp_pp.py", 25, {}, {"exit": 1, "findings": [TP_PP]}),
+    "tp_pp_watchdog": ("torchrun", 4, "tp_pp.py", 90, WATCHDOG, {"exit": 1, "end": "watchdog", "findings": [TP_PP]}),
+    "pipeline_watchdog": ("torchrun", 2, "pipeline.py", 90, WATCHDOG, {"exit": 1, "end": "watchdog", "findings": [
+        {"kind": "p2p", "ranks": [1], "others": [0]}]}),
+    "dp_skip": ("torchrun", 4, "dp_skip.py", 25, {}, {"exit": 1, "findings": [
+        {"kind": "divergence", "subkind": "different_call", "ranks": [2], "others": [0, 1, 3], "seq": 12,
+         "site": "loss", "others_site": "grads"}]}),
+    "dp_skip_watchdog": ("torchrun", 4, "dp_skip.py", 90, WATCHDOG, {"exit": 1, "end": "watchdog", "findings": [
+        {"kind": "divergence", "subkind": "different_call", "ranks": [2], "others": [0, 1, 3], "seq": 12,
+         "site": "loss", "others_site": "grads"}]}),
+    "groups_cycle_watchdog": ("torchrun", 4, "groups.py", 90, WATCHDOG, {"exit": 1, "end": "watchdog", "findings": [
+        {"kind": "divergence", "subkind": "skipped_call", "ranks": [3], "others": [1], "seq": 4,
+         "site": "tp_forward", "others_site": "dp_grads"}]}),
+    "zero1_checkpoint": ("deepspeed", 2, "zero1_checkpoint.py", 30, {}, {"exit": 1, "findings": [
+        {"kind": "divergence", "ranks": [0], "others": [1], "seq": 4, "site": "ckpt_barrier",
+         "others_site": "loss"}]}),
+    "zero1_checkpoint_watchdog": ("deepspeed", 2, "zero1_checkpoint.py", 90, WATCHDOG, {
+        "exit": 1, "end": "watchdog", "findings": [
+            {"kind": "divergence", "ranks": [0], "others": [1], "seq": 4, "site": "ckpt_barrier",
+             "others_site": "loss"}]}),
+    "clean_watchdog": ("torchrun", 4, "clean.py", None, WATCHDOG, {"exit": 0, "findings": []}),
     "megatron_tree": ("torchrun", 4, "Megatron-LM/pretrain_gpt.py", 25, {"PYTHONPATH": JOBS}, {"exit": 1, "findings": [
         {"kind": "divergence", "ranks": [0], "others": [1, 2, 3], "seq": 7,
          "site": ("Megatron-LM/megatron/training/training.py", "extra"),
@@ -159,8 +198,12 @@ def main():
         " ".join(cmd), case, nranks, p.returncode, time.time() - t0, ", stopped (hung)" if stopped else "", out)
     if hang_s is None and (stopped or p.returncode != 0):
         fail("the job should end by itself with status 0", log)
+    watchdog = exp.get("end") == "watchdog"
+    if watchdog and (stopped or p.returncode == 0):
+        fail("PyTorch's watchdog should have ended the hung job (status %s%s)" % (
+            p.returncode, ", stopped by the harness" if stopped else ""), log)
     if hang_s is not None and not stopped and exp["findings"] and exp["findings"][0]["kind"] not in ("oom",) \
-            and not exp.get("ends"):
+            and not exp.get("ends") and not watchdog:
         fail("the job should hang", log)
     q = subprocess.run([tranalyze, "--json", traces], capture_output=True, text=True, timeout=120)
     t = subprocess.run([tranalyze, traces], capture_output=True, text=True, timeout=120)
@@ -168,6 +211,19 @@ def main():
     if q.returncode != exp["exit"]:
         fail("tranalyze exit status %d, expected %d" % (q.returncode, exp["exit"]), log)
     got = json.loads(q.stdout)["findings"]
+    if watchdog:      # issue 30: the watchdog's abort released the hung operations, and tranalyze says so
+        aborted = json.loads(q.stdout).get("aborted") or {}
+        if not aborted.get("released"):
+            fail("no operation released by an abort in tranalyze's answer (aborted: %r)" % (aborted,), log)
+        if "ENDED BY ABORT:" not in t.stdout:
+            fail("the text report does not say the abort ended the job", log)
+        ends = {}   # a rank the launcher killed once another one aborted may not have aborted itself
+        for f in sorted(os.listdir(traces)):
+            if f.endswith(".json"):
+                with open(os.path.join(traces, f)) as fh:
+                    ends[f] = [(c.get("end") or {}).get("kind") for c in json.load(fh).get("comms", [])]
+        if not any("Abort" in k for k in ends.values()):
+            fail("no communicator ended by ncclCommAbort in the traces: %r" % (ends,), log)
     if not exp["findings"] and got:
         fail("a clean job gave findings", log)
     if len(got) < len(exp["findings"]):
@@ -177,6 +233,9 @@ def main():
         for key in ("kind", "subkind", "ranks", "others", "seq", "cause"):
             if key in w and g.get(key) != w[key]:
                 fail("finding %d: %s is %r, expected %r" % (i, key, g.get(key), w[key]), log)
+        if "either" in w and not any(all(g.get(k) == v for k, v in alt.items()) for alt in w["either"]):
+            fail("finding %d: ranks %r, others %r, expected one of %r" % (i, g.get("ranks"), g.get("others"),
+                                                                          w["either"]), log)
         for key, side in (("site", "call"), ("others_site", "others_call")):
             if key in w:
                 want = marked_site(script, w[key])

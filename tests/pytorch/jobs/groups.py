@@ -5,7 +5,7 @@ peer's previous ones), and the job hangs only at the end, in a wait cycle:
 rank 1 in its last data-parallel all-reduce, rank 3 in the world one."""
 import torch.distributed as dist
 
-from common import finish, full, setup
+from common import finish, full, new_group, setup
 
 
 def has_batch(rank, step):
@@ -14,8 +14,8 @@ def has_batch(rank, step):
 
 def train():
     rank, world = setup()
-    tp = [dist.new_group([0, 1]), dist.new_group([2, 3])][rank // 2]
-    dp = [dist.new_group([0, 2]), dist.new_group([1, 3])][rank % 2]
+    tp = [new_group([0, 1]), new_group([2, 3])][rank // 2]
+    dp = [new_group([0, 2]), new_group([1, 3])][rank % 2]
     for step in range(8):
         dist.all_reduce(full(2048, 1.0), group=tp)  # planted: tp_forward
         dist.all_reduce(full(2048, 1.0), group=tp)  # planted: tp_backward
