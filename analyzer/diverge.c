@@ -122,29 +122,20 @@ static int run(ta_an *a, const seqv *R, const seqv *Q, int64_t i, int dr, int dp
     return run_of(a, R, Q, i, dr, dp, w, 1);
 }
 
-#define SHIFT_MAX 4      /* calls an extra or skipped stretch may hold (a checkpoint's few collectives) */
-#define SHIFT_RUN 8      /* calls that must agree after it */
+#define SHIFT_RUN 8      /* calls that must agree after a shift */
 
-/* 1: R has an extra stretch of calls at i; 2: R skipped Q's calls at i; 0
- * neither. The shortest stretch (1..SHIFT_MAX calls) after which the two
- * agree again for SHIFT_RUN calls (one call: or to the end of the shorter)
- * wins; at equal length, the longer agreement, then an extra call. */
+/* 1: R has an extra call at i; 2: R skipped Q's call at i; 0 neither */
 static int shift_kind(ta_an *a, const seqv *R, const seqv *Q, int64_t i)
 {
-    for (int k = 1; k <= SHIFT_MAX; k++) {
-        int64_t ax = R->n - i - k < Q->n - i ? R->n - i - k : Q->n - i;
-        int64_t as = R->n - i < Q->n - i - k ? R->n - i : Q->n - i - k;
-        int avail_x = (int)(ax > SHIFT_RUN ? SHIFT_RUN : ax), avail_s = (int)(as > SHIFT_RUN ? SHIFT_RUN : as);
-        int ex = avail_x > 0 ? run(a, R, Q, i, k, 0, avail_x) : 0;
-        int sk = avail_s > 0 ? run(a, R, Q, i, 0, k, avail_s) : 0;
-        /* a longer stretch only on a whole run: near the end of the calls,
-         * a loop's repeating calls would match any shift (a swap of two) */
-        int need = k == 1 ? 1 : SHIFT_RUN;
-        int ex_ok = avail_x >= need && ex == avail_x, sk_ok = avail_s >= need && sk == avail_s;
-        if (ex_ok && sk_ok) return ex >= sk ? 1 : 2;
-        if (ex_ok) return 1;
-        if (sk_ok) return 2;
-    }
+    int64_t ax = R->n - i - 1 < Q->n - i ? R->n - i - 1 : Q->n - i;
+    int64_t as = R->n - i < Q->n - i - 1 ? R->n - i : Q->n - i - 1;
+    int avail_x = (int)(ax > SHIFT_RUN ? SHIFT_RUN : ax), avail_s = (int)(as > SHIFT_RUN ? SHIFT_RUN : as);
+    int ex = avail_x > 0 ? run(a, R, Q, i, 1, 0, avail_x) : 0;
+    int sk = avail_s > 0 ? run(a, R, Q, i, 0, 1, avail_s) : 0;
+    int ex_ok = avail_x > 0 && ex == avail_x, sk_ok = avail_s > 0 && sk == avail_s;
+    if (ex_ok && sk_ok) return ex >= sk ? 1 : 2;
+    if (ex_ok) return 1;
+    if (sk_ok) return 2;
     return 0;
 }
 

@@ -20,7 +20,10 @@
  * done when cudaPeekAtLastError shows an error pending on the calling thread
  * (the call stays untracked), and when one of our runtime calls fails,
  * cudaGetLastError clears exactly the error it left. No CUDA call is made on
- * an application thread unless a call is being tracked. A stream that is
+ * an application thread unless a call is being tracked (or, after the
+ * application's cudaDeviceSynchronize with operations pending, cudaGetDevice:
+ * a synchronization that succeeded completes what it waited for, at once,
+ * tr_complete_synced). A stream that is
  * capturing a graph, or may be (capturing unknown), is never given an event.
  *
  * Untracked (gpu stays UNTRACKED, JSON null): failed calls, group calls

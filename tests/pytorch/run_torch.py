@@ -15,9 +15,12 @@ its case's seconds with SIGTERM to the whole session (every rank writes its
 trace; launchers then kill what is left), a clean one must exit 0. A case
 whose expectation says "end": "watchdog" runs with a short process-group
 timeout (PG_TIMEOUT, passed to init_process_group and new_group) and must
-end by itself within its seconds: PyTorch's watchdog aborts the hung
-communicators (ncclCommAbort, checked in every rank's trace), then the
-process; the answer must be the one the same job gets when SIGTERM ends it.
+end by itself within PG_TIMEOUT + 60 s (the harness having to stop it is a
+failure): PyTorch's watchdog aborts the hung communicators (ncclCommAbort:
+its timeout and abort in every rank's log, an Abort in every rank's trace),
+then the process (SIGABRT); the answer must be the one the same job gets
+when SIGTERM ends it. "comm_ranks" in an expected finding: the members of
+its communicator.
 """
 import json
 import os
@@ -29,18 +32,48 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 JOBS = os.path.join(HERE, "jobs")
+sys.path.insert(0, os.path.join(HERE, "..", "common"))
+from trace import load_trace  # noqa: E402
 
 # name: launcher, ranks, the job, seconds before a hung job is stopped (None:
 # it must exit by itself), environment, expected tranalyze answer. Findings:
 # "site": TAG names the line marked `# planted: TAG` in the job script.
-# PyTorch's watchdog (issue 30): the groups time out after 10 s; the dump PyTorch waits for before it
-# aborts the process is cut to 2 s; TORCH_NCCL_ASYNC_ERROR_HANDLING=1 (tear down: the communicators
-# aborted, then the process; the default, 3, may end the process before its watchdog thread aborts them)
-WATCHDOG = {"PG_TIMEOUT": "10", "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": "2000", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}
-# stage 0 of tp_pp skips its last send on both of its ranks: whichever pair's receive the analysis takes
-# first is the root cause, the other pair's a consequence
-TP_PP = {"kind": "p2p", "subkind": "recv_without_send", "seq": 12, "others_site": "recv_forward",
-         "either": [{"ranks": [0], "others": [2]}, {"ranks": [1], "others": [3]}]}
+# PyTorch's watchdog (issue 30): a case whose answer says "end": "watchdog" gives the job a process-group
+# timeout of PG_TIMEOUT seconds (common.setup() passes it to init_process_group, common.new_group to every
+# new_group); on a hang PyTorch 2.15's ProcessGroupNCCL::timeoutWatchdog thread then calls ncclCommAbort on
+# the timed-out group's communicator (handleWatchdogFailure -> abortNcclComm), waits
+# TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC (15 s by default, 2 s here) for the flight recorder and aborts the
+# process (SIGABRT); the launcher then stops the ranks still running. The abort is only called with
+# TORCH_NCCL_ASYNC_ERROR_HANDLING=1, which torchrun sets for its workers unless it is set already and the
+# DeepSpeed launcher does not (PyTorch's own default, 3, aborts the process without ncclCommAbort): set here
+# for both. The harness waits PG_TIMEOUT + 60 s for the job to end by itself.
+WATCHDOG = {"PG_TIMEOUT": "15", "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": "2000", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}
+# The answers of issue 30's jobs, the same whichever way the hang ended (SIGTERM from the harness or the
+# watchdog). "comm_ranks": the members of the finding's communicator (the world, a TP, PP or DP group).
+# tp_pp: stage 0 (ranks 0 and 1, one TP pair) runs one micro-batch fewer in step 2: its last TP all-reduce
+# and its last send (#12 of each pair, on the world communicator: p2p with a bound device goes through it)
+# never issued; both are culprits, stage 1's ranks wait in the receive
+TP_PP = {"kind": "p2p", "subkind": "recv_without_send", "ranks": [0, 1], "others": [2, 3], "seq": 12,
+         "comm_ranks": [0, 1, 2, 3], "site": "final", "others_site": "recv_forward"}
+# pipeline: rank 1 receives one micro-batch fewer in step 2: rank 0's send #16 (issued by
+# batch_isend_irecv's line) has no receive, rank 1 went on to the final all-reduce
+PIPELINE = {"kind": "p2p", "subkind": "send_without_recv", "ranks": [1], "others": [0], "seq": 16,
+            "comm_ranks": [0, 1], "site": "final", "others_site": "batch"}
+# p2p_fewer_recv: rank 0 posts one dist.recv fewer (step 1): rank 1's send #16 has no receive
+P2P_FEWER_RECV = {"kind": "p2p", "subkind": "send_without_recv", "ranks": [0], "others": [1], "seq": 16,
+                  "comm_ranks": [0, 1], "site": "final", "others_site": "send"}
+# dp_skip: rank 2 skips one gradient all-reduce (same line, same size every time) in step 3; its calls are
+# shifted from there on, but its sites first differ at #12, where it issues the loss all-reduce in place of
+# its peers' last gradient one: it skipped a call
+DP_SKIP = {"kind": "divergence", "subkind": "skipped_call", "ranks": [2], "others": [0, 1, 3], "seq": 12,
+           "comm_ranks": [0, 1, 2, 3], "site": "loss", "others_site": "grads"}
+# groups: rank 3 skips its DP all-reduce of step 3 (#4 of DP group {1, 3}); it issued the next TP one instead
+GROUPS = {"kind": "divergence", "subkind": "skipped_call", "ranks": [3], "others": [1], "seq": 4,
+          "comm_ranks": [1, 3], "site": "tp_forward", "others_site": "dp_grads"}
+# zero1_checkpoint: rank 0 alone saves a checkpoint in step 1 (two calls more): its 1-float barrier #4 pairs
+# silently with rank 1's 1-float loss all-reduce from another line, the first place their sites differ
+ZERO1 = {"kind": "divergence", "subkind": "extra_call", "ranks": [0], "others": [1], "seq": 4, "comm_ranks": [0, 1],
+         "site": "ckpt_barrier", "others_site": "loss"}
 CASES = {
     "extra": ("torchrun", 4, "extra.py", 25, {}, {"exit": 1, "findings": [
         {"kind": "divergence", "ranks": [0], "others": [1, 2, 3], "seq": 7, "site": "extra",
@@ -56,11 +89,8 @@ CASES = {
     "checkpoint_deepspeed": ("deepspeed", 2, "checkpoint.py", 30, {}, {"exit": 1, "findings": [
         {"kind": "divergence", "ranks": [0], "others": [1], "seq": 6, "site": "checkpoint",
          "others_site": "grads"}]}),
-    "groups_cycle": ("torchrun", 4, "groups.py", 25, {}, {"exit": 1, "findings": [
-        {"kind": "divergence", "subkind": "skipped_call", "ranks": [3], "others": [1], "seq": 4,
-         "site": "tp_forward", "others_site": "dp_grads"}]}),
-    "pipeline": ("torchrun", 2, "pipeline.py", 25, {}, {"exit": 1, "findings": [
-        {"kind": "p2p", "ranks": [1], "others": [0]}]}),
+    "groups_cycle": ("torchrun", 4, "groups.py", 25, {}, {"exit": 1, "findings": [GROUPS]}),
+    "pipeline": ("torchrun", 2, "pipeline.py", 25, {}, {"exit": 1, "findings": [PIPELINE]}),
     "oom": ("torchrun", 4, "oom.py", 25, {"TRSIM_DEVICE_MEM": "256M"}, {"exit": 1, "findings": [
         {"kind": "oom", "ranks": [1], "site": "oom"}]}),
     "nan_input": ("torchrun", 4, "nan.py", None, {}, {"exit": 1, "findings": [
@@ -87,29 +117,25 @@ CASES = {
         "python_exception": {"rank": 2, "type": "ValueError", "message": "bad batch 6", "site": "raise"}}),
     # issue 30: hung jobs ended by PyTorch's watchdog (ncclCommAbort, then SIGABRT) get the answer of the
     # same job ended by SIGTERM: a TP x PP pipeline whose stage 0 runs one micro-batch fewer (its last
-    # send never issued), a pipeline stage posting one receive fewer, a DP gradient all-reduce skipped
-    # (same line, same size every time), the TP x DP wait cycle, a checkpoint's barrier pairing silently
-    # with a 1-float loss all-reduce (deepspeed launcher); a clean job with the same short timeout
+    # send never issued), a pipeline stage posting one receive fewer (batch_isend_irecv; dist.send/recv), a
+    # DP gradient all-reduce skipped (same line, same size every time), the TP x DP wait cycle, a
+    # checkpoint's barrier pairing silently with a 1-float loss all-reduce (deepspeed launcher); a clean
+    # job with the same short timeout
     "tp_pp": ("torchrun", 4, "tp_pp.py", 25, {}, {"exit": 1, "findings": [TP_PP]}),
-    "tp_pp_watchdog": ("torchrun", 4, "tp_pp.py", 90, WATCHDOG, {"exit": 1, "end": "watchdog", "findings": [TP_PP]}),
-    "pipeline_watchdog": ("torchrun", 2, "pipeline.py", 90, WATCHDOG, {"exit": 1, "end": "watchdog", "findings": [
-        {"kind": "p2p", "ranks": [1], "others": [0]}]}),
-    "dp_skip": ("torchrun", 4, "dp_skip.py", 25, {}, {"exit": 1, "findings": [
-        {"kind": "divergence", "subkind": "different_call", "ranks": [2], "others": [0, 1, 3], "seq": 12,
-         "site": "loss", "others_site": "grads"}]}),
-    "dp_skip_watchdog": ("torchrun", 4, "dp_skip.py", 90, WATCHDOG, {"exit": 1, "end": "watchdog", "findings": [
-        {"kind": "divergence", "subkind": "different_call", "ranks": [2], "others": [0, 1, 3], "seq": 12,
-         "site": "loss", "others_site": "grads"}]}),
-    "groups_cycle_watchdog": ("torchrun", 4, "groups.py", 90, WATCHDOG, {"exit": 1, "end": "watchdog", "findings": [
-        {"kind": "divergence", "subkind": "skipped_call", "ranks": [3], "others": [1], "seq": 4,
-         "site": "tp_forward", "others_site": "dp_grads"}]}),
-    "zero1_checkpoint": ("deepspeed", 2, "zero1_checkpoint.py", 30, {}, {"exit": 1, "findings": [
-        {"kind": "divergence", "ranks": [0], "others": [1], "seq": 4, "site": "ckpt_barrier",
-         "others_site": "loss"}]}),
-    "zero1_checkpoint_watchdog": ("deepspeed", 2, "zero1_checkpoint.py", 90, WATCHDOG, {
-        "exit": 1, "end": "watchdog", "findings": [
-            {"kind": "divergence", "ranks": [0], "others": [1], "seq": 4, "site": "ckpt_barrier",
-             "others_site": "loss"}]}),
+    "tp_pp_watchdog": ("torchrun", 4, "tp_pp.py", None, WATCHDOG, {"exit": 1, "end": "watchdog", "findings": [TP_PP]}),
+    "pipeline_watchdog": ("torchrun", 2, "pipeline.py", None, WATCHDOG, {"exit": 1, "end": "watchdog",
+                                                                         "findings": [PIPELINE]}),
+    "p2p_fewer_recv": ("torchrun", 2, "p2p_fewer_recv.py", 25, {}, {"exit": 1, "findings": [P2P_FEWER_RECV]}),
+    "p2p_fewer_recv_watchdog": ("torchrun", 2, "p2p_fewer_recv.py", None, WATCHDOG, {
+        "exit": 1, "end": "watchdog", "findings": [P2P_FEWER_RECV]}),
+    "dp_skip": ("torchrun", 4, "dp_skip.py", 25, {}, {"exit": 1, "findings": [DP_SKIP]}),
+    "dp_skip_watchdog": ("torchrun", 4, "dp_skip.py", None, WATCHDOG, {"exit": 1, "end": "watchdog",
+                                                                       "findings": [DP_SKIP]}),
+    "groups_cycle_watchdog": ("torchrun", 4, "groups.py", None, WATCHDOG, {"exit": 1, "end": "watchdog",
+                                                                           "findings": [GROUPS]}),
+    "zero1_checkpoint": ("deepspeed", 2, "zero1_checkpoint.py", 30, {}, {"exit": 1, "findings": [ZERO1]}),
+    "zero1_checkpoint_watchdog": ("deepspeed", 2, "zero1_checkpoint.py", None, WATCHDOG, {
+        "exit": 1, "end": "watchdog", "findings": [ZERO1]}),
     "clean_watchdog": ("torchrun", 4, "clean.py", None, WATCHDOG, {"exit": 0, "findings": []}),
     "megatron_tree": ("torchrun", 4, "Megatron-LM/pretrain_gpt.py", 25, {"PYTHONPATH": JOBS}, {"exit": 1, "findings": [
         {"kind": "divergence", "ranks": [0], "others": [1, 2, 3], "seq": 7,
@@ -145,6 +171,31 @@ def marked_site(script, tag):
     raise SystemExit("no line marked '# planted: %s' in %s" % (tag, script))
 
 
+def check_watchdog_end(traces, nranks, out, log):
+    """a job PyTorch's watchdog ended: every rank logged the watchdog's timeout and its trace has a
+    communicator ended by ncclCommAbort (entered: on the simulator an abort of a group whose operation waits
+    behind another group's hung one on the stream does not return), some rank died of SIGABRT (the launcher
+    may end the others) and each one that did logged the watchdog's abort of the process"""
+    aborts, signals = {}, {}
+    for f in sorted(os.listdir(traces)):
+        if f.endswith(".json"):
+            tr = load_trace(os.path.join(traces, f))
+            aborts[tr["rank"]] = [(c.get("end") or {}).get("kind") for c in tr.get("comms", [])]
+            signals[tr["rank"]] = (tr.get("end") or {}).get("signal")
+    for r in range(nranks):
+        mine = [line for line in out.splitlines() if line.startswith("[rank%d]:" % r)]
+        if not any("Operation timed out after" in line for line in mine):
+            fail("rank %d: no watchdog timeout in the job's log" % r, log)
+        if signals.get(r) == signal.SIGABRT and \
+                not any("Aborting process on rank" in line and "due to timeout" in line for line in mine):
+            fail("rank %d died of SIGABRT, but not by the watchdog's abort of the process" % r, log)
+        if "Abort" not in aborts.get(r, []):
+            fail("rank %d: no communicator ended by ncclCommAbort in its trace (ends of its communicators: %r)" % (
+                r, aborts.get(r)), log)
+    if signal.SIGABRT not in signals.values():
+        fail("no rank died of SIGABRT (signals: %r)" % (signals,), log)
+
+
 def main():
     shim, simdir, tranalyze, work, venv_sh, case = sys.argv[1:7]
     launcher, nranks, script, hang_s, extra_env, exp = CASES[case]
@@ -174,11 +225,13 @@ def main():
                script]
     else:
         cmd = [os.path.join(venv, "bin", "deepspeed"), "--num_gpus", str(nranks), "--master_port", port, script]
+    watchdog = exp.get("end") == "watchdog"
+    limit = float(env["PG_TIMEOUT"]) + 60 if watchdog else hang_s or 150
     t0 = time.time()
     p = subprocess.Popen(cmd, cwd=JOBS, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          start_new_session=True)
     try:
-        out, _ = p.communicate(timeout=hang_s or 150)
+        out, _ = p.communicate(timeout=limit)
         stopped = False
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGTERM)
@@ -196,12 +249,13 @@ def main():
             os.unlink(os.path.join("/dev/shm", f))
     log = "$ %s (%s, %d ranks): status %s after %.0f s%s\n%s" % (
         " ".join(cmd), case, nranks, p.returncode, time.time() - t0, ", stopped (hung)" if stopped else "", out)
-    if hang_s is None and (stopped or p.returncode != 0):
-        fail("the job should end by itself with status 0", log)
-    watchdog = exp.get("end") == "watchdog"
     if watchdog and (stopped or p.returncode == 0):
-        fail("PyTorch's watchdog should have ended the hung job (status %s%s)" % (
-            p.returncode, ", stopped by the harness" if stopped else ""), log)
+        fail("PyTorch's watchdog should have ended the hung job within %.0f s (status %s%s)" % (
+            limit, p.returncode, ", stopped by the harness" if stopped else ""), log)
+    if watchdog:      # every rank's watchdog timed out and aborted a communicator, then a process died of SIGABRT
+        check_watchdog_end(traces, nranks, out, log)
+    if hang_s is None and not watchdog and (stopped or p.returncode != 0):
+        fail("the job should end by itself with status 0", log)
     if hang_s is not None and not stopped and exp["findings"] and exp["findings"][0]["kind"] not in ("oom",) \
             and not exp.get("ends") and not watchdog:
         fail("the job should hang", log)
@@ -211,31 +265,21 @@ def main():
     if q.returncode != exp["exit"]:
         fail("tranalyze exit status %d, expected %d" % (q.returncode, exp["exit"]), log)
     got = json.loads(q.stdout)["findings"]
-    if watchdog:      # issue 30: the watchdog's abort released the hung operations, and tranalyze says so
+    if watchdog:      # issue 30: tranalyze says the abort released the hung operations
         aborted = json.loads(q.stdout).get("aborted") or {}
         if not aborted.get("released"):
             fail("no operation released by an abort in tranalyze's answer (aborted: %r)" % (aborted,), log)
         if "ENDED BY ABORT:" not in t.stdout:
             fail("the text report does not say the abort ended the job", log)
-        ends = {}   # a rank the launcher killed once another one aborted may not have aborted itself
-        for f in sorted(os.listdir(traces)):
-            if f.endswith(".json"):
-                with open(os.path.join(traces, f)) as fh:
-                    ends[f] = [(c.get("end") or {}).get("kind") for c in json.load(fh).get("comms", [])]
-        if not any("Abort" in k for k in ends.values()):
-            fail("no communicator ended by ncclCommAbort in the traces: %r" % (ends,), log)
     if not exp["findings"] and got:
         fail("a clean job gave findings", log)
     if len(got) < len(exp["findings"]):
         fail("%d findings, expected at least %d" % (len(got), len(exp["findings"])), log)
     for i, w in enumerate(exp["findings"]):
         g = got[i]
-        for key in ("kind", "subkind", "ranks", "others", "seq", "cause"):
+        for key in ("kind", "subkind", "ranks", "others", "seq", "comm_ranks", "cause"):
             if key in w and g.get(key) != w[key]:
                 fail("finding %d: %s is %r, expected %r" % (i, key, g.get(key), w[key]), log)
-        if "either" in w and not any(all(g.get(k) == v for k, v in alt.items()) for alt in w["either"]):
-            fail("finding %d: ranks %r, others %r, expected one of %r" % (i, g.get("ranks"), g.get("others"),
-                                                                          w["either"]), log)
         for key, side in (("site", "call"), ("others_site", "others_call")):
             if key in w:
                 want = marked_site(script, w[key])

@@ -32,6 +32,9 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common"))
 from checks import Failure, check, eq  # noqa: E402
 from trace import load_trace  # noqa: E402
+from ring import read_ring  # noqa: E402
+
+TRR_GPU_ABORTED = 4     # include/trshim/ring_format.h
 
 HANG_AFTER = 3      # seconds: the job is hung well before this
 
@@ -170,6 +173,20 @@ def main():
         res = analyze(tranalyze, older, log)
         eq(normalized(res["findings"]), got["exit"], "findings of the older shim's view (done after the abort)")
         eq((res["aborted"] or {}).get("released"), ab["released"], "older shim's view: operations released")
+        # the ring files alone (as a SIGKILL after the abort leaves them) say the same
+        rings = os.path.join(work, "%s-commabort-rings" % os.path.basename(prog))
+        shutil.rmtree(rings, ignore_errors=True)
+        os.makedirs(rings)
+        src = os.path.join(work, "%s-commabort" % os.path.basename(prog))
+        in_rings = 0
+        for f in sorted(os.listdir(src)):
+            if f.endswith(".ring"):
+                shutil.copy(os.path.join(src, f), rings)
+                in_rings += sum(r["gpu"] == TRR_GPU_ABORTED for r in read_ring(os.path.join(src, f))["records"])
+        eq(in_rings, ab["released"], "commabort: ring records aborted")
+        res = analyze(tranalyze, rings, log)
+        eq(normalized(res["findings"]), got["exit"], "findings of the ring files alone")
+        eq((res["aborted"] or {}).get("released"), ab["released"], "ring files alone: operations released")
     except Failure as e:
         print("\n".join(log)[-12000:])
         print("FAIL:", e)

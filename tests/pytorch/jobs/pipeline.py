@@ -20,7 +20,7 @@ def train():
                 op = dist.P2POp(dist.isend, full(8192, float(mb)), 1)  # planted: send
             else:
                 op = dist.P2POp(dist.irecv, buf, 0)  # planted: recv
-            for req in dist.batch_isend_irecv([op]):
+            for req in dist.batch_isend_irecv([op]):  # planted: batch
                 req.wait()
     torch.cuda.synchronize()
     dist.all_reduce(full(1, 1.0))  # planted: final
