@@ -123,6 +123,7 @@ static int run(ta_an *a, const seqv *R, const seqv *Q, int64_t i, int dr, int dp
 }
 
 #define SHIFT_RUN 8      /* calls that must agree after a shift */
+#define SHIFT_MAX 4      /* calls an extra or skipped stretch may hold */
 
 /* 1: R has an extra call at i; 2: R skipped Q's call at i; 0 neither */
 static int shift_kind(ta_an *a, const seqv *R, const seqv *Q, int64_t i)
@@ -136,6 +137,26 @@ static int shift_kind(ta_an *a, const seqv *R, const seqv *Q, int64_t i)
     if (ex_ok && sk_ok) return ex >= sk ? 1 : 2;
     if (ex_ok) return 1;
     if (sk_ok) return 2;
+    /* a stretch of 2..SHIFT_MAX calls (a checkpoint's barrier and gather):
+     * the two agree again for a whole SHIFT_RUN after it, and the whole
+     * streams differ by just that many calls (a swap of calls, which leaves
+     * the counts equal, is no shift) */
+    int64_t diff = R->n - Q->n;
+    for (int k = 2; k <= SHIFT_MAX; k++) {
+        if (diff == k && i + k + SHIFT_RUN <= R->n && i + SHIFT_RUN <= Q->n && run(a, R, Q, i, k, 0, SHIFT_RUN) == SHIFT_RUN)
+            return 1;
+        if (diff == -k && i + SHIFT_RUN <= R->n && i + k + SHIFT_RUN <= Q->n && run(a, R, Q, i, 0, k, SHIFT_RUN) == SHIFT_RUN)
+            return 2;
+    }
+    /* nothing after i on either side to show the shift (the job hung
+     * there): a run of identical calls that one side left a call early (a
+     * skipped gradient all-reduce of the same line and size every time:
+     * what that side issued in place of the run's next call is a skip) */
+    if (i > 0 && avail_x <= 0 && avail_s <= 0) {
+        int q_runs = tok_eq(a, Q->t, Q->v[i], Q->t, Q->v[i - 1], 1), r_runs = tok_eq(a, R->t, R->v[i], R->t, R->v[i - 1], 1);
+        if (q_runs && !r_runs) return 2;
+        if (r_runs && !q_runs) return 1;
+    }
     return 0;
 }
 

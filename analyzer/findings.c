@@ -183,9 +183,12 @@ void ta_finding_describe(ta_an *a, ta_finding *f)
                                ocall ? ocall : "?");
         f->hint = xstrdup("the send and the matching receive must have the same count and datatype");
     } else if (f->kind == K_P2P) {
-        f->message = xasprintf("%s %s waits in %s, but %s %s never issued the matching %s",
-                               os, orr, ocall ? ocall : "a send/recv", cs, cr,
-                               f->other.trace >= 0 && a->tr[f->other.trace]->calls[f->other.call].op == OP_RECV ? "send" : "receive");
+        /* several pairs (a pipeline stage that skipped the same send on each rank): rank 2's call stands for them */
+        int several = f->other.nranks > 1;
+        int recv = f->other.trace >= 0 && a->tr[f->other.trace]->calls[f->other.call].op == OP_RECV;
+        f->message = xasprintf("%s %s wait%s in %s%s, but %s %s never issued the matching %s%s",
+                               os, orr, several ? "" : "s", several ? (recv ? "receives like " : "sends like ") : "",
+                               ocall ? ocall : "a send/recv", cs, cr, recv ? "send" : "receive", several ? "s" : "");
         f->hint = xstrdup("pipeline stages disagree on the sends and receives (a skipped send, a wrong peer, a different "
                           "number of micro-batches): make both sides issue matching send/recv pairs");
     } else {

@@ -144,6 +144,46 @@ static char *suspended_text(const ta_an *a, const int *cul, int n, int g)
                      n > 1 ? "them" : "it", n > 1 ? "they" : "it");
 }
 
+
+/* A stuck send/recv that waits for a consequence's culprit, but is the same
+ * failure as root finding f on another pair (a pipeline stage of several
+ * ranks whose every rank skipped the same send: each of its peers waits in
+ * the same receive, from the same line): its culprit and waiting rank join
+ * f's sides instead of making a consequence. 1 when joined. */
+static int parallel_p2p(ta_an *a, ta_finding *f, const spoint *sp)
+{
+    if (f->kind != K_P2P || !f->root || sp->type != SP_P2P || sp->mismatch || !sp->nnever || sp->g != f->g ||
+        (int64_t)sp->seq != f->seq || f->other.trace < 0 || f->other.call < 0 || sp->rep_t < 0 || sp->rep_c < 0)
+        return 0;
+    const ta_gcomm *n = &a->gc[sp->g];
+    int st = n->member[sp->snd], rt = n->member[sp->rcv];
+    int waiting_is_recv = ihas(sp->wt, sp->nwt, rt);
+    if (strcmp(f->subkind, waiting_is_recv ? "recv_without_send" : "send_without_recv")) return 0;
+    int cu = waiting_is_recv ? st : rt, ot = waiting_is_recv ? rt : st;
+    if (ot != sp->rep_t) return 0;
+    const ta_trace *x = a->tr[ot], *y = a->tr[f->other.trace];
+    const ta_call *c = &x->calls[sp->rep_c], *d = &y->calls[f->other.call];
+    if (!ta_sig_equal(c, d) || !ta_site_equal(a, x, c->stack, c->pystack, y, d->stack, d->pystack)) return 0;
+    int rc = a->tr[cu]->rank, ro = x->rank;
+    if (ihas(f->culprit.ranks, f->culprit.nranks, rc) || ihas(f->other.ranks, f->other.nranks, ro)) return 0;
+    int nc = f->culprit.nranks, no = f->other.nranks;
+    int *cr = xmalloc(sizeof(int) * (size_t)(nc + 1)), *orr = xmalloc(sizeof(int) * (size_t)(no + 1));
+    memcpy(cr, f->culprit.ranks, sizeof(int) * (size_t)nc);
+    memcpy(orr, f->other.ranks, sizeof(int) * (size_t)no);
+    cr[nc++] = rc;
+    orr[no++] = ro;
+    ta_side_set(&f->culprit, cr, nc, f->culprit.trace, f->culprit.call);
+    ta_side_set(&f->other, orr, no, f->other.trace, f->other.call);
+    int *cul_t = xmalloc(sizeof(int) * (size_t)(nc + 1)), ncul = 0;
+    for (int k = 0; k < f->culprit.nranks; k++)
+        for (int t = 0; t < a->ntr; t++)
+            if (a->tr[t]->rank == f->culprit.ranks[k]) cul_t[ncul++] = t;
+    ta_finding_describe(a, f);
+    add_end_info(a, f, cul_t, ncul);
+    free(cr); free(orr); free(cul_t);
+    return 1;
+}
+
 /* majority rule with the documented tie rule; returns culprit traces */
 static int partition_mismatch(ta_an *a, spoint *sp, int *cul, int *rep_ref_t, int64_t *rep_ref_c)
 {
@@ -704,6 +744,7 @@ void ta_rootcause(ta_an *a)
     for (int o = 0; o < nord; o++) {
         spoint *sp = &P[order[o]];
         ta_finding *f = &a->f[sp->finding];
+        if (parallel_p2p(a, f, sp)) continue;
         f->cons = xrealloc(f->cons, sizeof *f->cons * (size_t)(f->ncons + 1));
         ta_conseq *c = &f->cons[f->ncons++];
         memset(c, 0, sizeof *c);

@@ -377,7 +377,9 @@ static const tr_cudart *g_prt;        /* the runtime, once found (the poller's) 
 static int g_poll_device = -1;        /* the poller's current device */
 static int g_capture_relaxed;         /* the poller's capture mode was made relaxed */
 
-/* The record of index rec completed (state DONE or ERROR) at t. Its slot
+/* The record of index rec completed (state DONE, ERROR or ABORTED) at t;
+ * one already marked (by an application's synchronization, g_mu held by
+ * both) is left as it is. Its slot
  * is reused once index rec + capacity is handed out (the head passes it):
  * then nothing is stored, and a store that raced with the reuse is taken
  * back (a newer record it reached was PENDING, as it is again). */
@@ -385,7 +387,7 @@ static void mark_done(uint64_t rec, int state, uint64_t t)
 {
     uint64_t cap = tr_ring_capacity();
     trr_record *r = tr_ring_get(rec);
-    if (!r || tr_ring_head() >= rec + cap) return;
+    if (!r || tr_ring_head() >= rec + cap || __atomic_load_n(&r->gpu, __ATOMIC_ACQUIRE) != TRR_GPU_PENDING) return;
     if (state == TRR_GPU_DONE) __atomic_store_n(&r->done_ns, t, __ATOMIC_RELAXED);
     uint8_t expect = TRR_GPU_PENDING;
     if (!__atomic_compare_exchange_n(&r->gpu, &expect, (uint8_t)state, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
@@ -621,10 +623,13 @@ uint64_t tr_complete_untracked_full(void) { return atomic_load(&g_untracked_full
 uint64_t tr_complete_mark(void) { return atomic_load_explicit(&g_tracked, memory_order_acquire); }
 
 /* A synchronization that returned cudaSuccess completed everything enqueued
- * before it on its stream (all streams of the device): the entries tracked
- * by then are DONE now, so a process killed right after it does not leave
- * them pending in its ring. No CUDA call but cudaGetDevice for a device-wide
- * one, and none when nothing is pending. */
+ * before it on its stream (all streams of the device): the records of the
+ * entries tracked by then are DONE now (ABORTED when released by an abort),
+ * so a process killed right after it does not leave them pending in its
+ * ring. The entries stay where they are: only the poller pops them (its
+ * query then finds them complete; mark_done stores nothing twice). No CUDA
+ * call but cudaGetDevice for a device-wide one, and none when nothing is
+ * pending. */
 void tr_complete_synced(int whole_device, cudaStream_t stream, uint64_t mark)
 {
     if (!mark || !g_events || tr_is_forked_child()) return;
@@ -640,9 +645,8 @@ void tr_complete_synced(int whole_device, cudaStream_t stream, uint64_t mark)
         stream_t *s = &g_streams[si];
         if (whole_device ? s->device != device : s->stream != (uintptr_t)stream) continue;
         /* the entries tracked before the synchronization: the head's run of them */
-        int32_t last = -1;
-        for (int32_t x = s->head; x >= 0 && g_entries[x].no <= mark; x = g_entries[x].next) last = x;
-        if (last >= 0) pop_done(s, last, -1, TRR_GPU_DONE, t);
+        for (int32_t x = s->head; x >= 0 && g_entries[x].no <= mark; x = g_entries[x].next)
+            mark_done(g_entries[x].rec, g_entries[x].aborted ? TRR_GPU_ABORTED : TRR_GPU_DONE, t);
     }
     pthread_mutex_unlock(&g_mu);
 }

@@ -71,7 +71,9 @@ DP_SKIP = {"kind": "divergence", "subkind": "skipped_call", "ranks": [2], "other
 GROUPS = {"kind": "divergence", "subkind": "skipped_call", "ranks": [3], "others": [1], "seq": 4,
           "comm_ranks": [1, 3], "site": "tp_forward", "others_site": "dp_grads"}
 # zero1_checkpoint: rank 0 alone saves a checkpoint in step 1 (two calls more): its 1-float barrier #4 pairs
-# silently with rank 1's 1-float loss all-reduce from another line, the first place their sites differ
+# silently with rank 1's 1-float loss all-reduce from another line, the first place their sites differ. The
+# job hangs at #5 on the device, but its buffers are on the device from the start, so both ranks go on
+# issuing their steps' calls: rank 0's #6-#14 are rank 1's #4-#12 (in the traces), its two calls were extra
 ZERO1 = {"kind": "divergence", "subkind": "extra_call", "ranks": [0], "others": [1], "seq": 4, "comm_ranks": [0, 1],
          "site": "ckpt_barrier", "others_site": "loss"}
 CASES = {
