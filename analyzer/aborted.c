@@ -65,5 +65,7 @@ void ta_aborts_resolve(ta_trace *t)
         int64_t q = c->exit_ns != TA_NULL64 ? c->exit_ns : c->enter_ns;
         if (t->aborted_oldest == TA_NULL64 || q < t->aborted_oldest) t->aborted_oldest = q;
     }
-    if (t->aborted_ops && (t->end_state == END_SIGNAL || t->end_state == END_KILLED)) after_abort_cut(t);
+    /* (released without an abort of a communicator: an async error, a fatal signal: nothing to cut after) */
+    if (t->aborted_ops && t->abort_enter != TA_NULL64 && (t->end_state == END_SIGNAL || t->end_state == END_KILLED))
+        after_abort_cut(t);
 }
