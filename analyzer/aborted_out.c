@@ -4,7 +4,6 @@
  * operations (aborted.c): a clean job that aborts at its end says nothing. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "ta_crash.h"
 #include "ta_jw.h"
@@ -14,6 +13,7 @@ typedef struct {
     int64_t released;
     int64_t after;        /* calls entered after the abort, left out */
     double first_wall;    /* the first of those aborts (Unix time) */
+    const ta_trace *first; /* its trace */
     double waited_s;      /* from the oldest released operation's enqueue to that abort, -1 unknown */
 } abort_sum;
 
@@ -26,7 +26,10 @@ static int summarize(const ta_an *a, abort_sum *s)
         const ta_trace *t = a->tr[i];
         if (!t->aborted_ops || t->abort_enter == TA_NULL64) continue;
         double w = ta_wall(t, t->abort_enter);
-        if (!s->n || w < s->first_wall) s->first_wall = w;
+        if (!s->n || w < s->first_wall) {
+            s->first_wall = w;
+            s->first = t;
+        }
         s->ranks[s->n++] = t->rank;
         s->released += t->aborted_ops;
         s->after += t->after_abort;
@@ -43,10 +46,9 @@ char *ta_abort_text(const ta_an *a)
 {
     abort_sum s;
     if (!summarize(a, &s)) return NULL;
-    char when[48] = "";
-    time_t sec = (time_t)s.first_wall;
-    struct tm tm;
-    if (s.first_wall > 0 && s.first_wall < 1e11 && gmtime_r(&sec, &tm)) strftime(when, sizeof when, " at %Y-%m-%d %H:%M:%S UTC", &tm);
+    char wall[48], when[52] = "";
+    ta_wall_text(s.first, s.first->abort_enter, wall, sizeof wall);
+    if (wall[0]) snprintf(when, sizeof when, " at%s", wall);
     char waited[64] = "";
     if (s.waited_s >= 0) snprintf(waited, sizeof waited, ", %.1f s after the oldest of them was enqueued", s.waited_s);
     char after[96] = "";

@@ -409,7 +409,7 @@ char *ta_ranks_text(const int *r, int n)
 }
 
 /* " 2026-01-02 10:00:00 UTC" of a monotonic time of the trace; "" when unknown */
-static void wall_text(const ta_trace *t, int64_t ns, char *out, size_t cap)
+void ta_wall_text(const ta_trace *t, int64_t ns, char *out, size_t cap)
 {
     out[0] = 0;
     if (ns == TA_NULL64) return;
@@ -461,7 +461,7 @@ char *ta_end_text(const ta_an *a, const ta_trace *t)
     case END_SNAPSHOT: r = xasprintf("last seen in a snapshot (still running, or SIGKILL)%s", in ? in : ""); break;
     case END_KILLED: {
         char when[48];
-        wall_text(t, t->heartbeat_ns, when, sizeof when);
+        ta_wall_text(t, t->heartbeat_ns, when, sizeof when);
         r = xasprintf("killed without a final write (SIGKILL, the OOM killer, a node failure)%s \xe2\x80\x94 read from "
                       "the ring file%s%s", in ? in : "", when[0] ? "; last sign of life" : "", when);
         break;

@@ -547,6 +547,8 @@ char *ta_cfg_text(const ta_collcfg *c);                               /* "maxCTA
 int ta_cfg_equal(const ta_collcfg *x, const ta_collcfg *y);
 char *ta_nccl_version_text(int64_t code);                             /* 23203 -> "2.32.3" */
 int ta_comm_suspended(const ta_trace *t, int lc);                    /* lc is suspended on t */
+/* " 2026-01-02 10:00:00 UTC" of monotonic time ns of trace t; "" when unknown */
+void ta_wall_text(const ta_trace *t, int64_t ns, char *out, size_t cap);
 char *ta_ranks_text(const int *r, int n);                            /* "0-3, 5" */
 int ta_trace_of_rank(const ta_an *a, int rank);
 uint64_t ta_hash_bytes(const char *s, size_t n);                     /* FNV-1a */
