@@ -13,6 +13,7 @@
 #include "ta_out.h"
 #include "ta_ring.h"
 #include "ta_site.h"
+#include "ta_watch.h"
 
 static double t_start;
 static int timing;
@@ -67,7 +68,21 @@ static void usage(FILE *o)
           "  --max-calls N              the call budget: hold at most N calls of the whole job (default\n"
           "                             8000000; each trace its share, at least 64: its newest calls; the\n"
           "                             older ones count as lost from its window); 0: every call\n"
-          "  --version                  print the version and exit\n"
+          "  --reports PREFIX           also write the text, --json and --markdown reports whole into\n"
+          "                             PREFIX.txt, PREFIX.json and PREFIX.md (mode 0600)\n"
+          "  --version                  print the version and exit\n\n"
+          "tranalyze --watch [options] DIR: the answer while the job runs (docs/live.md). Reads the\n"
+          "ring files of the job in DIR about once a second; when an operation of a rank has waited\n"
+          "longer than the hang threshold, or a rank's process is gone while the others wait, prints\n"
+          "the root cause on stderr (lines prefixed \"trshim:\") and writes the reports into DIR as\n"
+          "tranalyze.JOB.hangN.{txt,json,md}; at the job's end (every rank gone, SIGINT, SIGTERM)\n"
+          "the final reports tranalyze.JOB.{txt,json,md} and one verdict line.\n"
+          "  --hang-sec S               the hang threshold (default: the ranks' TRSHIM_HANG_SEC, 300)\n"
+          "  --on-hang report|abort     abort: end the job right after the report (SIGTERM to\n"
+          "                             --signal-pid, else to the job's ranks on this host)\n"
+          "  --signal-pid PID           the process --on-hang abort ends (trshim run: the launcher)\n"
+          "  --settle S                 after a trigger, the other ranks' time to catch up (default 2)\n"
+          "  --end-on-eof               the job has ended when standard input ends (trshim run)\n"
           "  -h, --help                 this help\n\n"
           "Exit status: 0 nothing found, 1 findings, 2 could not analyse.\n", o);
 }
@@ -140,12 +155,54 @@ int main(int argc, char **argv)
         {"max-calls", required_argument, 0, 'C'},
         {"timeline", required_argument, 0, 'T'}, {"html", required_argument, 0, 'H'},
         {"anonymize", no_argument, 0, 'A'}, {"fold", required_argument, 0, 'D'}, {"no-fold", required_argument, 0, 'U'},
+        {"reports", required_argument, 0, 'R'}, {"watch", no_argument, 0, 'W'},
+        {"hang-sec", required_argument, 0, 1001}, {"on-hang", required_argument, 0, 1002},
+        {"signal-pid", required_argument, 0, 1003}, {"settle", required_argument, 0, 1004},
+        {"end-on-eof", no_argument, 0, 1005}, {"poll", required_argument, 0, 1006},
         {"help", no_argument, 0, 'h'}, {"version", no_argument, 0, 'V'}, {0, 0, 0, 0}};
     int anonymize = 0;                                     /* --anonymize */
     const char *timeline_path = NULL, *html_path = NULL;   /* --timeline, --html */
-    int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    const char *reports = NULL;                            /* --reports */
+    int watch = 0;
+    ta_watch_opts wo = {.hang_sec = -1, .settle_sec = 2, .poll_sec = 1};
+    wo.pass = xmalloc(sizeof(char *) * (size_t)(2 * argc + 1));
+    int c, li = -1;
+    while ((c = getopt_long(argc, argv, "h", opts, &li)) != -1) {
+        /* the analysis' own options, for the analyses a watcher runs */
+        if (li >= 0 && strchr("MFiSfXCDU", c) && c < 128) {
+            char *o = xmalloc(strlen(opts[li].name) + 3);
+            sprintf(o, "--%s", opts[li].name);
+            wo.pass[wo.npass++] = o;
+            if (optarg) wo.pass[wo.npass++] = optarg;
+        }
+        li = -1;
         switch (c) {
+        case 'R': reports = optarg; break;
+        case 'W': watch = 1; break;
+        case 1001:
+            if (!number_arg("--hang-sec", "seconds such as 60", 604800, &wo.hang_sec)) return 2;
+            if (wo.hang_sec <= 0) { fputs("tranalyze: --hang-sec wants more than 0 seconds\n", stderr); return 2; }
+            break;
+        case 1002:
+            if (strcmp(optarg, "report") && strcmp(optarg, "abort")) {
+                fprintf(stderr, "tranalyze: --on-hang wants report or abort, not \"%s\"\n", optarg);
+                return 2;
+            }
+            wo.abort = !strcmp(optarg, "abort");
+            break;
+        case 1003: {
+            double v;
+            if (!number_arg("--signal-pid", "a process id", 4194304, &v) || v < 1) return 2;
+            wo.signal_pid = (pid_t)v;
+            break;
+        }
+        case 1004:
+            if (!number_arg("--settle", "seconds such as 2", 3600, &wo.settle_sec)) return 2;
+            break;
+        case 1005: wo.end_on_eof = 1; break;
+        case 1006:
+            if (!number_arg("--poll", "seconds such as 1", 60, &wo.poll_sec) || wo.poll_sec < 0.01) return 2;
+            break;
         case 'j': a.job_wanted = optarg; break;
         case 'J': a.json = 1; break;
         case 'm': a.markdown = 1; break;
@@ -195,6 +252,17 @@ int main(int argc, char **argv)
         }
     }
     if (optind >= argc) { usage(stderr); return 2; }
+    if (watch) {
+        if (optind != argc - 1 || a.json || a.markdown || reports || timeline_path || html_path || anonymize) {
+            fputs("tranalyze: --watch takes one folder, and none of --json, --markdown, --reports, --timeline, "
+                  "--html, --anonymize (the reports are written into the folder)\n", stderr);
+            return 2;
+        }
+        wo.dir = argv[optind];
+        wo.job = a.job_wanted;
+        return ta_watch(&wo);
+    }
+    if (reports && anonymize) { fputs("tranalyze: --reports and --anonymize exclude each other\n", stderr); return 2; }
     if (a.json && a.markdown) { fputs("tranalyze: --json and --markdown exclude each other\n", stderr); return 2; }
     if (anonymize && ta_anon_begin() < 0) return 2;      /* what is printed is held back until the end */
 
@@ -224,7 +292,7 @@ int main(int argc, char **argv)
     }
     ta_module_notes(&a);
     ta_warnings_nccl(&a);
-    char *text = html_path ? ta_text_capture(&a) : NULL;   /* the text document once: --html's and stdout's */
+    char *text = html_path || reports ? ta_text_capture(&a) : NULL;   /* the text document once: --html's, --reports' and stdout's */
     if (a.json) ta_out_json(&a, stdout);
     else if (a.markdown) ta_out_markdown(&a, stdout);
     else if (text) fputs(text, stdout);
@@ -233,6 +301,7 @@ int main(int argc, char **argv)
     int vis = 0;                     /* --timeline, --html: 2 when a file could not be written */
     if (html_path && ta_out_html(&a, html_path, text) < 0) vis = 2, html_path = NULL;
     if (timeline_path && ta_out_timeline(&a, timeline_path) < 0) vis = 2, timeline_path = NULL;
+    if (reports && ta_out_reports(&a, reports, text) < 0) vis = 2;
     free(text);
     phase("output");
     if (anonymize) ta_anon_end(&a, a.json, html_path, timeline_path);   /* the files written too */

@@ -12,6 +12,9 @@ void ta_out_text(ta_an *a, FILE *o);
 void ta_out_json(ta_an *a, FILE *o);
 void ta_out_markdown(ta_an *a, FILE *o);   /* at most TA_MD_LIMIT characters, whatever the job */
 #define TA_MD_LIMIT 60000
+/* --reports PREFIX (out_reports.c): PREFIX.txt (text: ta_text_capture's, the document stdout got),
+ * .json, .md; 0, or -1 (a message said so) */
+int ta_out_reports(ta_an *a, const char *prefix, const char *text);
 /* one finding's lines, text (md 0) or Markdown; top: a root cause (out_text.c) */
 void ta_out_finding(ta_an *a, FILE *o, const ta_finding *f, int md, int top);
 

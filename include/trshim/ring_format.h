@@ -163,6 +163,29 @@ typedef struct {
     uint64_t extra;                 /* as in a record */
 } trr_graph_call;
 
+/* One device's memory in the ring header: the application's bytes, as the
+ * trace's memory.devices counts them (shim/tr_memory.c), kept in step with
+ * the counters as allocations come and go, so that a killed or still
+ * running rank's ring says them. `used` is stored last (release) when the
+ * slot is claimed for `device`. */
+#define TRR_MEM_DEVICES 8
+typedef struct {
+    uint32_t used;                  /* atomic: 1 once device is set */
+    int32_t device;
+    uint64_t live, peak;            /* atomics: bytes */
+    uint64_t allocs, frees;         /* atomics */
+    uint64_t peak_ns;               /* atomic: CLOCK_MONOTONIC when the peak was last raised */
+    uint64_t failures;              /* atomic: failed allocations on this device */
+    /* the first failed allocation, valid once fail_ns != 0 (stored last, release) */
+    uint64_t fail_bytes;            /* the size asked for */
+    uint64_t fail_live;             /* the device's live bytes then */
+    uint64_t fail_free, fail_total; /* cuMemGetInfo's, UINT64_MAX: unknown */
+    uint64_t fail_ns;
+    int32_t fail_stack, fail_pystack;   /* -1 */
+    int32_t fail_code;              /* cudaError_t */
+    char fail_api[28];              /* "cudaMalloc", NUL-terminated */
+} trr_mem;
+
 typedef struct {
     char magic[8];                  /* TRSHIM_RING_MAGIC */
     uint32_t version;               /* TRSHIM_RING_VERSION */
@@ -197,6 +220,22 @@ typedef struct {
     uint64_t blob_used;             /* atomic: bytes of committed blobs (a hint; readers scan) */
     uint64_t stacks_dropped;        /* atomic: stacks (native or Python) not stored (blob area full) */
     uint64_t comms_dropped;         /* atomic: communicators without a slot */
+    /* Appended after version 1's first fields (a file of an older shim
+     * holds zeros here: a reader takes hang_sec 0 as "not said"). What a
+     * watcher reading the ring while the rank runs needs (tranalyze --watch,
+     * docs/live.md): this rank's own hang watchdog and its memory. */
+    uint32_t hang_sec;              /* TRSHIM_HANG_SEC of this rank's watchdog, 0: off */
+    uint32_t stalls;                /* atomic: hangs this rank's watchdog started */
+    uint64_t stall_ns;              /* atomic: CLOCK_MONOTONIC when the watchdog found the current hang's
+                                     * stuck call, 0: nothing stuck now (stored last, release) */
+    uint64_t stall_rec;             /* the stuck call's record index + 1 (0: a communicator's init/end) */
+    uint64_t stall_since_ns;        /* when that call began to wait (enqueued, or entered) */
+    uint32_t pending;               /* atomic: GPU operations tracked, not complete at the poller's last pass */
+    uint32_t pad2;
+    uint64_t pending_since_ns;      /* atomic: enqueue time (exit_ns) of the oldest of them, 0: none */
+    uint64_t pass_ns;               /* atomic: CLOCK_MONOTONIC of the poller's last pass */
+    trr_mem mem[TRR_MEM_DEVICES];   /* device memory, by device (the first TRR_MEM_DEVICES used) */
+    uint64_t mem_devices_dropped;   /* atomic: devices used beyond TRR_MEM_DEVICES */
 } trr_header;
 
 typedef struct {
@@ -405,6 +444,7 @@ typedef struct {
 } trr_pyframe;
 
 _Static_assert(sizeof(trr_header) <= TRR_HEADER_BYTES, "ring header fits its page");
+_Static_assert(sizeof(trr_mem) == 136, "the memory slot has no implicit padding");
 _Static_assert(sizeof(trr_record) == TRR_RECORD_BYTES, "records are 128 bytes");
 _Static_assert(sizeof(trr_comm) <= TRR_COMM_BYTES, "comm slots fit");
 _Static_assert(sizeof(trr_pycode) == 16 && sizeof(trr_pystack) == 8 && sizeof(trr_pyframe) == 8,

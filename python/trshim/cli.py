@@ -555,19 +555,147 @@ def cmd_run(args):
         return 0
     for n in notes:
         say(n)
-    try:
-        os.makedirs(jobenv["TRSHIM_DIR"], mode=0o700, exist_ok=True)
-    except OSError as e:
-        say("run: cannot make the trace folder %s: %s" % (jobenv["TRSHIM_DIR"], e.strerror))
+    bad = prepare_folder(jobenv["TRSHIM_DIR"])
+    if bad:
+        say("run: %s; nothing was started (--dir DIR: a folder of yours)" % bad)
         return 2
+    hang, on_hang = watch_settings(args, env)
+    if hang:
+        jobenv["TRSHIM_HANG_SEC"] = hang
     env.update(jobenv)
+    watch = None if args.no_watch or env.get("TRSHIM_WATCH") == "0" else watcher_command(jobenv, hang, on_hang)
     if not ds_file:
+        return run_job(final, env, watch)
+    return run_with_env_file(final, env, ds_file, ds_old, ds_text, args.keep_env_file, watch)
+
+
+def watch_settings(args, env):
+    """(TRSHIM_HANG_SEC to set or None, report|abort): --hang-sec and --on-hang, else TRSHIM_HANG_SEC and
+    TRSHIM_ON_HANG"""
+    hang = args.hang_sec if args.hang_sec is not None else None
+    on_hang = args.on_hang or env.get("TRSHIM_ON_HANG") or "report"
+    if on_hang not in ("report", "abort"):
+        say("ignoring TRSHIM_ON_HANG=%s (report or abort); reporting" % on_hang)
+        on_hang = "report"
+    return (("%g" % hang) if hang is not None else None), on_hang
+
+
+def prepare_folder(d):
+    """None when the shim can record into d (made, mode 0700, when missing), else why it cannot"""
+    if os.path.realpath(d) == "/":
+        return "the trace folder cannot be / (every rank writes two files into it)"
+    try:
+        os.makedirs(d, mode=0o700, exist_ok=True)
+    except OSError as e:
+        return "cannot make the trace folder %s: %s" % (d, e.strerror)
+    return folder_problem(d)
+
+
+def folder_problem(d):
+    """None when d, an existing folder, passes the shim's rules (shim/tr_files.c) and takes a new file,
+    else why not"""
+    me = os.geteuid()
+    path = "/"
+    for part in [p for p in d.split("/") if p]:
+        path = os.path.join(path, part)
         try:
-            os.execvpe(final[0], final, env)
-        except OSError as e:
-            say("run: %s: %s" % (final[0], e.strerror))
-            return 127
-    return run_with_env_file(final, env, ds_file, ds_old, ds_text, args.keep_env_file)
+            st = os.lstat(path)
+        except OSError:
+            break
+        if os.path.islink(path) and st.st_uid not in (me, 0):
+            return "%s is a symbolic link owned by uid %d: the shim refuses it" % (path, st.st_uid)
+    try:
+        st = os.stat(d)
+    except OSError as e:
+        return "%s: %s" % (d, e.strerror)
+    if not os.path.isdir(d):
+        return "%s is not a folder" % d
+    if st.st_uid not in (me, 0):
+        return "%s is owned by uid %d, not by this user (uid %d) or root: the shim refuses it" % (d, st.st_uid, me)
+    if st.st_mode & 0o022 and not st.st_mode & 0o1000:
+        return ("%s is writable by group or others without the sticky bit (mode %04o): the shim refuses it" %
+                (d, st.st_mode & 0o7777))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".trshim-check.", dir=d)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as e:
+        return "%s: cannot create a file: %s" % (d, e.strerror)
+    return None
+
+
+def watcher_command(jobenv, hang, on_hang):
+    """tranalyze --watch for the job, its launcher's pid to come (None: no tranalyze)"""
+    ta = tranalyze_path()
+    if not ta:
+        say("run: tranalyze not found beside trshim nor in PATH: no answer while the job runs")
+        return None
+    cmd = [ta, "--watch", "--end-on-eof"]
+    if jobenv.get("TRSHIM_JOB_ID"):
+        cmd += ["--job", jobenv["TRSHIM_JOB_ID"]]
+    if hang:
+        cmd += ["--hang-sec", hang]
+    if on_hang == "abort":
+        cmd += ["--on-hang", "abort", "--signal-pid", "{pid}"]
+    return cmd + ["--", jobenv["TRSHIM_DIR"]]
+
+
+def start_watcher(watch, pid):
+    if not watch:
+        return None
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)        # the analyzer records nothing and simulates nothing
+    try:
+        # a session of its own: a terminal's ^C reaches the job; the watcher ends with standard input
+        return subprocess.Popen([a.replace("{pid}", str(pid)) for a in watch], stdin=subprocess.PIPE,
+                                env=env, start_new_session=True)
+    except OSError as e:
+        say("run: cannot start %s: %s: no answer while the job runs" % (watch[0], e.strerror))
+        return None
+
+
+def end_watcher(w):
+    """the job ended: the watcher's final analysis, its verdict line"""
+    if not w:
+        return
+    try:
+        w.stdin.close()
+    except OSError:
+        pass
+    try:
+        w.wait(timeout=900)
+    except subprocess.TimeoutExpired:
+        say("run: the final analysis takes over 900 s: stopped (tranalyze DIR gives it)")
+        w.kill()
+        w.wait()
+
+
+def run_job(cmd, env, watch):
+    """the launcher and beside it the watcher; signals go to the launcher; the launcher's status"""
+    try:
+        child = subprocess.Popen(cmd, env=env)
+    except OSError as e:
+        say("run: %s: %s" % (cmd[0], e.strerror))
+        return 127
+    w = start_watcher(watch, child.pid)
+    # SIGINT and SIGQUIT from a terminal reach the launcher too (same process group): not twice
+    tty = sys.stdin.isatty() if sys.stdin else False
+    prev = {}
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
+        if tty and sig in (signal.SIGINT, signal.SIGQUIT):
+            prev[sig] = signal.signal(sig, signal.SIG_IGN)
+        else:
+            prev[sig] = signal.signal(sig, lambda signo, frame: child.send_signal(signo))
+    while True:
+        try:
+            rc = child.wait()
+            break
+        except InterruptedError:
+            continue
+    end_watcher(w)
+    for sig, h in prev.items():
+        signal.signal(sig, h)
+    return exit_status(rc)
 
 
 def read_text(path):
@@ -591,37 +719,16 @@ def write_text(path, text):
     os.replace(tmp, path)
 
 
-def run_with_env_file(cmd, env, path, old, text, keep):
+def run_with_env_file(cmd, env, path, old, text, keep, watch):
     """deepspeed: the .deepspeed_env is in place while the launcher runs, the
-    user's own (or none) put back after; signals go to the launcher"""
+    user's own (or none) put back after"""
     try:
         write_text(path, text)
     except OSError as e:
         say("run: cannot write %s: %s" % (path, e.strerror))
         return 2
-    rc = 127
     try:
-        try:
-            child = subprocess.Popen(cmd, env=env)
-        except OSError as e:
-            say("run: %s: %s" % (cmd[0], e.strerror))
-            return 127
-        # SIGINT and SIGQUIT from a terminal reach the launcher too (same process group): not twice
-        tty = sys.stdin.isatty() if sys.stdin else False
-        prev = {}
-        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
-            if tty and s in (signal.SIGINT, signal.SIGQUIT):
-                prev[s] = signal.signal(s, signal.SIG_IGN)
-            else:
-                prev[s] = signal.signal(s, lambda signo, frame: child.send_signal(signo))
-        while True:
-            try:
-                rc = child.wait()
-                break
-            except InterruptedError:
-                continue
-        for s, h in prev.items():
-            signal.signal(s, h)
+        return run_job(cmd, env, watch)
     finally:
         if not keep:
             if read_text(path) != text:
@@ -630,7 +737,6 @@ def run_with_env_file(cmd, env, path, old, text, keep):
                 os.unlink(path)
             else:
                 write_text(path, old)
-    return exit_status(rc)
 
 
 def check_library_path(lib):
@@ -931,40 +1037,15 @@ def doctor_folder(rep, d):
         if parent == probe:
             break
         probe = parent
-    me = os.geteuid()
-    # every link on the way owned by this user or root (the shim's rule, shim/tr_files.c)
-    path = "/"
-    for part in [p for p in d.split("/") if p]:
-        path = os.path.join(path, part)
-        try:
-            st = os.lstat(path)
-        except OSError:
-            break
-        if os.path.islink(path) and st.st_uid not in (me, 0):
-            rep.line("FAIL", "trace folder", "%s is a symbolic link owned by uid %d: the shim refuses it" %
-                     (path, st.st_uid))
-            return
     if probe != d:
         if not os.access(probe, os.W_OK | os.X_OK):
             rep.line("FAIL", "trace folder", "%s does not exist and %s is not writable" % (d, probe))
             return
         rep.line("ok", "trace folder", "%s does not exist yet: the shim makes it (mode 0700)" % d)
     else:
-        st = os.stat(d)
-        if st.st_uid not in (me, 0):
-            rep.line("FAIL", "trace folder", "%s is owned by uid %d, not by this user (uid %d) or root: the shim "
-                     "refuses it" % (d, st.st_uid, me))
-            return
-        if st.st_mode & 0o022 and not st.st_mode & 0o1000:
-            rep.line("FAIL", "trace folder", "%s is writable by group or others without the sticky bit (mode %04o): "
-                     "the shim refuses it" % (d, st.st_mode & 0o7777))
-            return
-        try:
-            fd, tmp = tempfile.mkstemp(prefix=".trshim-doctor.", dir=d)
-            os.close(fd)
-            os.unlink(tmp)
-        except OSError as e:
-            rep.line("FAIL", "trace folder", "%s: cannot create a file: %s" % (d, e.strerror))
+        bad = folder_problem(d)
+        if bad:
+            rep.line("FAIL", "trace folder", bad)
             return
         rep.line("ok", "trace folder", "%s is writable" % d)
     try:
@@ -1586,6 +1667,16 @@ def cmd_analyze(args):
     os.execv(ta, [ta] + args.rest)
 
 
+def positive_seconds(v):
+    try:
+        f = float(v)
+    except ValueError:
+        f = -1
+    if not 0 < f <= 604800:
+        raise argparse.ArgumentTypeError("wants seconds, more than 0 (e.g. 60), not %r" % v)
+    return f
+
+
 def parser():
     p = argparse.ArgumentParser(prog="trshim", description="Record a distributed job's NCCL and CUDA calls with "
                                 "libtrshim.so, without editing it; tranalyze TRACE_DIR names the root cause.")
@@ -1607,6 +1698,14 @@ def parser():
     r.add_argument("--quiet", "-q", action="store_true", help="no 'recording to' line from the shim (TRSHIM_QUIET=1)")
     r.add_argument("--mpi", choices=("openmpi", "hydra"), help="mpirun's kind (default: from mpirun --version)")
     r.add_argument("--keep-env-file", action="store_true", help="deepspeed: leave .deepspeed_env as written")
+    r.add_argument("--hang-sec", type=positive_seconds, metavar="S",
+                   help="an operation pending S seconds is a hang: the ranks' watchdog and the watcher's threshold "
+                   "(TRSHIM_HANG_SEC; default: as set, else 300)")
+    r.add_argument("--on-hang", choices=("report", "abort"),
+                   help="report (default; TRSHIM_ON_HANG): the root cause on stderr while the job waits; abort: "
+                   "then end the job (SIGTERM to the launcher)")
+    r.add_argument("--no-watch", action="store_true", help="no watcher (TRSHIM_WATCH=0): traces only, no answer "
+                   "while the job runs nor verdict at its end")
     r.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ...")
     r.set_defaults(fn=cmd_run)
 
@@ -1655,6 +1754,9 @@ def parser():
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "analyze":       # every argument is tranalyze's, --help included
+        return cmd_analyze(argparse.Namespace(rest=argv[1:]))
     args = parser().parse_args(argv)
     if args.version:
         print("trshim %s" % version())

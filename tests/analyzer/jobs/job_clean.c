@@ -2,7 +2,9 @@
  * data-parallel communicators split from it, collectives of every kind, a
  * ring exchange of sends and receives inside a group, a pipeline between the
  * two halves, and an uneven but legal pattern (rank 0 sends step+1 messages
- * to rank 1 each step). Run with 8 ranks. */
+ * to rank 1 each step). Run with 8 ranks. CLEAN_PAUSE_MS: every rank
+ * pauses that long after step 1 with nothing pending (an evaluation, a
+ * checkpoint written by every rank): a watcher must not call it a hang. */
 #include "job.h"
 
 static ncclComm_t tp, dp;
@@ -37,6 +39,7 @@ int main(void)
         NCCLCHECK(ncclBroadcast(buf, buf, 4, ncclFloat32, 0, wcomm, stream));
         NCCLCHECK(ncclReduce(buf, buf + 300000, 16, ncclFloat32, ncclMax, 0, wcomm, stream));
         job_sync();
+        if (step == 1) trtest_sleep_ms(trtest_env_int("CLEAN_PAUSE_MS", 0));
     }
     job_sync();
     trtest_file_barrier("done", rank, world);
