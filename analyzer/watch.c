@@ -97,7 +97,7 @@ static trigger evaluate(const watcher *w, double now)
         }
         if ((dog || age >= w->thr) && age >= t.waited) t = (trigger){1, i, age, dog};
     }
-    if (!t.kind && gone >= 0 && waiting) t = (trigger){2, gone, 0, 0};
+    if (gone >= 0 && waiting) t = (trigger){2, gone, t.waited, 0};   /* the rank gone says more than its victims */
     return t;
 }
 
@@ -332,11 +332,12 @@ static void report_stall(watcher *w, const trigger *t, double now)
     int world;
     int part = partial(w, &world);
     if (t->kind == 1)
-        fprintf(stderr, "trshim: HANG: %s has waited %.1f s for an operation (%s %.0f s); the rings of %d rank%s "
-                "analysed:\n", who, t->waited, t->by_watchdog ? "its watchdog, TRSHIM_HANG_SEC" : "threshold",
-                t->by_watchdog && r->h.hang_sec ? (double)r->h.hang_sec : w->thr, w->s.n, w->s.n == 1 ? "" : "s");
+        fprintf(stderr, "trshim: HANG: %s has waited %.1f s for an operation (%s%g%s); the traces of %d rank%s "
+                "analysed:\n", who, t->waited, t->by_watchdog ? "its watchdog: TRSHIM_HANG_SEC=" : "threshold ",
+                t->by_watchdog && r->h.hang_sec ? (double)r->h.hang_sec : w->thr, t->by_watchdog ? "" : " s", w->s.n,
+                w->s.n == 1 ? "" : "s");
     else
-        fprintf(stderr, "trshim: HANG: %s %s while other ranks wait for their operations; the rings of %d rank%s "
+        fprintf(stderr, "trshim: HANG: %s %s while other ranks wait for their operations; the traces of %d rank%s "
                 "analysed:\n", who, gone_text(r, buf, sizeof buf), w->s.n, w->s.n == 1 ? "" : "s");
     char sfx[32];
     snprintf(sfx, sizeof sfx, "hang%d", w->stalls);
@@ -359,14 +360,21 @@ static void report_stall(watcher *w, const trigger *t, double now)
 
 static int final_verdict(watcher *w)
 {
-    if (!w->s.job || !w->s.n) {
-        fprintf(stderr, "trshim: verdict: no ring of %s%s in %s: nothing was recorded (was libtrshim.so "
-                "preloaded into the ranks? trshim doctor checks)\n", w->s.job ? "job " : "any job",
-                w->s.job ? w->s.job : "", w->o->dir);
+    /* a job shorter than the first look leaves no ring (a clean exit removes it): its JSON traces answer */
+    if (!w->s.job) {
+        fprintf(stderr, "trshim: verdict: no ring of any job in %s: nothing was recorded (was libtrshim.so "
+                "preloaded into the ranks? trshim doctor checks)\n", w->o->dir);
         return 2;
     }
     char *prefix = w->quiet ? NULL : report_prefix(w, NULL), *text = NULL;
     int rc = analyse(w, prefix, &text);
+    if (rc == 2 && !w->s.n) {
+        fprintf(stderr, "trshim: verdict: no trace of job %s in %s: nothing was recorded (was libtrshim.so "
+                "preloaded into the ranks? trshim doctor checks)\n", w->s.job, w->o->dir);
+        free(text);
+        free(prefix);
+        return 2;
+    }
     int world;
     int part = partial(w, &world);
     if (rc == 0 || rc == 1) {
@@ -439,7 +447,7 @@ int ta_watch(const ta_watch_opts *o)
         } else if (state == 1 && now >= settle_end) {
             int holds = now_t.kind == 1 || (now_t.kind == 2 && still_waiting(&w));
             if (holds) {
-                if (now_t.kind == 1) t = now_t;
+                t = now_t;
                 report_stall(&w, &t, now);
                 stall_at = now;
                 state = 2;

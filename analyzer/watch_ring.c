@@ -21,7 +21,7 @@
 #include "ta_watch.h"
 #include "trshim/trace_format.h"
 
-#define TW_RESCAN_SEC 2.0      /* between two listings of the folder */
+#define TW_RESCAN_SEC 0.9      /* between two listings of the folder: each poll */
 #define TW_SILENT_SEC 10.0     /* a heartbeat that stopped this long: the rank is not responding */
 #define TW_KILLED_SEC 1.5      /* a process gone whose heartbeat stopped this long: killed */
 
@@ -47,6 +47,8 @@ static int copy_header(trr_header *out, const trr_header *map)
     g_copying = 0;
     return 0;
 }
+
+static int process_ended(pid_t pid);
 
 static int cmp_str(const void *x, const void *y) { return strcmp(*(char *const *)x, *(char *const *)y); }
 
@@ -120,6 +122,65 @@ static const trr_header *map_ring(tw_set *s, const char *name, trr_header *h, in
 
 typedef struct { char *name; const trr_header *map; trr_header h; char *job; int later; } candidate;
 
+/* A JSON trace TRSHIM_TRACE_PREFIX<job>.r<rank>.<host>.<pid>.json: its parts
+ * (pointers into name, lengths); 0 when the name is not one */
+typedef struct { const char *job, *host; size_t job_len, host_len; int rank; pid_t pid; } trace_name;
+static int parse_trace_name(const char *name, trace_name *t)
+{
+    size_t n = strlen(name), p = strlen(TRSHIM_TRACE_PREFIX);
+    if (n < p + 12 || strncmp(name, TRSHIM_TRACE_PREFIX, p) || strcmp(name + n - 5, ".json")) return 0;
+    const char *end = name + n - 5, *dot = end;
+    while (dot > name && dot[-1] != '.') dot--;
+    char *e;
+    long pid = strtol(dot, &e, 10);
+    if (dot == end || e != end || pid <= 0 || dot - 1 <= name + p) return 0;
+    /* the rank: the last ".r<digits>." before the host (a host name holds no ".r<digits>." of its own: rare) */
+    for (const char *r = dot - 2; r > name + p; r--) {
+        if (r[0] != '.' || r[1] != 'r') continue;
+        const char *q = r + 2;
+        long rank = strtol(q, &e, 10);
+        if (e == q || *e != '.' || e >= dot - 1) continue;
+        *t = (trace_name){name + p, e + 1, (size_t)(r - (name + p)), (size_t)(dot - 1 - (e + 1)), (int)rank, (pid_t)pid};
+        return 1;
+    }
+    return 0;
+}
+
+/* A rank whose process ended cleanly removes its ring (its JSON trace is
+ * whole): a JSON trace of the job on this host, of a process that ended and
+ * whose ring was never seen, is a rank that exited (a rank the watcher
+ * would otherwise not know of: the job's answer is then not partial). */
+static void add_exited(tw_set *s, const char *name, double now)
+{
+    trace_name t;
+    if (!parse_trace_name(name, &t)) return;
+    int ours = 0, here = 0;
+    char head[512];
+    snprintf(head, sizeof head, "%s%.*s.", TRSHIM_TRACE_PREFIX, (int)t.job_len, t.job);
+    for (int i = 0; i < s->n; i++) {
+        const tw_rank *r = &s->r[i];
+        if (r->h.pid == t.pid && (r->same_host || !r->map)) return;   /* known */
+        if (!r->map || strncmp(r->name, head, strlen(head))) continue;
+        ours = 1;
+        char tail[128];
+        snprintf(tail, sizeof tail, ".%.*s.%d%s", (int)t.host_len, t.host, (int)r->h.pid, TRSHIM_RING_SUFFIX);
+        size_t nl = strlen(r->name), tl = strlen(tail);
+        if (r->same_host && nl > tl && !strcmp(r->name + nl - tl, tail)) here = 1;
+    }
+    if (!ours || !here || !process_ended(t.pid)) return;
+    s->r = xrealloc(s->r, sizeof *s->r * (size_t)(s->n + 1));
+    tw_rank *r = &s->r[s->n++];
+    memset(r, 0, sizeof *r);
+    r->name = xstrdup(name);
+    r->h.pid = t.pid;
+    r->h.env_rank = t.rank;
+    r->h.world_size = -1;
+    r->h.state = TRR_EXITED;
+    r->same_host = 1;
+    r->gone = TW_EXITED;
+    r->gone_at = now;
+}
+
 void tw_scan(tw_set *s, double now)
 {
     if (now - s->scanned_at < TW_RESCAN_SEC) return;
@@ -133,10 +194,19 @@ void tw_scan(tw_set *s, double now)
     rewinddir(d);
     candidate *c = NULL;
     int nc = 0;
+    char **traces = NULL;          /* JSON traces: ranks that may have ended without their ring */
+    int ntraces = 0;
     struct dirent *e;
     size_t plen = strlen(TRSHIM_TRACE_PREFIX), slen = strlen(TRSHIM_RING_SUFFIX);
     while ((e = readdir(d))) {
         size_t n = strlen(e->d_name);
+        if (n > plen + 5 && !strncmp(e->d_name, TRSHIM_TRACE_PREFIX, plen) && !strcmp(e->d_name + n - 5, ".json")) {
+            if (ntraces < 65536 && !seen(s, e->d_name)) {
+                traces = xrealloc(traces, sizeof *traces * (size_t)(ntraces + 1));
+                traces[ntraces++] = xstrdup(e->d_name);
+            }
+            continue;
+        }
         if (n <= plen + slen || strncmp(e->d_name, TRSHIM_TRACE_PREFIX, plen) ||
             strcmp(e->d_name + n - slen, TRSHIM_RING_SUFFIX) || seen(s, e->d_name))
             continue;
@@ -187,6 +257,18 @@ void tw_scan(tw_set *s, double now)
         free(c[i].job);
     }
     free(c);
+    for (int i = 0; i < ntraces; i++) {
+        int before = s->n;
+        if (s->job) add_exited(s, traces[i], now);
+        if (s->n > before) {         /* looked at once it is known; the others again (a rank still running) */
+            s->seen = xrealloc(s->seen, sizeof *s->seen * (size_t)(s->nseen + 1));
+            s->seen[s->nseen++] = traces[i];
+            added = 1;
+        } else {
+            free(traces[i]);
+        }
+    }
+    free(traces);
     if (added) qsort(s->seen, (size_t)s->nseen, sizeof *s->seen, cmp_str);
 }
 
@@ -195,12 +277,28 @@ static uint64_t beat_of(const trr_header *h)
     return h->heartbeat_ns > h->pass_ns ? h->heartbeat_ns : h->pass_ns;
 }
 
+/* pid ended: no such process, or one that died and waits to be reaped */
+static int process_ended(pid_t pid)
+{
+    if (kill(pid, 0) != 0) return errno == ESRCH;
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')');   /* the name may hold anything, the state follows its last ')' */
+    return p && (p[1] == ' ') && (p[2] == 'Z' || p[2] == 'X');
+}
+
 void tw_read(tw_set *s, double now)
 {
     for (int i = 0; i < s->n; i++) {
         tw_rank *r = &s->r[i];
         trr_header h;
-        if (copy_header(&h, r->map) < 0) continue;
+        if (!r->map || copy_header(&h, r->map) < 0) continue;   /* no map: a rank that exited (add_exited) */
         r->h = h;
         uint64_t b = beat_of(&h);
         if (b != r->beat) {
@@ -211,7 +309,7 @@ void tw_read(tw_set *s, double now)
         int gone = TW_ALIVE;
         if (h.state == TRR_EXITED) gone = TW_EXITED;
         else if (h.state == TRR_SIGNALED) gone = TW_SIGNALED;
-        else if (r->same_host && h.pid > 0 && kill(h.pid, 0) != 0 && errno == ESRCH && now - r->beat_at >= TW_KILLED_SEC)
+        else if (r->same_host && h.pid > 0 && now - r->beat_at >= TW_KILLED_SEC && process_ended(h.pid))
             gone = TW_KILLED;   /* a process of another pid namespace would keep its heartbeat */
         else if (r->beat_moved && now - r->beat_at >= TW_SILENT_SEC)
             gone = TW_SILENT;
@@ -234,7 +332,7 @@ int tw_rank_of(const tw_rank *r)
 void tw_close(tw_set *s)
 {
     for (int i = 0; i < s->n; i++) {
-        munmap((void *)s->r[i].map, TRR_HEADER_BYTES);
+        if (s->r[i].map) munmap((void *)s->r[i].map, TRR_HEADER_BYTES);
         free(s->r[i].name);
     }
     for (int i = 0; i < s->nseen; i++) free(s->seen[i]);

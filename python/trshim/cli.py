@@ -1692,7 +1692,10 @@ def parser():
                        "every rank", description="Runs CMD with libtrshim.so in front of LD_PRELOAD, TRSHIM_DIR "
                        "and a job id set. deepspeed: .deepspeed_env carries them to every node (restored after); "
                        "mpirun/mpiexec: -x (Open MPI) or -genv (MPICH, Intel MPI) options; srun, torchrun: the "
-                       "environment is enough.")
+                       "environment is enough. Beside the launcher a watcher (tranalyze --watch) prints the root "
+                       "cause on stderr when a rank waits past the hang threshold or dies while others wait, and "
+                       "one verdict line at the end (docs/live.md). Exit status: the launcher's; 2 when trshim run "
+                       "itself could not start it (the folder refused, a bad option), 127 when CMD was not found.")
     common(r)
     r.add_argument("--dry-run", action="store_true", help="print the environment, files and command; run nothing")
     r.add_argument("--quiet", "-q", action="store_true", help="no 'recording to' line from the shim (TRSHIM_QUIET=1)")

@@ -372,6 +372,49 @@ def case_torch():
                 os.unlink(os.path.join("/dev/shm", n))
 
 
+# ---- trshim run's own errors, trshim analyze ------------------------------------------
+
+def case_folder_refused():
+    """a folder that cannot hold traces: said before the job starts, the command never run, exit 2"""
+    work = os.environ["LIVE_WORK"]
+    marker = os.path.join(work, "refused-ran")
+    open_777 = os.path.join(work, "refused-0777")
+    shutil.rmtree(open_777, ignore_errors=True)
+    os.makedirs(open_777)
+    os.chmod(open_777, 0o777)
+    cases = [("/", "the trace folder cannot be /"), (open_777, "without the sticky bit (mode 0777)"),
+             ("/proc/self", "cannot create a file"), ("/proc/self/nonexistent", "cannot make the trace folder")]
+    for d, why in cases:
+        if os.path.exists(marker):
+            os.unlink(marker)
+        r = subprocess.run([sys.executable, CLI, "run", "--dir", d, "--", "sh", "-c", "touch " + marker],
+                           capture_output=True, text=True, timeout=60)
+        lines = r.stderr.splitlines()
+        print("--dir %s: rc %d, %r" % (d, r.returncode, lines))
+        check(r.returncode == 2, "--dir %s: exit status 2, not %d" % (d, r.returncode))
+        check(len(lines) == 1 and lines[0].startswith("trshim: run: ") and why in lines[0],
+              "--dir %s: one trshim: run: line saying %r: %r" % (d, why, lines))
+        check(not os.path.exists(marker), "--dir %s: the command was not run" % d)
+    os.chmod(open_777, 0o700)
+
+
+def case_analyze_args():
+    """trshim analyze passes every argument to tranalyze unchanged"""
+    h = subprocess.run([sys.executable, CLI, "analyze", "--help"], capture_output=True, text=True, timeout=60)
+    check(h.returncode == 0 and h.stdout.startswith("usage: tranalyze"), "trshim analyze --help is tranalyze's: %r" %
+          h.stdout[:200])
+    j = Live("analyze")
+    j.start(4, [os.environ["TRAIN_DP"], "40", "64"], launch_opts=[], env=train_dp("log_metrics"))
+    j.wait_line(r"^trshim: full report: ", 60)
+    j.stop()
+    j.wait()
+    a = subprocess.run([sys.executable, CLI, "analyze", "--json", "--job", j.job, j.traces], capture_output=True,
+                       text=True, timeout=120)
+    b = subprocess.run([TA, "--json", "--job", j.job, j.traces], capture_output=True, text=True, timeout=120)
+    check(a.returncode == b.returncode == 1 and a.stdout == b.stdout and top_of(json.loads(a.stdout)) == PLANTED,
+          "trshim analyze --json DIR is tranalyze --json DIR: %d %d" % (a.returncode, b.returncode))
+
+
 CASES = {n[len("case_"):]: fn for n, fn in globals().items() if n.startswith("case_")}
 
 

@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""The watcher's benchmark (tranalyze --watch, docs/live.md): python3 bench/watch_bench.py [TRANALYZE]
+
+Synthetic ring files (tests/analyzer/gen_ring.py) of a job whose ranks are
+alive: this process plays their shims and refreshes every ring's heartbeat and
+poller pass twice a second, as libtrshim.so's poller does (once a second).
+Prints one table:
+  ranks | what | value | target
+  - CPU the watcher uses per second of job (user + system, from
+    /proc/PID/stat over WATCH_SEC seconds), healthy job of 8 and 64 ranks
+    (nothing pending): target <= 0.01 s per s (1% of one core);
+  - the time from a stall (rank 0's watchdog stores stall_ns in its ring) to
+    the printed answer (the watcher's "trshim: full report:" line), 1,024 ranks
+    whose rings hold a divergence (rank 0's extra all-reduce at #12, 100 steps
+    of calls each): target <= 5 s beyond the threshold (the watchdog's own
+    threshold passed before stall_ns is stored, so this is the whole delay).
+Exit status 1 when a target is missed or a step failed."""
+import mmap
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "analyzer"))
+import gen_ring as gr  # noqa: E402
+import gen_traces as g  # noqa: E402
+
+WATCH_SEC = float(os.environ.get("WATCH_SEC", "20"))
+OFFS = gr.STRUCTS["header"][0]
+for field in ("heartbeat_ns", "pass_ns", "pending", "pending_since_ns", "stall_ns", "stall_since_ns", "stall_rec"):
+    if field not in OFFS:
+        sys.exit("bench/watch_bench.py: gen_ring.py's header layout has no %s" % field)
+
+
+def job(name, nranks, steps, extra=True):
+    """nranks ranks of the world communicator; rank 0 one extra all-reduce at step 11 (extra)"""
+    ranks, wid = g.world_job(name, nranks)
+    for step in range(steps):
+        for r in ranks:
+            if extra and step == 11 and r.rank == 0:
+                r.coll(0, count=1, site="log_metrics", caller="train_step")
+            r.coll(0, count=1 << 20, site="train_step", caller="train_step")
+    return ranks
+
+
+def write_rings(out, ranks, done_below=None):
+    os.makedirs(out, exist_ok=True)
+    gpu = gr.gpu_upto(done_below) if done_below else None
+    paths = []
+    for r in ranks:
+        p = os.path.join(out, gr.ring_name(r))
+        gr.rank_ring(r, gpu=gpu).write(p)
+        paths.append(p)
+    return paths
+
+
+class Shims:
+    """the ranks' heartbeats: every ring's heartbeat_ns and pass_ns advanced by this process's clock"""
+
+    def __init__(self, paths):
+        self.maps = []
+        for p in paths:
+            with open(p, "r+b") as f:
+                self.maps.append(mmap.mmap(f.fileno(), gr.HEADER_BYTES))
+        self.base = [struct.unpack_from("<Q", m, OFFS["heartbeat_ns"])[0] for m in self.maps]
+        self.t0 = time.monotonic()
+        self.stop = False
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def now(self, i):
+        return self.base[i] + int((time.monotonic() - self.t0) * 1e9)
+
+    def run(self):
+        while not self.stop:
+            for i, m in enumerate(self.maps):
+                t = self.now(i)
+                struct.pack_into("<Q", m, OFFS["heartbeat_ns"], t)
+                struct.pack_into("<Q", m, OFFS["pass_ns"], t)
+            time.sleep(0.5)
+
+    def set(self, i, field, code, value):
+        struct.pack_into("<" + code, self.maps[i], OFFS[field], value)
+
+    def close(self):
+        self.stop = True
+        self.thread.join()
+        for m in self.maps:
+            m.close()
+
+
+def cpu_seconds(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def watch(ta, d, *opts):
+    return subprocess.Popen([ta, "--watch"] + list(opts) + [d], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def healthy_cpu(ta, tmp, nranks):
+    d = os.path.join(tmp, "healthy%d" % nranks)
+    ranks = job("healthy%d" % nranks, nranks, 20, extra=False)
+    shims = Shims(write_rings(d, ranks, {r.rank: 10 ** 9 for r in ranks}))
+    try:
+        w = watch(ta, d, "--hang-sec", "60")
+        time.sleep(2)                     # started, rings found
+        c0, t0 = cpu_seconds(w.pid), time.monotonic()
+        time.sleep(WATCH_SEC)
+        c1, t1 = cpu_seconds(w.pid), time.monotonic()
+        w.terminate()
+        err = w.communicate(timeout=600)[1]
+    finally:
+        shims.close()
+    if "HANG" in err:
+        print("bench/watch_bench.py: a healthy job reported a hang:\n" + err, file=sys.stderr)
+        return None
+    return (c1 - c0) / (t1 - t0)
+
+
+def stall_to_answer(ta, tmp, nranks=1024, steps=100):
+    d = os.path.join(tmp, "stall%d" % nranks)
+    ranks = job("stall%d" % nranks, nranks, steps)
+    paths = write_rings(d, ranks, {r.rank: 12 for r in ranks})   # #12 never completes, on any rank
+    shims = Shims(paths)
+    try:
+        # every rank's oldest pending operation: its #12 (the poller's view)
+        for i, r in enumerate(ranks):
+            k = next(k for k, c in enumerate(r.calls) if c[2] == 12)
+            shims.set(i, "pending", "I", len(r.calls) - k)
+            shims.set(i, "pending_since_ns", "Q", r.calls[k][15])
+        w = watch(ta, d, "--hang-sec", "600")     # only the watchdog's stall triggers
+        time.sleep(3)                             # 1,024 rings found and read
+        t0 = time.monotonic()
+        k0 = next(k for k, c in enumerate(ranks[0].calls) if c[2] == 12)
+        shims.set(0, "stall_rec", "Q", k0 + 1)
+        shims.set(0, "stall_since_ns", "Q", ranks[0].calls[k0][15])
+        shims.set(0, "stall_ns", "Q", shims.now(0))
+        got = None
+        for line in w.stderr:
+            if line.startswith("trshim: full report:"):
+                got = time.monotonic() - t0
+                break
+        w.terminate()
+        w.communicate(timeout=600)
+    finally:
+        shims.close()
+    return got
+
+
+def main():
+    ta = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "build", "analyzer", "tranalyze")
+    tmp = tempfile.mkdtemp(prefix="watch-bench.")
+    ok = True
+    rows = []
+    try:
+        for n in (8, 64):
+            c = healthy_cpu(ta, tmp, n)
+            good = c is not None and c <= 0.01
+            ok &= good
+            rows.append((n, "watcher CPU per second of job (healthy, %g s)" % WATCH_SEC,
+                         "-" if c is None else "%.4f s/s" % c, "<= 0.01 %s" % ("ok" if good else "MISSED")))
+        t = stall_to_answer(ta, tmp)
+        good = t is not None and t <= 5
+        ok &= good
+        rows.append((1024, "stall (watchdog's stall_ns) to printed answer", "-" if t is None else "%.2f s" % t,
+                     "<= 5 s %s" % ("ok" if good else "MISSED")))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("| ranks | what | value | target |")
+    print("|---|---|---|---|")
+    for r in rows:
+        print("| %s | %s | %s | %s |" % r)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
