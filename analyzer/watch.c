@@ -393,14 +393,18 @@ static int final_verdict(watcher *w)
     return rc < 0 ? 2 : rc;
 }
 
-/* Rank 0's ring is in the folder but its process runs on another host: that host's watcher answers for the job. */
+/* A node's watcher (some rank runs on this host) whose folder also holds
+ * rank 0's ring, from another host: that host's watcher answers for the
+ * job. A watcher on a machine that runs no rank (a terminal elsewhere)
+ * always answers. */
 static void decide_quiet(watcher *w)
 {
-    for (int i = 0; i < w->s.n; i++)
-        if (tw_rank_of(&w->s.r[i]) == 0) {
-            w->quiet = !w->s.r[i].same_host;
-            return;
-        }
+    int zero_here = -1, any_here = 0;
+    for (int i = 0; i < w->s.n; i++) {
+        any_here |= w->s.r[i].same_host;
+        if (tw_rank_of(&w->s.r[i]) == 0) zero_here = w->s.r[i].same_host;
+    }
+    w->quiet = any_here && zero_here == 0;
 }
 
 int ta_watch(const ta_watch_opts *o)
