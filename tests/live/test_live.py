@@ -356,7 +356,7 @@ def case_torch():
         check(running, "the job still ran when the report came")
         block = "\n".join(j.block(got[0]))
         check("ROOT CAUSE: divergence" in block, "the root cause is a divergence:\n%s" % block)
-        check("log_metrics (train_torch.py:%d)" % line in block, "rank 0's Python line train_torch.py:%d:\n%s" %
+        check("rank 0: AllReduce(1 x float32, sum) at train_torch.py:%d in log_metrics" % line in block, "rank 0's Python line train_torch.py:%d:\n%s" %
               (line, block))
         final = j.analyse()
         f = final["findings"][0]
