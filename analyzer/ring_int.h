@@ -1,6 +1,7 @@
-/* Internals shared by ring.c (reading and checking a ring file) and
- * ring_trace.c (the traces a ring gives, and rings next to JSON traces),
- * which calls into ring.c, never the other way. */
+/* Internals shared by ring.c (reading and checking a ring file),
+ * ring_mem.c (the header's device memory) and ring_trace.c (the traces a
+ * ring gives, and rings next to JSON traces), which calls into both, never
+ * the other way; ring_mem.c calls into ring.c. */
 #ifndef RING_INT_H
 #define RING_INT_H
 
@@ -61,6 +62,9 @@ typedef struct {
     int64_t last_ns;
     uint64_t streams[256]; int nstreams;
     struct ring_crash *crash;             /* CRASH and ERROR blobs (crash.c), NULL */
+    /* the header's device memory (ring_mem.c): fixed arrays, one entry per slot at most */
+    ta_memdev mdev[TRR_MEM_DEVICES]; int nmdev;       /* devices that allocated */
+    ta_memfail mfail[TRR_MEM_DEVICES]; int nmfail;    /* each device's first failure, by time */
 } rd;
 
 static inline int64_t max64(int64_t x, int64_t y) { return x > y ? x : y; }
@@ -95,5 +99,13 @@ int ring_crash_blob(rd *r, uint32_t kind, const uint8_t *q, uint32_t n);
 void ring_crash_finish(rd *r, void (*frame_of)(const void *ctx, uint64_t ip, ta_frame *fr), const void *ctx);
 void ring_crash_view(const rd *r, ta_trace *t);
 void ring_crash_rd_free(rd *r);
+/* ring_mem.c: the header's device memory, checked (once the blobs are read:
+ * stack indexes); a copy into a trace of the ring (dev: its device, -1 all);
+ * a JSON trace j merged with the ring's trace rt keeps its own memory,
+ * takes rt's when it has none (and rt's failures when it has none: they
+ * came after its last write) */
+void ring_mem_read(rd *r);
+void ring_mem_view(const rd *r, ta_trace *t, int dev);
+void ring_mem_merge(ta_trace *j, ta_trace *rt);
 
 #endif

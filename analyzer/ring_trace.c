@@ -253,6 +253,7 @@ static ta_trace *build(rd *r, int dev, int trace_dev, int rank, const char *rank
         }
     }
     ring_crash_view(r, t);               /* crash.c: the crash and errors, a copy for each trace */
+    ring_mem_view(r, t, dev);            /* ring_mem.c: the header's device memory, this view's devices */
     /* Python code objects and stacks: likewise */
     t->npycodes = r->npycodes;
     t->pycodes = xcalloc((size_t)r->npycodes + 1, sizeof *t->pycodes);
@@ -353,7 +354,10 @@ int ta_ring_read(ta_an *a, const char *path, int fd, const struct stat *st, pthr
     *out = NULL;
     rd r;
     int n = ring_read(&r, a, path, fd, st, modlk, info);
-    if (n == 0) n = ring_views(&r, out);
+    if (n == 0) {
+        ring_mem_read(&r);               /* ring_mem.c: the header's device memory */
+        n = ring_views(&r, out);
+    }
     if (n >= 0) {
         info->host = ring_str(r.h.host, sizeof r.h.host);
         info->pid = r.h.pid;
@@ -395,11 +399,13 @@ static void ring_end(ta_trace *t, const ta_ring_info *ri)
 
 /* JSON trace j of a process whose ring holds calls after j's write: the
  * calls, communicators and stacks come from the ring's trace r (moved out
- * of it); the rest (environment, memory, versions) stays j's */
+ * of it); the rest (environment, versions) stays j's, and so does its
+ * memory when it has any (ring_mem_merge) */
 static void merge_ring(ta_an *a, ta_trace *j, ta_trace *r)
 {
     ring_graphs_merge(j, r);             /* first: j's graphs name j's communicators */
     ta_crash_adopt(j, r);                /* crash.c: the JSON's crash, else the ring's */
+    ring_mem_merge(j, r);                /* ring_mem.c: the JSON's memory, else the ring's */
     for (int i = 0; i < j->ncomms; i++) free(j->comms[i].ckp);
     free(j->comms);
     j->comms = r->comms; j->ncomms = r->ncomms;
@@ -496,9 +502,10 @@ static void merge_ring(ta_an *a, ta_trace *j, ta_trace *r)
 }
 
 /* Each ring file against the JSON traces of its process (same host, pid
- * and start time): when its head is the JSON's ring.next, nothing happened
+ * and start time): when its head is the JSON's ring.next, no call happened
  * after that write: the JSON is used (the ring only tells how the process
- * ended, when the JSON's last write was not its final one). Otherwise the
+ * ended, when the JSON's last write was not its final one, and what the
+ * JSON lacks: a crash, memory failures since). Otherwise the
  * ring's traces replace the JSON traces' calls (same device), or stand
  * alone. The ring's notes are added when its traces are used. */
 void ta_ring_pair(ta_an *a, char **files, ta_file_traces *res, int nfiles)
@@ -524,6 +531,10 @@ void ta_ring_pair(ta_an *a, char **files, ta_file_traces *res, int nfiles)
                     t->heartbeat_ns = R->ri.last_ns;
                 if (!t->ring_file) t->ring_file = xstrdup(files[i]);
                 ta_crash_adopt(t, R->tr[k < R->ntr ? k : 0]);   /* crash.c: when the JSON lacks it */
+                /* the header's memory, when the JSON lacks it: a failed allocation
+                 * after the last write, with no call since (killed after an OOM) */
+                for (int q = 0; q < R->ntr; q++)
+                    if (R->tr[q]->device == t->device || R->ntr == 1) { ring_mem_merge(t, R->tr[q]); break; }
             }
             for (int k = 0; k < R->ntr; k++) ta_trace_free(R->tr[k]);
             R->ntr = 0;

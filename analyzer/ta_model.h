@@ -7,7 +7,8 @@
  *                 ta_calls.h (calls.c: the "calls" array, a dedicated scanner; checks.c: "checks"),
  *                 load_int.h (load.c <-> load_fields.c), ta_ring.h (ring.c: ring
  *                 files read and checked; ring_trace.c: their traces, rings next
- *                 to JSON traces; ring_graph.c: their CUDA graphs and launches),
+ *                 to JSON traces; ring_graph.c: their CUDA graphs and launches;
+ *                 ring_mem.c: the header's device memory),
  *                 ring_int.h (ring.c <-> ring_trace.c), load_env.c (a trace's
  *                 "system" and "env_changes"), load_graphs.c (a trace's "graphs"),
  *                 graphs.c (CUDA graph launches replaced by the calls they replay;

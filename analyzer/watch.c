@@ -358,7 +358,8 @@ static void report_stall(watcher *w, const trigger *t, double now)
     if (w->o->abort) end_job(w, w->o->signal_pid);
 }
 
-static int final_verdict(watcher *w)
+/* open_stall: a stall was reported and no line said the job went on since */
+static int final_verdict(watcher *w, int open_stall)
 {
     /* a job shorter than the first look leaves no ring (a clean exit removes it): its JSON traces answer */
     if (!w->s.job) {
@@ -377,6 +378,9 @@ static int final_verdict(watcher *w)
     }
     int world;
     int part = partial(w, &world);
+    if ((rc == 0 || rc == 1) && open_stall && !w->quiet && !strstr(text, "\nROOT CAUSE"))
+        fprintf(stderr, "trshim: the job went on and ended without a hang: the report above (hang%d) was a slow "
+                "rank, not a hang\n", w->stalls);
     if (rc == 0 || rc == 1) {
         if (prefix)
             fprintf(stderr, "trshim: verdict: %s%s; reports: %s.txt (.json, .md)\n", verdict_of(text),
@@ -461,7 +465,8 @@ int ta_watch(const ta_watch_opts *o)
         } else if (state == 2 && moved_on(&w, now)) {
             if (!w.quiet)
                 fprintf(stderr, "trshim: the job went on after %.1f s: the ranks that waited completed their "
-                        "operations (a slow rank, not a hang)\n", now - stall_at + t.waited);
+                        "operations; the report above (hang%d) was a slow rank, not a hang\n",
+                        now - stall_at + t.waited, w.stalls);
             state = 0;
         }
         if (all_gone(&w)) {
@@ -486,7 +491,7 @@ int ta_watch(const ta_watch_opts *o)
     }
     tw_scan(&w.s, mono() + 1e6);         /* the last rings */
     tw_read(&w.s, mono());
-    int rc = final_verdict(&w);
+    int rc = final_verdict(&w, state == 2);
     tw_close(&w.s);
     return rc;
 }

@@ -110,7 +110,8 @@ static int32_t g_nevents;
 static int32_t g_free_event[MAX_DEV];
 static entry_t *g_entries;
 static int32_t g_free_entry;
-static int32_t g_npending;
+static int32_t g_npending;                  /* entries listed + reserved by a track() under way */
+static int32_t g_nlisted;                   /* entries in the streams' lists: tracked, not popped */
 static stream_t g_streams[MAX_STREAMS];
 static _Atomic int32_t g_nstreams;
 static int g_sleeping;                      /* the poller waits on g_cv */
@@ -290,6 +291,7 @@ static void track(const uint64_t *recs, int n, cudaStream_t stream, int device, 
         }
         g_events[e].refs = n;
         g_npending += n;
+        g_nlisted += n;
         if (g_sleeping) pthread_cond_signal(&g_cv);
     } else {
         event_free(e);
@@ -416,6 +418,7 @@ static void pop_done(stream_t *s, int32_t last, int32_t e, int state, uint64_t t
         g_entries[h].next = g_free_entry;
         g_free_entry = h;
         g_npending--;
+        g_nlisted--;
         if (--g_events[ev].refs == 0) event_free(ev);
         if (h == last) return;
         if (n % POP_BATCH == 0) {          /* let the callers in */
@@ -494,7 +497,12 @@ static int poll_stream(int32_t si, uint64_t now)
     }
 }
 
-/* One pass over every stream. Returns 1 when a pending call is overdue. */
+/* One pass over every stream. Returns 1 when a pending call is overdue.
+ * Its end is told to the ring header (tr_ring_pending): the operations
+ * still listed and when the oldest of them was enqueued (the earliest of
+ * the streams' heads: each stream's list is in tracking order), so that a
+ * watcher sees what waits without asking this process. No pass runs while
+ * nothing is pending: the last one said 0. */
 static int poll_all(uint64_t now)
 {
     if (!g_capture_relaxed && g_prt->capmode) {
@@ -510,7 +518,15 @@ static int poll_all(uint64_t now)
     pthread_mutex_lock(&g_mu);
     g_pass_ended = pass;
     pthread_cond_broadcast(&g_pass_cv);
+    int32_t listed = g_nlisted;
+    uint64_t oldest = 0;
+    n = atomic_load_explicit(&g_nstreams, memory_order_acquire);
+    for (int32_t si = 0; listed > 0 && si < n; si++) {
+        int32_t h = g_streams[si].head;
+        if (h >= 0 && (!oldest || g_entries[h].exit_ns < oldest)) oldest = g_entries[h].exit_ns;
+    }
     pthread_mutex_unlock(&g_mu);
+    tr_ring_pending(listed > 0 ? (uint32_t)listed : 0, oldest, now);
     return overdue;
 }
 

@@ -39,7 +39,9 @@
  *             interpreter's install folders; the writer collects them) and
  *             tr_pyexit.c (the uncaught Python exception, an audit hook)
  *  1 ring     tr_ring.c: the ring file (tr_ring.h), its records and
- *             communicators; tr_ring_blobs.c over it: the blob area
+ *             communicators; tr_ring_blobs.c over it: the blob area;
+ *             tr_ring_live.c over it: the header's live fields (hang,
+ *             pending operations, device memory)
  *  0 ground   tr_core.c (settings, process, clocks, per-thread depth,
  *             warnings, threads, the write queue), tr_json.c (streaming JSON),
  *             tr_redact.c (secrets kept off disk),

@@ -69,9 +69,10 @@ void tr_memory_write_json(tr_json *j, int device)
     trj_array_begin(j, "devices");
     for (int d = 0; d < MT_MAX_DEVICES; d++) {
         mt_device *md = &mt_devs[d];
-        if ((device >= 0 && d != device) || !atomic_load_explicit(&md->c.allocs, memory_order_acquire))
+        mt_counters *c = mt_dev_counters_peek(d);   /* the ring header's, or md->c */
+        if ((device >= 0 && d != device) || !atomic_load_explicit(&c->allocs, memory_order_acquire))
             continue;
-        uint64_t live = atomic_load_explicit(&md->c.live, memory_order_relaxed);
+        uint64_t live = atomic_load_explicit(&c->live, memory_order_relaxed);
         int locked = mt_lock_bounded(&md->plock);
         uint64_t p_bytes = md->p_bytes, p_ns = md->p_ns, p_comm = md->p_comm, p_seq = md->p_seq;
         int32_t p_stack = md->p_stack, p_pystack = md->p_pystack;
@@ -85,8 +86,8 @@ void tr_memory_write_json(tr_json *j, int device)
         trj_int(j, "device", d);
         trj_uint(j, "live_bytes", live);
         trj_uint(j, "peak_bytes", peak);
-        trj_uint(j, "allocs", atomic_load_explicit(&md->c.allocs, memory_order_relaxed));
-        trj_uint(j, "frees", atomic_load_explicit(&md->c.frees, memory_order_relaxed));
+        trj_uint(j, "allocs", atomic_load_explicit(&c->allocs, memory_order_relaxed));
+        trj_uint(j, "frees", atomic_load_explicit(&c->frees, memory_order_relaxed));
         trj_uint(j, "peak_ns", p_ns);
         trj_int(j, "peak_stack", p_stack);   /* -1 also while the stack is being taken */
         trj_int(j, "peak_pystack", p_pystack);

@@ -25,8 +25,11 @@
  *
  * Cost: the live allocations are kept in tr_memtable.c (a sharded hash
  * table with a small per-thread ring in front of it, see there). Counters
- * are per-device atomics. Stacks, times and the last collective are taken
- * only when an allocation raises its device's peak.
+ * are per-device atomics, kept in the ring header's slot of the device
+ * (tr_memory_int.h: mt_dev_counters), so that the ring file says them with
+ * no second count; the first failure of a device is stored there too.
+ * Stacks, times and the last collective are taken only when an allocation
+ * raises its device's peak.
  *
  * The counters and the failures are kept in tr_memcount.c (tr_memory_int.h),
  * from where tr_memjson.c writes the trace's "memory" member. Entry layer
@@ -94,6 +97,9 @@ static __attribute__((noinline)) void mt_peak_grew(mt_device *d, int device, uin
         d->p_has_coll = has_coll;
         d->p_comm = comm;
         d->p_seq = seq;
+        trr_mem *m = tr_ring_mem(device);
+        if (m)       /* under plock: in the order the peaks were noted */
+            __atomic_store_n(&m->peak_ns, ns, __ATOMIC_RELAXED);
         pd->what = MT_PEAK;
         pd->device = device;
         pd->live = live;
@@ -160,11 +166,12 @@ static inline void mt_count_alloc(mt_table *t, uintptr_t key, uint64_t size, int
         return;
     }
     mt_device *d = &mt_devs[device];
-    uint64_t live = atomic_fetch_add_explicit(&d->c.live, size, memory_order_relaxed) + size;
-    if (live > atomic_load_explicit(&d->c.peak, memory_order_relaxed) && mt_raise(&d->c, live))
+    mt_counters *c = mt_dev_counters(device);   /* in the ring header (tr_memory_int.h) */
+    uint64_t live = atomic_fetch_add_explicit(&c->live, size, memory_order_relaxed) + size;
+    if (live > atomic_load_explicit(&c->peak, memory_order_relaxed) && mt_raise(c, live))
         mt_peak_grew(d, device, live, pd);
     /* last: a device is listed (allocs > 0) once its first peak is noted */
-    atomic_fetch_add_explicit(&d->c.allocs, 1, memory_order_release);
+    atomic_fetch_add_explicit(&c->allocs, 1, memory_order_release);
 }
 
 /* Free, part 2: the real call succeeded (count the free) or failed (the
@@ -187,6 +194,12 @@ static void mt_fail_store(const mt_failure *f)
         atomic_fetch_add_explicit(&mt_devs[f->device].failures, 1, memory_order_relaxed);
     else
         atomic_fetch_add_explicit(&mt_failures_nodev, 1, memory_order_relaxed);
+    /* the ring header: device memory's failures (the slot is claimed here
+     * when the device had no allocation yet), the first one in full */
+    trr_mem *m = f->pinned ? NULL : tr_ring_mem(f->device);
+    if (m && __atomic_fetch_add(&m->failures, 1, __ATOMIC_RELAXED) == 0)
+        tr_ring_mem_failed(m, f->api, f->code, f->bytes, f->live, f->has_info ? f->free_bytes : UINT64_MAX,
+                           f->has_info ? f->total_bytes : UINT64_MAX, f->t_ns, f->stack, f->pystack);
     mt_fail_slot *s = n < MT_FAIL_HEAD ? &mt_fail_slots[n]
                                        : &mt_fail_slots[MT_FAIL_HEAD + (n - MT_FAIL_HEAD) % MT_FAIL_TAIL];
     mt_lock(&s->lock);
@@ -257,12 +270,13 @@ static __attribute__((noinline)) void mt_fail(const char *api, mt_api_family fam
     f.t_ns = tr_now_ns();
     f.api = api;
     f.device = device;
+    f.pinned = pinned;
     f.bytes = bytes;
     f.code = code;
     if (pinned)
         f.live = atomic_load_explicit(&mt_pinned_all.live, memory_order_relaxed);
     else if (mt_device_ok(device))
-        f.live = atomic_load_explicit(&mt_devs[device].c.live, memory_order_relaxed);
+        f.live = atomic_load_explicit(&mt_dev_counters(device)->live, memory_order_relaxed);
     if (!pinned && device >= 0 && device == current) {
         size_t fr = 0, tot = 0;
         if (tr_cuda_mem_info(&fr, &tot)) {

@@ -3,7 +3,15 @@
  * shared by tr_memory.c (the wrappers, which count), tr_memtable.c (which
  * uncounts stale entries: mt_uncount) and tr_memjson.c (the trace's
  * "memory" member, which reads it); not used elsewhere. The live-allocation
- * table and the spin locks are tr_memtable.h's. */
+ * table and the spin locks are tr_memtable.h's.
+ *
+ * A device's counters live in the ring header's slot of that device
+ * (tr_ring_mem: trr_mem's live, peak, allocs, frees, the same layout as
+ * mt_counters), so that a killed or running rank's ring says its memory at
+ * no cost beyond the count itself; mt_devs[d].c holds them only for a
+ * device without a slot (no ring, more than TRR_MEM_DEVICES devices). The
+ * choice is made once per device, before its first count. Pinned host
+ * memory is not device memory and stays here. */
 #ifndef TR_MEMORY_INT_H
 #define TR_MEMORY_INT_H
 
@@ -12,6 +20,7 @@
 #include <stdint.h>
 
 #include "tr_memtable.h"
+#include "tr_ring.h"
 
 #define MT_MAX_DEVICES 64          /* devices 0..63 are accounted */
 #define MT_FAIL_HEAD 500           /* failures kept: the first ones ... */
@@ -24,7 +33,7 @@ typedef struct {
 } mt_counters;
 
 typedef struct {
-    mt_counters c;
+    mt_counters c;                     /* a device without a ring header slot only: mt_dev_counters */
     _Atomic uint64_t failures;         /* failed allocations recorded on this device */
     /* The peak's circumstances, consistent with each other (plock). */
     atomic_int plock;
@@ -34,6 +43,7 @@ typedef struct {
 } __attribute__((aligned(64))) mt_device;
 
 extern mt_device mt_devs[MT_MAX_DEVICES];
+
 extern mt_counters mt_pinned_all;
 extern mt_counters mt_pinned_dev[MT_MAX_DEVICES];   /* by the device current at the allocation */
 extern _Atomic uint64_t mt_failures_nodev;          /* failures whose device is unknown */
@@ -41,6 +51,29 @@ extern _Atomic uint64_t mt_failures_nodev;          /* failures whose device is 
 static inline int mt_device_ok(int device)
 {
     return device >= 0 && device < MT_MAX_DEVICES;
+}
+
+_Static_assert(sizeof(_Atomic uint64_t) == sizeof(uint64_t) && sizeof(mt_counters) == 4 * sizeof(uint64_t) &&
+                   offsetof(trr_mem, peak) == offsetof(trr_mem, live) + offsetof(mt_counters, peak) &&
+                   offsetof(trr_mem, allocs) == offsetof(trr_mem, live) + offsetof(mt_counters, allocs) &&
+                   offsetof(trr_mem, frees) == offsetof(trr_mem, live) + offsetof(mt_counters, frees),
+               "a ring header memory slot holds mt_counters");
+
+/* The counters of device memory on device (mt_device_ok): its ring header
+ * slot's, claimed on the first call (an allocation's or a failure's), else
+ * mt_devs[device].c. */
+static inline mt_counters *mt_dev_counters(int device)
+{
+    trr_mem *m = tr_ring_mem(device);
+    /* the mask changes no valid device: it tells the compiler the index is in range */
+    return m ? (mt_counters *)(void *)&m->live : &mt_devs[(unsigned)device % MT_MAX_DEVICES].c;
+}
+
+/* The same without claiming a slot (the trace writer's view of every device). */
+static inline mt_counters *mt_dev_counters_peek(int device)
+{
+    trr_mem *m = tr_ring_mem_peek(device);
+    return m ? (mt_counters *)(void *)&m->live : &mt_devs[(unsigned)device % MT_MAX_DEVICES].c;
 }
 
 /* Subtracts an entry that left the live-allocation table (freed, or
@@ -54,7 +87,7 @@ static inline void mt_uncount(const mt_slot *e, int is_free)
         if (mt_device_ok(e->device))
             c[1] = &mt_pinned_dev[e->device];
     } else {
-        c[0] = &mt_devs[e->device].c;       /* device entries always have a valid device */
+        c[0] = mt_dev_counters(e->device);  /* device entries always have a valid device */
     }
     for (int k = 0; k < 2; k++) {
         if (!c[k])
@@ -71,6 +104,7 @@ static inline void mt_uncount(const mt_slot *e, int is_free)
 typedef struct {
     const char *api;
     int device;                /* -1 unknown */
+    int pinned;                /* pinned host memory (not mirrored into the ring's device memory) */
     uint64_t bytes, live;
     int has_info;
     uint64_t free_bytes, total_bytes;

@@ -417,6 +417,7 @@ int tr_ring_open(void)
     copy_str(h->rank_source, sizeof h->rank_source, proc->env_rank_source);
     copy_str(h->trshim_version, sizeof h->trshim_version, TR_VERSION);
     h->stack_depth = (uint32_t)(cfg->stack_depth > 0 ? cfg->stack_depth : 0);
+    h->hang_sec = (uint32_t)(cfg->hang_sec > 0 ? cfg->hang_sec : 0);   /* the watchdog's, for a watcher */
     h->state = TRR_RUNNING;
     h->heartbeat_ns = tr_now_ns();
     /* magic last: a reader that sees it sees the header complete */
@@ -432,6 +433,8 @@ int tr_ring_open(void)
     g_hdr = h;
     return 0;
 }
+
+trr_header *tr_ring_header(void) { return g_hdr; }
 
 const tr_blob_area *tr_ring_blob_area(void)
 {

@@ -90,4 +90,49 @@ void tr_ring_heartbeat(void);
 /* One more JSON trace write completed. */
 void tr_ring_count_write(void);
 
+/* ---- the header's live fields (tr_ring_live.c) --------------------------------
+ * What a watcher reading the ring of a running rank needs (tranalyze
+ * --watch): stores into the mapped header, no lock, no system call. */
+
+/* The hang watchdog (tr_watchdog.c, the poller thread) started a hang:
+ * rec1 is the stuck call's record index + 1 (0: a communicator's init or
+ * end), since_ns when it began to wait, now_ns when it was found stuck
+ * (stall_ns, stored last); stalls counted. */
+void tr_ring_stall(uint64_t rec1, uint64_t since_ns, uint64_t now_ns);
+/* The hang is over (nothing overdue any more): stall_ns = 0. */
+void tr_ring_stall_over(void);
+/* The completion poller's pass (tr_complete.c) ended at now_ns with n
+ * operations tracked and not complete, the oldest enqueued at since_ns (0:
+ * none). Relaxed stores: a watcher reads them as hints. */
+void tr_ring_pending(uint32_t n, uint64_t since_ns, uint64_t now_ns);
+
+/* Device memory (tr_memory.c counts into the slot: tr_memory_int.h): the
+ * header's slot of device, claimed on first use (the first
+ * TRR_MEM_DEVICES devices used get one; each later device is counted once
+ * in mem_devices_dropped); NULL when there is none (no ring, no slot,
+ * device outside [0, TR_RING_MEM_LOOKUP)), for good: a device's answer
+ * never changes once given. The fast path is one load. */
+#define TR_RING_MEM_LOOKUP 64
+extern trr_mem *tr_ring_mem_of[TR_RING_MEM_LOOKUP];   /* device -> its slot, once claimed */
+trr_mem *tr_ring_mem_claim(int device);
+static inline trr_mem *tr_ring_mem(int device)
+{
+    if ((unsigned)device >= TR_RING_MEM_LOOKUP) return NULL;
+    trr_mem *m = __atomic_load_n(&tr_ring_mem_of[device], __ATOMIC_ACQUIRE);
+    return __builtin_expect(m != NULL, 1) ? m : tr_ring_mem_claim(device);
+}
+/* The slot of device if it was claimed, NULL otherwise (claims nothing). */
+static inline trr_mem *tr_ring_mem_peek(int device)
+{
+    return (unsigned)device < TR_RING_MEM_LOOKUP ? __atomic_load_n(&tr_ring_mem_of[device], __ATOMIC_ACQUIRE)
+                                                  : NULL;
+}
+/* The first failed allocation of a slot's device, once (the caller counted
+ * it in failures and saw 0 before): stack and pystack are the ring's
+ * indexes (as records'), -1; free_bytes and total_bytes UINT64_MAX when
+ * unknown. */
+void tr_ring_mem_failed(trr_mem *m, const char *api, int code, uint64_t bytes, uint64_t live,
+                        uint64_t free_bytes, uint64_t total_bytes, uint64_t t_ns, int32_t stack,
+                        int32_t pystack);
+
 #endif

@@ -16,7 +16,11 @@
  * operations are looked at before host calls, with the same clock, so of
  * two calls stuck together the older, the cause, is the one named). Once
  * nothing is stuck any more, the next stuck call starts a new hang. Each
- * stuck call is reported once. The job goes on. */
+ * stuck call is reported once. The job goes on.
+ *
+ * The ring header says the current hang (tr_ring_stall: the stuck call's
+ * record, when it began to wait, when it was found; stall_ns 0 once it is
+ * over) and counts hangs (stalls), for a watcher reading the ring. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -61,14 +65,19 @@ static void rank_text(char *out, size_t cap, const trr_comm *c)
     else snprintf(out, cap, "pid %d (rank unknown)", (int)getpid());
 }
 
-/* Starts a hang (asks for the trace, prints the line) or, inside one, does
- * nothing: the trace of the hang's write has the call. site: NULL when the
- * ring keeps none (a communicator's end). */
-static void report(const char *rank, const char *what, const char *site, const char *state, uint64_t waited_ns)
+/* Starts a hang (the ring header's stall, asks for the trace, prints the
+ * line) or, inside one, does nothing: the trace of the hang's write has the
+ * call. site: NULL when the ring keeps none (a communicator's end). rec1:
+ * the stuck record's index + 1, 0 for a communicator's init or end; it has
+ * waited since since_ns, now is now_ns. */
+static void report(const char *rank, const char *what, const char *site, const char *state, uint64_t rec1,
+                   uint64_t since_ns, uint64_t now_ns)
 {
     if (g_in_hang) return;
     g_in_hang = 1;
+    tr_ring_stall(rec1, since_ns, now_ns);
     tr_write_request(TR_WRITE_HANG);
+    uint64_t waited_ns = now_ns > since_ns ? now_ns - since_ns : 0;
     char line[1024];
     int n = snprintf(line, sizeof line,
                      "trshim: hang: %s: %s%s%s%s %s after %llu s; trace written with end.reason \"hang\", "
@@ -103,7 +112,7 @@ static void call_text(char *out, size_t cap, const trr_record *r, const trr_comm
         snprintf(out, cap, "%s%s on a communicator the shim did not see created", op, peer);
 }
 
-static void report_record(uint64_t rec, uint64_t waited_ns, int on_gpu)
+static void report_record(uint64_t rec, uint64_t since_ns, uint64_t now_ns, int on_gpu)
 {
     if (g_in_hang) return;
     trr_record r;
@@ -113,7 +122,8 @@ static void report_record(uint64_t rec, uint64_t waited_ns, int on_gpu)
     rank_text(rank, sizeof rank, c);
     call_text(what, sizeof what, &r, c);
     tr_symbols_site(r.stack, site, sizeof site);
-    report(rank, what, site, on_gpu ? "has not completed on the GPU" : "has not returned", waited_ns);
+    report(rank, what, site, on_gpu ? "has not completed on the GPU" : "has not returned", rec + 1, since_ns,
+           now_ns);
 }
 
 int tr_watchdog_pending(int *stalled, uint64_t rec, uint64_t exit_ns, uint64_t now)
@@ -122,12 +132,12 @@ int tr_watchdog_pending(int *stalled, uint64_t rec, uint64_t exit_ns, uint64_t n
     if (!limit || now < exit_ns || now - exit_ns < limit) return 0;
     if (!*stalled) {
         *stalled = 1;
-        report_record(rec, now - exit_ns, 1);
+        report_record(rec, exit_ns, now, 1);
     }
     return 1;
 }
 
-static void report_comm(const trr_comm *c, int end, uint64_t waited_ns)
+static void report_comm(const trr_comm *c, int end, uint64_t since_ns, uint64_t now_ns)
 {
     if (g_in_hang) return;
     char rank[64], what[256], site[320];
@@ -148,7 +158,7 @@ static void report_comm(const trr_comm *c, int end, uint64_t waited_ns)
     }
     /* the init's call site; the ring keeps none of an end */
     if (!end) tr_symbols_site(c->init_stack, site, sizeof site);
-    report(rank, what, end ? NULL : site, "has not returned", waited_ns);
+    report(rank, what, end ? NULL : site, "has not returned", 0, since_ns, now_ns);
 }
 
 /* Wrapped calls that entered and have not returned. */
@@ -190,7 +200,7 @@ static int scan_records(uint64_t now, uint64_t limit)
         overdue = 1;
         g_stuck[g_nstuck++] = i;
         if (advance) g_scan_from = i + 1;
-        report_record(i, now - enter, 0);
+        report_record(i, enter, now, 0);
     }
     return overdue;
 }
@@ -209,7 +219,7 @@ static int scan_comms(uint64_t now, uint64_t limit)
             overdue = 1;
             if (g_init_seen[slot] != t) {
                 g_init_seen[slot] = t;
-                report_comm(c, 0, now - t);
+                report_comm(c, 0, t, now);
             }
         }
         t = __atomic_load_n(&c->end_enter, __ATOMIC_ACQUIRE);
@@ -217,7 +227,7 @@ static int scan_comms(uint64_t now, uint64_t limit)
             overdue = 1;
             if (g_end_seen[slot] != t) {
                 g_end_seen[slot] = t;
-                report_comm(c, 1, now - t);
+                report_comm(c, 1, t, now);
             }
         }
     }
@@ -235,5 +245,7 @@ int tr_watchdog_host(uint64_t now)
 
 void tr_watchdog_settle(int overdue)
 {
-    if (!overdue) g_in_hang = 0;
+    if (overdue || !g_in_hang) return;
+    g_in_hang = 0;              /* the hang is over */
+    tr_ring_stall_over();
 }

@@ -164,10 +164,11 @@ typedef struct {
 } trr_graph_call;
 
 /* One device's memory in the ring header: the application's bytes, as the
- * trace's memory.devices counts them (shim/tr_memory.c), kept in step with
- * the counters as allocations come and go, so that a killed or still
- * running rank's ring says them. `used` is stored last (release) when the
- * slot is claimed for `device`. */
+ * trace's memory.devices counts them (shim/tr_memory.c: for a device with
+ * a slot, its counters are the slot's own live, peak, allocs and frees),
+ * so that a killed or still running rank's ring says them. `used` is
+ * stored last (release) when the slot is claimed for `device`; pinned host
+ * memory is not device memory (not here). */
 #define TRR_MEM_DEVICES 8
 typedef struct {
     uint32_t used;                  /* atomic: 1 once device is set */
@@ -175,14 +176,14 @@ typedef struct {
     uint64_t live, peak;            /* atomics: bytes */
     uint64_t allocs, frees;         /* atomics */
     uint64_t peak_ns;               /* atomic: CLOCK_MONOTONIC when the peak was last raised */
-    uint64_t failures;              /* atomic: failed allocations on this device */
+    uint64_t failures;              /* atomic: failed device allocations on this device */
     /* the first failed allocation, valid once fail_ns != 0 (stored last, release) */
     uint64_t fail_bytes;            /* the size asked for */
     uint64_t fail_live;             /* the device's live bytes then */
     uint64_t fail_free, fail_total; /* cuMemGetInfo's, UINT64_MAX: unknown */
     uint64_t fail_ns;
     int32_t fail_stack, fail_pystack;   /* -1 */
-    int32_t fail_code;              /* cudaError_t */
+    int32_t fail_code;              /* cudaError_t; CUresult for the driver's cu* calls (fail_api) */
     char fail_api[28];              /* "cudaMalloc", NUL-terminated */
 } trr_mem;
 
@@ -223,7 +224,9 @@ typedef struct {
     /* Appended after version 1's first fields (a file of an older shim
      * holds zeros here: a reader takes hang_sec 0 as "not said"). What a
      * watcher reading the ring while the rank runs needs (tranalyze --watch,
-     * docs/live.md): this rank's own hang watchdog and its memory. */
+     * docs/live.md): this rank's own hang watchdog, its pending GPU
+     * operations (the completion poller's last pass) and its memory
+     * (shim/tr_ring_live.c; docs/trace-format.md "Live header fields"). */
     uint32_t hang_sec;              /* TRSHIM_HANG_SEC of this rank's watchdog, 0: off */
     uint32_t stalls;                /* atomic: hangs this rank's watchdog started */
     uint64_t stall_ns;              /* atomic: CLOCK_MONOTONIC when the watchdog found the current hang's

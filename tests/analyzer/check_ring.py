@@ -13,7 +13,8 @@ naming a file), or:
                    traces (watchdog write) and explicit ring paths: the
                    same root cause (kind, comm, seq, ranks, call sites)
   layout           gen_ring.py's struct layouts against the compiler's
-                   (LAYOUT_PROGRAM prints them: ring_layout.c)
+                   (LAYOUT_PROGRAM prints them: ring_layout.c), and
+                   tests/common/ring.py's header and memory slot against them
   live             a RUNNING ring of a process that still runs here (this
                    one) reads as a snapshot, one whose pid is gone as killed
 EXE is the executable the call sites point into (symbolized with libdw: a
@@ -22,6 +23,7 @@ ring records no symbol names).
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 
@@ -72,7 +74,7 @@ def check_case(tranalyze, exe, work, case):
         fail("%d findings, expected at least %d: %s" % (len(got), len(want), json.dumps(got, indent=1)[:3000]))
     for i, w in enumerate(want):
         g = got[i]
-        for key in ("kind", "comm", "seq", "ranks", "others", "subkind", "comm_ranks", "signal"):
+        for key in ("kind", "comm", "seq", "ranks", "others", "subkind", "comm_ranks", "signal", "bytes"):
             if key in w and g.get(key) != w[key]:
                 fail("finding %d: %s is %r, expected %r\n%s" % (i, key, g.get(key), w[key], json.dumps(g, indent=1)[:3000]))
         if "function" in w and (g.get("call") or {}).get("function") != w["function"]:
@@ -212,6 +214,31 @@ def layout(prog):
         fail("blob kinds differ: %s" % k["blob_kinds"])
     if k["lanes"] != [gen_ring.LANES.index(x) for x in ("send", "recv", "signal", "wait", "coll")]:
         fail("lanes differ: %s" % k["lanes"])
+    if k["mem_devices"] != gen_ring.MEM_DEVICES:
+        fail("TRR_MEM_DEVICES is %d, gen_ring.py's MEM_DEVICES %d" % (k["mem_devices"], gen_ring.MEM_DEVICES))
+    # tests/common/ring.py's reader: the same header and memory slot layouts
+    sys.path.insert(0, os.path.join(HERE, "..", "common"))
+    import ring as ringfmt
+    offs, size, fmt = gen_ring.STRUCTS["header"]
+    if ringfmt.HEADER.size != size or ringfmt.HEADER_FIELDS != [n for n, _ in gen_ring.LAYOUTS["header"]]:
+        fail("tests/common/ring.py's header: %d bytes, fields %s; C: %d bytes, %s" %
+             (ringfmt.HEADER.size, ringfmt.HEADER_FIELDS, size, [n for n, _ in gen_ring.LAYOUTS["header"]]))
+    if struct.calcsize(fmt) != ringfmt.HEADER.size or struct.calcsize(gen_ring.STRUCTS["mem"][2]) != ringfmt.MEM.size \
+            or ringfmt.MEM_FIELDS != [n for n, _ in gen_ring.LAYOUTS["mem"]] or ringfmt.MEM_DEVICES != k["mem_devices"]:
+        fail("tests/common/ring.py's memory slot differs from trr_mem")
+    # the same bytes read back the same way by both
+    probe = gen_ring.pack("header", magic=gen_ring.MAGIC, version=gen_ring.VERSION, header_bytes=4096,
+                          record_bytes=128, comm_bytes=1024, host="h", hang_sec=7, stalls=2, stall_ns=11,
+                          stall_rec=5, stall_since_ns=9, pending=3, pending_since_ns=8, pass_ns=12,
+                          mem=gen_ring.mem_slots([{"used": 1, "device": 3, "live": 4, "peak": 5, "allocs": 6,
+                                                   "frees": 7, "fail_api": "cudaMalloc", "fail_stack": -1}]),
+                          mem_devices_dropped=13)
+    h = ringfmt.parse_header(probe + b"\0" * (4096 - len(probe)))
+    got = (h["hang_sec"], h["stalls"], h["stall_ns"], h["stall_rec"], h["stall_since_ns"], h["pending"],
+           h["pending_since_ns"], h["pass_ns"], h["mem_devices_dropped"], h["mem"][0]["device"],
+           h["mem"][0]["peak"], h["mem"][0]["fail_api"], h["mem"][0]["fail_stack"], h["mem"][1]["used"])
+    if got != (7, 2, 11, 5, 9, 3, 8, 12, 13, 3, 5, "cudaMalloc", -1, 0):
+        fail("tests/common/ring.py reads the new header fields as %r" % (got,))
     print("ok: gen_ring.py's layouts are ring_format.h's")
 
 

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """tranalyze never crashes on a damaged ring file: takes the ring files of
-five synthetic jobs (tests/analyzer/gen_ring.py: a rank killed among ranks
+six synthetic jobs (tests/analyzer/gen_ring.py: a rank killed among ranks
 with JSON traces, a process driving two devices, a wrapped ring, Python
 stacks in PYCODE/PYSTACK blobs, CUDA graphs in GRAPH blobs replayed by
-GraphLaunch records), damages
+GraphLaunch records, a failed allocation in the header's device memory),
+damages
 one ring at a time -- truncated at many offsets (every area boundary and
 random ones), bytes flipped (anywhere, and in each area), every header
-field, communicator slot field, record field and blob field (Python code
+field, device memory slot field, communicator slot field, record field and blob field (Python code
 objects' lengths and strings, Python frames' codes, a graph's and its
 captured calls' fields) set to hostile
 values (0, -1, huge counts and offsets, values just past the file) -- and
@@ -79,12 +80,15 @@ def blobs_of(data, h):
     return out
 
 
+HEADER_SIZE = gr.STRUCTS["header"][1]
+
+
 def cases(data, rnd, rounds):
     h = header_of(data)
     n = len(data)
     cap = h["capacity"]
     # truncations: every area boundary, around it, and random offsets
-    cuts = {0, 1, 7, 8, 12, 100, 583, 584, 4095, 4096, n - 1}
+    cuts = {0, 1, 7, 8, 12, 100, 583, 584, HEADER_SIZE - 1, HEADER_SIZE, 4095, 4096, n - 1}
     for base in (h["off_comms"], h["off_records"], h["off_blobs"]):
         for d in (-1, 0, 1, 8, 100):
             cuts.add(base + d)
@@ -98,7 +102,7 @@ def cases(data, rnd, rounds):
     for c in sorted(x for x in cuts if 0 <= x < n):
         yield "truncate@%d" % c, data[:c]
     # flipped bytes: anywhere, then in each area
-    areas = [(0, 584), (h["off_comms"], h["off_comms"] + max(1, h["ncomms"]) * 1024),
+    areas = [(0, HEADER_SIZE), (h["off_comms"], h["off_comms"] + max(1, h["ncomms"]) * 1024),
              (h["off_records"], h["off_records"] + min(cap, 256) * 128),
              (h["off_blobs"], h["off_blobs"] + max(16, h["blob_used"]))]
     for i in range(rounds // 2):
@@ -109,10 +113,21 @@ def cases(data, rnd, rounds):
         yield "flip", bytes(b)
     # hostile header fields
     for name, code in gr.LAYOUTS["header"]:
-        for v in rnd.sample(HOSTILE, 6) + [n, n + 1, n - 584, 2**64 - n]:
+        for v in rnd.sample(HOSTILE, 6) + [n, n + 1, n - HEADER_SIZE, 2**64 - n]:
             b = bytearray(data)
             set_field(b, 0, "header", name, v)
             yield "header.%s=%d" % (name, v), bytes(b)
+    # hostile device memory slot fields (header.mem: the first slot and the last)
+    mem_at = gr.STRUCTS["header"][0]["mem"]
+    for slot in (0, gr.MEM_DEVICES - 1):
+        at = mem_at + slot * gr.MEM_BYTES
+        for name, code in gr.LAYOUTS["mem"]:
+            for v in rnd.sample(HOSTILE, 3) + [2**32 - 1]:
+                b = bytearray(data)
+                set_field(b, at, "mem", name, v)
+                if name != "used" and v % 2:
+                    struct.pack_into("<I", b, at, 1)     # the slot in use: its fields are read
+                yield "mem[%d].%s=%d" % (slot, name, v), bytes(b)
     # hostile communicator slot fields (slot 0 and the last)
     for slot in {0, max(0, h["ncomms"] - 1)}:
         at = h["off_comms"] + slot * 1024
@@ -207,7 +222,7 @@ def main():
     total = 0
     for sc, pick in (("ring_killed_rank", "trshim.node0.40002.ring"), ("ring_multi_device", None),
                      ("ring_wrapped", None), ("ring_py_hang", "trshim.node0.40000.ring"),
-                     ("ring_graph_fewer", "trshim.node0.40000.ring")):
+                     ("ring_graph_fewer", "trshim.node0.40000.ring"), ("ring_oom", "trshim.node0.40001.ring")):
         base = os.path.join(work, sc + "-base")
         subprocess.run([sys.executable, os.path.join(HERE, "gen_ring.py"), sc, base], check=True)
         os.remove(os.path.join(base, "expected.json"))

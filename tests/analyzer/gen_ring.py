@@ -44,6 +44,7 @@ DTYPES = ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "flo
 REDOPS = ["sum", "prod", "max", "min", "avg"]
 KINDS, ENDS = ring.KINDS, ring.ENDS        # include/trshim/ring_format.h's table
 MASK = (1 << 64) - 1
+MEM_DEVICES, MEM_BYTES = 8, 136           # TRR_MEM_DEVICES, sizeof(trr_mem)
 
 # (name, struct code): C order; arrays as "64s" (char) or "96Q" (uint64)
 LAYOUTS = {
@@ -55,7 +56,14 @@ LAYOUTS = {
                ("job_source", "32s"), ("rank_source", "32s"), ("trshim_version", "16s"), ("stack_depth", "I"),
                ("pad0", "I"), ("head", "Q"), ("ncomms", "I"), ("state", "i"), ("signo", "i"), ("writes", "I"),
                ("heartbeat_ns", "Q"), ("end_ns", "Q"), ("blob_used", "Q"), ("stacks_dropped", "Q"),
-               ("comms_dropped", "Q")],
+               ("comms_dropped", "Q"), ("hang_sec", "I"), ("stalls", "I"), ("stall_ns", "Q"), ("stall_rec", "Q"),
+               ("stall_since_ns", "Q"), ("pending", "I"), ("pad2", "I"), ("pending_since_ns", "Q"),
+               ("pass_ns", "Q"), ("mem", "%ds" % (MEM_DEVICES * MEM_BYTES)), ("mem_devices_dropped", "Q")],
+    # trr_mem: header.mem holds MEM_DEVICES of them (packed by mem_slots)
+    "mem": [("used", "I"), ("device", "i"), ("live", "Q"), ("peak", "Q"), ("allocs", "Q"), ("frees", "Q"),
+            ("peak_ns", "Q"), ("failures", "Q"), ("fail_bytes", "Q"), ("fail_live", "Q"), ("fail_free", "Q"),
+            ("fail_total", "Q"), ("fail_ns", "Q"), ("fail_stack", "i"), ("fail_pystack", "i"), ("fail_code", "i"),
+            ("fail_api", "28s")],
     "record": [("stamp", "Q"), ("state", "I"), ("op", "B"), ("depth", "B"), ("capturing", "B"), ("gpu", "B"),
                ("comm", "i"), ("dtype", "i"), ("redop", "i"), ("root", "i"), ("stack", "i"), ("tid", "i"),
                ("device", "i"), ("rc", "i"), ("group", "I"), ("pystack", "i"), ("seq", "Q"), ("count", "Q"),
@@ -110,6 +118,7 @@ def c_layout(fields):
 
 STRUCTS = {k: c_layout(v) for k, v in LAYOUTS.items()}
 assert STRUCTS["header"][1] <= HEADER_BYTES and STRUCTS["record"][1] == RECORD_BYTES
+assert STRUCTS["mem"][1] == MEM_BYTES
 assert STRUCTS["comm"][1] <= COMM_BYTES
 
 
@@ -208,6 +217,7 @@ class Ring:
         self.unknown_blob = False  # a blob of an unknown kind (9) first: readers skip it by its bytes
         self.torn = set()        # indices whose stamp is left 0
         self.extra_blobs = []    # (kind, payload) appended last as they are (CRASH, ERROR: make_corpus.py)
+        self.mem = []            # dicts of trr_mem fields: header.mem's slots in order (mem_of)
 
     def to_bytes(self):
         h = dict(self.h)
@@ -264,6 +274,7 @@ class Ring:
             blobs += pack("blob", kind=kind, bytes=len(body)) + body
         assert len(blobs) <= self.blob_bytes, "blob area too small"
         h["blob_used"] = len(blobs)
+        h["mem"] = mem_slots(self.mem)
         out[:STRUCTS["header"][1]] = pack("header", **h)
         for i, c in enumerate(self.comms):
             b = pack("comm", **c)
@@ -281,6 +292,32 @@ class Ring:
     def write(self, path):
         with open(path, "wb") as f:
             f.write(self.to_bytes())
+
+
+def mem_slots(slots):
+    """header.mem's bytes: the trr_mem slots given (dicts), the rest zero"""
+    assert len(slots) <= MEM_DEVICES
+    return b"".join(pack("mem", **m) for m in slots) + b"\0" * (MEM_BYTES * (MEM_DEVICES - len(slots)))
+
+
+def mem_of(r):
+    """the header slot (trr_mem) of gen_traces Rank r's device, as the shim keeps
+    it: the JSON's memory.devices entry (allocs 3, frees 0 as gen_traces writes
+    them), its failures counted and the first one in full; [] without memory"""
+    dev = r.rank % 8
+    fails = [f for f in r.failures if f["device"] == dev]
+    if not r.peak and not fails:
+        return []
+    m = {"used": 1, "device": dev, "live": r.live, "peak": r.peak, "allocs": 3 if r.peak else 0, "frees": 0,
+         "peak_ns": r.peak_ns or 0, "failures": len(fails)}
+    if fails:
+        f = fails[0]
+        m.update(fail_bytes=f["bytes"], fail_live=f["live_bytes"],
+                 fail_free=MASK if f["free_bytes"] is None else f["free_bytes"],
+                 fail_total=MASK if f["total_bytes"] is None else f["total_bytes"], fail_ns=f["t_ns"],
+                 fail_stack=f["stack"], fail_pystack=f.get("pystack", -1), fail_code=f["error_code"],
+                 fail_api=f["api"])
+    return [m]
 
 
 UNSET = -2 ** 31
@@ -339,11 +376,12 @@ def extra_of(r, k, call):
 
 
 def rank_ring(r, state=RUNNING, signo=0, capacity=4096, lost=0, gpu=None, env_rank=True, job=True,
-              heartbeat_after=500_000_000):
+              heartbeat_after=500_000_000, mem=False):
     """The ring of gen_traces Rank r: its communicators, its calls (the
     first `lost` of them overwritten: capacity must hold the rest), its
     stacks. gpu(r, call_index, call) -> (gpu state, done_ns) for the
-    completion fields (default: none tracked)."""
+    completion fields (default: none tracked). mem: the header's device
+    memory (mem_of; default: zeros, as an older shim's ring)."""
     rg = Ring(r.host, r.pid, r.clock_real, getattr(r, "mono_base", 1_000_000_000_000), capacity=capacity)
     h = rg.h
     if env_rank:
@@ -401,6 +439,8 @@ def rank_ring(r, state=RUNNING, signo=0, capacity=4096, lost=0, gpu=None, env_ra
     rg.nccl = r.nccl
     rg.graphs = list(r.graphs or [])
     rg.modules.append({"path": g.MODULE, "build_id": g.BUILD_ID, "base": BASE, "lo": BASE, "hi": BASE + (64 << 20)})
+    if mem:
+        rg.mem = mem_of(r)
     return rg
 
 
@@ -1045,6 +1085,73 @@ def sc_ring_graph_json_newer(out):
     for m in f["stuck"]["members"].values():
         m.pop("pending_s", None)
     expect(out, 1, [f], nranks=4, ranks={"1": {"ring.from_ring": True}})
+
+
+def oom_job(name):
+    """gen_traces' oom job: rank 1's allocation of 40 GiB fails in step 2
+    (its device holds 80 GiB); the others go on into collective #3. The
+    allocations are made from train_step (a function of the module the
+    tests symbolize with: job_extra). Returns
+    (ranks, wid, the seq of step 2's collective, step at which to snapshot)"""
+    ranks, wid = g.world_job(name, 4)
+    oom_seq, snaps = None, {}
+    for step in range(3):
+        if step == 2:
+            # (a copy: gen_traces' to_json shares its lists with the rank, which goes on)
+            snaps = {r.rank: json.loads(json.dumps(new_json(r, reason="snapshot", signal=10))) for r in ranks}
+        for r in ranks:
+            if r.rank == 1 and step == 2:
+                r.alloc(40 << 30, site="train_step", fail=True, capacity=80 << 30)
+                continue
+            r.alloc(1 << 20, site="train_step")
+            s = r.coll(0, count=1 << 16, site="train_step")
+            if step == 2:
+                oom_seq = s
+    return ranks, wid, oom_seq, snaps
+
+
+def sc_ring_oom(out):
+    """the oom job from ring files only (every rank SIGKILLed): rank 1's
+    failed allocation and every rank's memory come from the ring headers"""
+    ranks, wid, oom_seq, _ = oom_job("ringoom")
+    os.makedirs(out, exist_ok=True)
+    for r in ranks:
+        rank_ring(r, mem=True).write(os.path.join(out, ring_name(r)))
+    expect(out, 1, [g.F("oom", wid, 2, [1], "train_step", bytes=40 << 30),
+                    g.F("missing", wid, oom_seq, [1])], nranks=4,
+           ranks={str(r.rank): {"peak_bytes": r.peak, "alloc_failures": 1 if r.rank == 1 else 0,
+                                "ring.from_ring": True, "ended.state": "killed"} for r in ranks})
+
+
+def sc_ring_oom_newer(out):
+    """the oom job: JSON snapshots of step 2's start (memory, no failure yet),
+    then every rank SIGKILLed: rank 1's failure comes from its ring header
+    (after the snapshot; rank 1 made no call since, so its JSON's calls are
+    used), the devices from the snapshots (they have them)"""
+    ranks, wid, oom_seq, snaps = oom_job("oomnewer")
+    os.makedirs(out, exist_ok=True)
+    for r in ranks:
+        rf = os.path.abspath(os.path.join(out, ring_name(r)))
+        rank_ring(r, mem=True).write(rf)
+        d = snaps[r.rank]
+        d["ring"]["file"] = rf
+        write_json(d, out, r.filename())
+    peak = {r.rank: snaps[r.rank]["memory"]["devices"][0]["peak_bytes"] for r in ranks}
+    expect(out, 1, [g.F("oom", wid, 2, [1], "train_step", bytes=40 << 30),
+                    g.F("missing", wid, oom_seq, [1])], nranks=4,
+           ranks={str(r.rank): {"peak_bytes": peak[r.rank], "alloc_failures": 1 if r.rank == 1 else 0,
+                                "ring.from_ring": r.rank != 1, "ended.state": "killed"} for r in ranks})
+
+
+def sc_ring_mem_old(out):
+    """the oom job's rings written by an older shim (the header's memory all
+    zeros), every rank killed: no memory is known ("-"), no oom finding"""
+    ranks, wid, oom_seq, _ = oom_job("memold")
+    os.makedirs(out, exist_ok=True)
+    for r in ranks:
+        rank_ring(r).write(os.path.join(out, ring_name(r)))
+    expect(out, 1, [g.F("missing", wid, oom_seq, [1])], nranks=4,
+           ranks={str(r.rank): {"peak_bytes": None, "alloc_failures": 0} for r in ranks})
 
 
 SCENARIOS = {k[3:]: v for k, v in sorted(globals().items()) if k.startswith("sc_")}

@@ -25,7 +25,16 @@ int main(void)
     F(trr_header, stack_depth); F(trr_header, pad0); F(trr_header, head); F(trr_header, ncomms);
     F(trr_header, state); F(trr_header, signo); F(trr_header, writes); F(trr_header, heartbeat_ns);
     F(trr_header, end_ns); F(trr_header, blob_used); F(trr_header, stacks_dropped); F(trr_header, comms_dropped);
+    F(trr_header, hang_sec); F(trr_header, stalls); F(trr_header, stall_ns); F(trr_header, stall_rec);
+    F(trr_header, stall_since_ns); F(trr_header, pending); F(trr_header, pad2); F(trr_header, pending_since_ns);
+    F(trr_header, pass_ns); F(trr_header, mem); F(trr_header, mem_devices_dropped);
     END(trr_header);
+    BEGIN("mem");
+    F(trr_mem, used); F(trr_mem, device); F(trr_mem, live); F(trr_mem, peak); F(trr_mem, allocs); F(trr_mem, frees);
+    F(trr_mem, peak_ns); F(trr_mem, failures); F(trr_mem, fail_bytes); F(trr_mem, fail_live); F(trr_mem, fail_free);
+    F(trr_mem, fail_total); F(trr_mem, fail_ns); F(trr_mem, fail_stack); F(trr_mem, fail_pystack);
+    F(trr_mem, fail_code); F(trr_mem, fail_api);
+    END(trr_mem);
     BEGIN("record");
     F(trr_record, stamp); F(trr_record, state); F(trr_record, op); F(trr_record, depth); F(trr_record, capturing);
     F(trr_record, gpu); F(trr_record, comm); F(trr_record, dtype); F(trr_record, redop); F(trr_record, root);
@@ -84,10 +93,10 @@ int main(void)
     END(trr_graph_call);
     printf(", \"constants\": {\"header_bytes\": %d, \"record_bytes\": %d, \"comm_bytes\": %d, \"checkpoints\": %d, "
            "\"version\": %d, \"magic\": \"%s\", \"blob_kinds\": [%d, %d, %d, %d, %d, %d, %d], "
-           "\"lanes\": [%d, %d, %d, %d, %d], \"graph_max_calls\": %d}}\n",
+           "\"lanes\": [%d, %d, %d, %d, %d], \"graph_max_calls\": %d, \"mem_devices\": %d}}\n",
            TRR_HEADER_BYTES, TRR_RECORD_BYTES, TRR_COMM_BYTES, TRR_COMM_CHECKPOINTS, TRSHIM_RING_VERSION,
            TRSHIM_RING_MAGIC, TRR_BLOB_MODULE, TRR_BLOB_STACK, TRR_BLOB_PYCODE, TRR_BLOB_PYSTACK,
            TRR_BLOB_COLLCONFIG, TRR_BLOB_NCCLINFO, TRR_BLOB_GRAPH, TRR_LANE_SEND, TRR_LANE_RECV, TRR_LANE_SIGNAL,
-           TRR_LANE_WAIT, TRR_LANE_COLL, TRR_GRAPH_MAX_CALLS);
+           TRR_LANE_WAIT, TRR_LANE_COLL, TRR_GRAPH_MAX_CALLS, TRR_MEM_DEVICES);
     return 0;
 }

@@ -6,7 +6,9 @@
                         "pycodes": {index: (file, qualname, firstlineno)},
                         "pystacks": {index: [(code, line), ...]}}
 
-- header: every trr_header field by its C name (strings decoded, NULs cut).
+- header: every trr_header field by its C name (strings decoded, NULs cut);
+  "mem" is the list of its TRR_MEM_DEVICES trr_mem slots, each a dict of
+  trr_mem fields (fail_api decoded), unused ones included (used 0).
 - comms: one entry per slot handed out (header ncomms, at most max_comms), the
   list index is the slot; None for a slot whose `valid` is not 1 yet.
 - records: the window [max(0, head - capacity), head) in index order, only
@@ -37,7 +39,7 @@ OPS = vocab.OPS
 STATES = {1: "running", 2: "exited", 3: "signaled"}
 REC_STATES = ["empty", "entered", "returned"]
 CAPTURING = [False, True, None]
-GPU = [None, "pending", "done", "error"]
+GPU = [None, "pending", "done", "error", "aborted"]
 def _comm_table(macro):
     """the names of a TRR_COMM_* table of include/trshim/ring_format.h, in slot order (NULL: None)"""
     import re
@@ -64,13 +66,18 @@ COLLCONFIG_FIELDS = ["index", "is_null", "min_ctas", "max_ctas", "nvls_ctas", "c
                      "cta_policy", "user_tag", "alg_len", "pad"]
 NCCLINFO = struct.Struct("<iIII")
 
-HEADER = struct.Struct("<8sIIIIQII5Q4idQ64s256s32s32s16sIIQIiiIQQQQQ")
+MEM_DEVICES = 8               # TRR_MEM_DEVICES
+MEM = struct.Struct("<IiQQQQQQQQQQQiii28s")
+MEM_FIELDS = ["used", "device", "live", "peak", "allocs", "frees", "peak_ns", "failures", "fail_bytes", "fail_live",
+              "fail_free", "fail_total", "fail_ns", "fail_stack", "fail_pystack", "fail_code", "fail_api"]
+HEADER = struct.Struct("<8sIIIIQII5Q4idQ64s256s32s32s16sIIQIiiIQQQQQIIQQQIIQQ%dsQ" % (MEM_DEVICES * MEM.size))
 HEADER_FIELDS = ["magic", "version", "header_bytes", "record_bytes", "comm_bytes", "capacity", "max_comms",
                  "fp_interval", "off_comms", "off_records", "off_blobs", "blob_bytes", "file_bytes", "pid",
                  "env_rank", "world_size", "local_rank", "start_realtime", "start_mono_ns", "host", "job_id",
                  "job_source", "rank_source", "trshim_version", "stack_depth", "pad0", "head", "ncomms",
                  "state", "signo", "writes", "heartbeat_ns", "end_ns", "blob_used", "stacks_dropped",
-                 "comms_dropped"]
+                 "comms_dropped", "hang_sec", "stalls", "stall_ns", "stall_rec", "stall_since_ns", "pending", "pad2",
+                 "pending_since_ns", "pass_ns", "mem", "mem_devices_dropped"]
 RECORD = struct.Struct("<QIBBBBiiiiiiiiIiQQQQQQQQQ")
 RECORD_FIELDS = ["stamp", "state", "op", "depth", "capturing", "gpu", "comm", "dtype", "redop", "root", "stack",
                  "tid", "device", "rc", "group", "pystack", "seq", "count", "sendbuff", "recvbuff", "stream",
@@ -90,7 +97,7 @@ STACK = struct.Struct("<II")
 PYCODE = struct.Struct("<IiII")
 PYSTACK = struct.Struct("<II")
 
-assert HEADER.size == 584 and RECORD.size == 128 and COMM.size + CHECKPOINTS * CHECKPOINT.size == 920 and COMM_TAIL.size == 24
+assert HEADER.size == 1736 and MEM.size == 136 and RECORD.size == 128 and COMM.size + CHECKPOINTS * CHECKPOINT.size == 920 and COMM_TAIL.size == 24
 assert MODULE.size == 80 and STACK.size == 8 and PYCODE.size == 16 and PYSTACK.size == 8
 assert GRAPH.size == 56 and GRAPH_CALL.size == 80
 
@@ -115,6 +122,9 @@ def parse_header(data):
         raise RingError("unexpected sizes %r" % ((h["header_bytes"], h["record_bytes"], h["comm_bytes"]),))
     for k in ("host", "job_id", "job_source", "rank_source", "trshim_version"):
         h[k] = _cstr(h[k])
+    h["mem"] = [dict(zip(MEM_FIELDS, MEM.unpack_from(h["mem"], k * MEM.size))) for k in range(MEM_DEVICES)]
+    for m in h["mem"]:
+        m["fail_api"] = _cstr(m["fail_api"])
     h["state_name"] = STATES.get(h["state"])
     return h
 

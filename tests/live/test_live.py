@@ -4,7 +4,8 @@ starts real multi-process jobs on the simulated runtime with its watcher
 (tranalyze --watch) beside the launcher; the watcher's lines on stderr are
 read as they come, with the time each arrived.
 
-    test_live.py CASE      CASE: planted, planted_abort, killed, oom, pause, straggler, torch
+    test_live.py CASE      CASE: planted, planted_abort, killed, oom, pause, straggler, slow_once,
+                           folder_refused, analyze_args, torch
 
 Environment (tests/live/meson.build): TRSHIM_CLI (python/trshim/cli.py),
 TRSHIM_LIBRARY, TRSHIM_TRANALYZE, TRSIM_LIB, TRSIM_LAUNCH, TRAIN_DP, JOB_<NAME>
@@ -309,6 +310,23 @@ def case_straggler():
     f = j.analyse()["findings"]
     check([(x["kind"], x["ranks"], x["root_cause"]) for x in f] == [("straggler", [3], False)],
           "one straggler finding, rank 3: %s" % [(x["kind"], x["ranks"]) for x in f])
+
+
+def case_slow_once():
+    """a rank late once by more than the threshold, then on time: the report is withdrawn when the job goes on"""
+    j = Live("slow_once")
+    j.start(4, job_prog("straggler"), env={"STRAGGLER_MS": "9000", "STRAGGLER_AT": "3"}, hang=3)
+    rc = j.wait(180)
+    check(rc == 0, "the job exits 0: %d" % rc)
+    hangs = [x for x in j.lines if x[1].startswith("trshim: HANG:")]
+    # while the job runs, or at its end when it ends before the next look
+    went = j.find(r"^trshim: the job went on (after [0-9.]+ s: .*|and ended without a hang: )the report above "
+                  r"\(hang1\) was a slow rank, not a hang$")
+    check(len(hangs) == 1, "one report while rank 3 is late: %s" % [x[1] for x in hangs])
+    check(went and hangs and went[1] > hangs[0][0], "then the line that withdraws it: %s" % (went and went[2]))
+    v = j.find(r"^trshim: verdict: ")
+    check(v and "ROOT CAUSE" not in v[2], "the verdict claims no root cause: %s" % (v and v[2]))
+    check(all(f["root_cause"] is False for f in j.analyse()["findings"]), "no root cause in the traces")
 
 
 # ---- real PyTorch under torchrun -----------------------------------------------------

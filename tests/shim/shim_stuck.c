@@ -8,7 +8,9 @@
  * Then each rank creates $TRSHIM_TEST_MARKERS/ready.<rank>, waits (without
  * a wrapped call) for the marker "go", creates alive.<rank> (it went on
  * after whatever the shim did meanwhile) and waits until the launcher ends
- * it. */
+ * it. With STUCK_LATE=1 (case "watchdog-over"), ranks 1 and 3 issue that
+ * AllReduce from stuck_extra after "go" (and synchronize): it completes
+ * everywhere, the hang is over. */
 #include <fcntl.h>
 #include "../common/trtest.h"
 
@@ -65,6 +67,11 @@ int main(void)
     }
     marker("ready", rank);
     while (!have_marker("go")) trtest_sleep_ms(10);
+    const char *late = getenv("STUCK_LATE");
+    if (late && !strcmp(late, "1") && rank % 2 == 1) {
+        stuck_extra(buf, comm, s);
+        CUDACHECK(cudaStreamSynchronize(s));
+    }
     marker("alive", rank);
     for (;;) trtest_sleep_ms(1000);
 }

@@ -22,6 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from checks import Failure, check, eq, path_of, run_case, shim_lines  # noqa: E402
 import ring  # noqa: E402
 import vocab  # noqa: E402
+import ringhdr  # noqa: E402  (the ring header's live fields)
 from trace import load_trace, shim_versions  # noqa: E402  (calls and checks of either version, unpacked)
 
 
@@ -1331,6 +1332,8 @@ def case_complete_clean(c):
         # 14 + 1 collectives, splits 4-5, pipeline, 3 groups of 2, 2 exchanges, 80 on threads, teardown
         check(tracked >= 100, "%s: only %d operations tracked" % (what, tracked))
         eq([x["gpu"] for x in t["calls"] if x["rc"] == IN_PROGRESS], [None], what + ": the non-blocking AllReduce")
+    # the ring headers: no hang, nothing pending at the end, the traces' memory
+    ringhdr.check_clean(c.traces, ranks.values())
 
 
 def case_complete_off(c):
@@ -1410,6 +1413,8 @@ def case_watchdog(c):
         wait_markers(c, ["ready.%d" % r for r in range(4)])
         hung = by_rank(poll_traces(c, lambda ts: sorted(t["rank"] for t in ts) == [0, 2]))
         eq(json_traces(c.traces), sorted(hung[r]["_name"] for r in (0, 2)), "only the stuck ranks wrote")
+        # while it hangs, the ring headers of ranks 0 and 2 name AllReduce #4; 1 and 3 wait for nothing
+        ringhdr.check_hang(c.traces, {0: ("AllReduce", 4), 2: ("AllReduce", 4)}, 2, 4)
         open(os.path.join(c.markers, "go"), "w").close()
         wait_markers(c, ["alive.%d" % r for r in range(4)])      # every rank went on
     finally:
@@ -1423,6 +1428,32 @@ def case_watchdog(c):
     ranks = by_rank(load_traces(c.traces))
     for r, t in ranks.items():
         check_stuck_rank(t, r, "signal", signal.SIGTERM)
+
+
+def case_watchdog_over(c):
+    """The job of case "watchdog" whose ranks 1 and 3 issue AllReduce #4
+    late (STUCK_LATE=1, after "go"): while it hangs the ring headers of
+    ranks 0 and 2 name it (hang_sec 2, one stall, stall_rec its record,
+    stall_since_ns its enqueue time, it alone pending); once it completed
+    the hang is over (stall_ns 0, still one stall, nothing pending), and
+    the watchdog's line was printed once per stuck rank."""
+    cmd, p = popen_job(c, 4, [path_of("SHIM_STUCK")], {"TRSHIM_HANG_SEC": "2", "STUCK_LATE": "1"})
+    stuck = {0: ("AllReduce", 4), 2: ("AllReduce", 4)}
+    try:
+        wait_markers(c, ["ready.%d" % r for r in range(4)])
+        hung = by_rank(poll_traces(c, lambda ts: sorted(t["rank"] for t in ts) == [0, 2]))
+        ringhdr.check_hang(c.traces, stuck, 2, 4)
+        open(os.path.join(c.markers, "go"), "w").close()
+        wait_markers(c, ["alive.%d" % r for r in range(4)])
+        ringhdr.wait_hang_over(c.traces, stuck, 2)
+        for r in (1, 3):
+            ringhdr.check_idle(ringhdr.rings_by_rank(c.traces)[r]["header"], "rank %d" % r, 2)
+    finally:
+        out, err = end_job(c, cmd, p)
+    comm = hung[0]["comms"][0]["id"]
+    check_lines(err, {r: hang_line(r, "AllReduce seq 4 on communicator %s" % comm,
+                                   site_text(hung[r], hung[r]["calls"][3]["stack"], "shim_stuck"),
+                                   "has not completed on the GPU") for r in (0, 2)})
 
 
 def case_watchdog_hang(c):
@@ -1581,7 +1612,7 @@ CASES = {
     "real-sim": case_real_sim, "exports": case_exports, "nccl232": case_nccl232, "newer-nccl": case_newer_nccl,
     "signal": case_signal, "snapshot": case_snapshot, "snapshot-off": case_snapshot_off,
     "complete-clean": case_complete_clean, "complete-off": case_complete_off, "complete-hang": case_complete_hang,
-    "watchdog": case_watchdog, "watchdog-hang": case_watchdog_hang, "watchdog-host": case_watchdog_host,
+    "watchdog": case_watchdog, "watchdog-over": case_watchdog_over, "watchdog-hang": case_watchdog_hang, "watchdog-host": case_watchdog_host,
 }
 
 

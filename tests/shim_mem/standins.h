@@ -24,6 +24,9 @@ void standin_set_collective(int device, int has, uint64_t comm, uint64_t seq);
 extern int standin_fake_real;
 /* The fake cudaFree hands its address back to the next fake cudaMalloc. */
 extern int standin_fake_reuse;
+/* The ring header (tr_ring_header) is a zeroed one in memory: the memory
+ * wrappers mirror their counters into its mem[] (tr_ring_live.c). */
+
 /* The real function of libtrsim, bypassing the wrappers. */
 void *standin_next(const char *name);
 

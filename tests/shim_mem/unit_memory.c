@@ -12,6 +12,9 @@
  *   unit_memory stale        an address freed unseen and handed out again
  *   unit_memory disabled     tr_enter() == 0: nothing is counted
  *
+ * Every "memory" object read is also checked against the ring header's
+ * mirror of the counters (unit_mirror.c), failures too.
+ *
  * Runs with TRSIM_DEVICE_COUNT=6, TRSIM_DEVICE_MEM=1GiB (meson.build). */
 #include <cjson/cJSON.h>
 #include <pthread.h>
@@ -25,6 +28,7 @@
 
 #include "tr_core.h"
 #include "standins.h"
+#include "unit_mirror.h"
 
 #define GiB (1024ull * 1024 * 1024)
 #define MiB (1024ull * 1024)
@@ -65,6 +69,7 @@ static cJSON *memory_json(int device)
         fprintf(stderr, "FAIL: no memory member\n");
         exit(1);
     }
+    failures += mirror_check(m, device);      /* the ring header says the same */
     return m;
 }
 
@@ -403,6 +408,9 @@ static int test_failures(void)
     CHECK(num(m, "failures_dropped") == 0, "none dropped");
     EXPECT_DEVICE(m, 0, live0, live0, 1, 0);
     CHECK(array_size(m, "devices") == 1, "failures add no device");
+    /* the ring header: device 0's three (not the pinned one), device 1's one */
+    failures += mirror_check_failure(0, 3, failure_at(m, 0));
+    failures += mirror_check_failure(1, 1, failure_at(m, 3));
     cJSON_Delete(m);
     /* the view of device 1: its failure and those of unknown device */
     m = memory_json(1);
@@ -742,6 +750,7 @@ static int test_disabled(void)
     cJSON *m = memory_json(-1);
     CHECK(array_size(m, "devices") == 0 && array_size(m, "failures") == 0, "nothing recorded");
     CHECK(atomic_load(&standin_activations) == 0, "never activated");
+    failures += mirror_check_unused();
     cJSON_Delete(m);
     return failures;
 }

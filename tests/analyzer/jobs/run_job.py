@@ -7,6 +7,14 @@ communicator (by its member ranks), sequence number, culprit ranks, others,
 the call site's function name (culprit side, and the others' side).
 
     run_job.py LAUNCH SHIM TRANALYZE WORKDIR NRANKS TIMEOUT EXPECT_JSON PROG [ENV=VALUE | --LAUNCHER-OPTION...]
+
+With "rings": true in EXPECT_JSON (and TRSHIM_KEEP_RING=1: a clean exit
+keeps its ring) the ring files' headers are checked too: each is its JSON
+trace's memory exactly (devices, the first failed allocation: an out of
+memory finding's bytes), says no hang and the operations pending that
+its trace shows pending (a hung rank's, written at SIGTERM); and tranalyze
+on the ring files alone gives the same out-of-memory findings (kind, rank,
+bytes, call site function) and the same peak and failure count per rank as on the whole folder.
 """
 import json
 import os
@@ -14,6 +22,11 @@ import re
 import shutil
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common"))
+import ringhdr  # noqa: E402
+from checks import Failure  # noqa: E402
+from trace import load_trace  # noqa: E402
 
 
 def fail(msg, out=""):
@@ -114,8 +127,70 @@ def main():
     if exp["findings"] and got[0]["root_cause"] != exp["findings"][0].get("root_cause", True):
         fail("the top finding's root_cause is %r, expected %r" %
              (got[0]["root_cause"], exp["findings"][0].get("root_cause", True)), log)
+    if exp.get("rings"):
+        try:
+            log += check_rings(tranalyze, traces, exp, res)
+        except Failure as e:
+            fail("ring headers: %s" % e, log)
     print(log)
     print("ok: %s" % name)
+
+
+def check_rings(tranalyze, traces, exp, res):
+    """the ring headers against the JSON traces, and tranalyze on the rings alone (see the top)"""
+    rings = ringhdr.rings_by_rank(traces)
+    byrank = {}
+    for n in sorted(os.listdir(traces)):
+        if n.endswith(".json"):
+            t = load_trace(os.path.join(traces, n), Failure)
+            byrank[t["rank"]] = t
+    if sorted(rings) != sorted(byrank):
+        raise Failure("ranks with a ring %s, with a trace %s" % (sorted(rings), sorted(byrank)))
+    hang_sec = int(os.environ.get("TRSHIM_HANG_SEC", "300"))
+    for r, t in sorted(byrank.items()):
+        h = rings[r]["header"]
+        ringhdr.check_no_stall(h, "rank %d" % r, hang_sec)
+        ringhdr.check_pending_as_trace(h, t, "rank %d" % r)
+        if exp["exit"] == 0:
+            ringhdr.check_idle(h, "rank %d" % r, hang_sec)
+        if ringhdr.check_memory(h, t, "rank %d" % r) < 1:
+            raise Failure("rank %d: no device memory in its trace to compare with" % r)
+    # an out-of-memory rank's header says the size its program asked for
+    for w in exp["findings"]:
+        if w["kind"] == "oom":
+            for r in w["ranks"]:
+                fb = [m["fail_bytes"] for m in rings[r]["header"]["mem"] if m["used"] and m["fail_ns"]]
+                if fb != [w["bytes"]]:
+                    raise Failure("rank %d: the header's failed allocations of %s bytes, expected [%d]" %
+                                  (r, fb, w["bytes"]))
+    # the rings alone
+    alone = traces + "-rings"
+    shutil.rmtree(alone, ignore_errors=True)
+    os.makedirs(alone)
+    for n in os.listdir(traces):
+        if n.endswith(".ring"):
+            shutil.copy(os.path.join(traces, n), alone)
+    q = subprocess.run([tranalyze, "--json", alone], capture_output=True, text=True, timeout=120)
+    if q.returncode not in (0, 1):
+        raise Failure("tranalyze on the rings alone: status %d\n%s" % (q.returncode, q.stderr[-3000:]))
+    ra = json.loads(q.stdout)
+
+    def ooms(x):
+        return [(f["kind"], f["ranks"], f.get("bytes"), (f.get("call") or {}).get("function"))
+                for f in x["findings"] if f["kind"] == "oom"]
+
+    def mem(x):
+        return {k["rank"]: (k["peak_bytes"], k["alloc_failures"]) for k in x["ranks"]}
+    want_oom = [(w["kind"], w["ranks"], w["bytes"], w.get("function")) for w in exp["findings"] if w["kind"] == "oom"]
+    if ooms(res) != want_oom or ooms(ra) != want_oom:
+        raise Failure("out-of-memory findings: %s from the folder, %s from the rings alone, expected %s" %
+                      (ooms(res), ooms(ra), want_oom))
+    if mem(ra) != mem(res) or any(p is None for p, _ in mem(ra).values()):
+        raise Failure("peak bytes and failures per rank: %s from the rings alone, %s from the folder" %
+                      (mem(ra), mem(res)))
+    if [r["ring"]["from_ring"] for r in ra["ranks"]] != [True] * len(ra["ranks"]):
+        raise Failure("the rings alone: ranks not read from rings: %s" % ra["ranks"])
+    return "\nring headers: as the traces; rings alone: %s, peaks %s\n" % (ooms(ra), mem(ra))
 
 
 if __name__ == "__main__":
