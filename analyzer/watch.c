@@ -324,8 +324,12 @@ static void report_stall(watcher *w, const trigger *t, double now)
     char who[64], buf[64];
     rank_name(who, sizeof who, r);
     if (w->quiet) {
-        fprintf(stderr, "trshim: %s: the job stalls; the watcher on %s (rank 0's host) gives the job-wide answer\n",
-                who, w->s.host);
+        const char *zero = "rank 0's host";
+        for (int i = 0; i < w->s.n; i++)
+            if (tw_rank_of(&w->s.r[i]) == 0 && memchr(w->s.r[i].h.host, 0, sizeof w->s.r[i].h.host))
+                zero = w->s.r[i].h.host;
+        fprintf(stderr, "trshim: %s: the job stalls; the watcher on %s (rank 0's) gives the job-wide answer\n",
+                who, zero);
         return;
     }
     w->stalls++;

@@ -15,10 +15,8 @@ Prints one table:
     of calls each): target <= 5 s beyond the threshold (the watchdog's own
     threshold passed before stall_ns is stored, so this is the whole delay).
 Exit status 1 when a target is missed or a step failed."""
-import mmap
 import os
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
@@ -27,71 +25,12 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "analyzer"))
-import gen_ring as gr  # noqa: E402
-import gen_traces as g  # noqa: E402
+from live_rings import OFFS, Beater as Shims, job, write_rings  # noqa: E402
 
 WATCH_SEC = float(os.environ.get("WATCH_SEC", "20"))
-OFFS = gr.STRUCTS["header"][0]
 for field in ("heartbeat_ns", "pass_ns", "pending", "pending_since_ns", "stall_ns", "stall_since_ns", "stall_rec"):
     if field not in OFFS:
         sys.exit("bench/watch_bench.py: gen_ring.py's header layout has no %s" % field)
-
-
-def job(name, nranks, steps, extra=True):
-    """nranks ranks of the world communicator; rank 0 one extra all-reduce at step 11 (extra)"""
-    ranks, wid = g.world_job(name, nranks)
-    for step in range(steps):
-        for r in ranks:
-            if extra and step == 11 and r.rank == 0:
-                r.coll(0, count=1, site="log_metrics", caller="train_step")
-            r.coll(0, count=1 << 20, site="train_step", caller="train_step")
-    return ranks
-
-
-def write_rings(out, ranks, done_below=None):
-    os.makedirs(out, exist_ok=True)
-    gpu = gr.gpu_upto(done_below) if done_below else None
-    paths = []
-    for r in ranks:
-        p = os.path.join(out, gr.ring_name(r))
-        gr.rank_ring(r, gpu=gpu).write(p)
-        paths.append(p)
-    return paths
-
-
-class Shims:
-    """the ranks' heartbeats: every ring's heartbeat_ns and pass_ns advanced by this process's clock"""
-
-    def __init__(self, paths):
-        self.maps = []
-        for p in paths:
-            with open(p, "r+b") as f:
-                self.maps.append(mmap.mmap(f.fileno(), gr.HEADER_BYTES))
-        self.base = [struct.unpack_from("<Q", m, OFFS["heartbeat_ns"])[0] for m in self.maps]
-        self.t0 = time.monotonic()
-        self.stop = False
-        self.thread = threading.Thread(target=self.run, daemon=True)
-        self.thread.start()
-
-    def now(self, i):
-        return self.base[i] + int((time.monotonic() - self.t0) * 1e9)
-
-    def run(self):
-        while not self.stop:
-            for i, m in enumerate(self.maps):
-                t = self.now(i)
-                struct.pack_into("<Q", m, OFFS["heartbeat_ns"], t)
-                struct.pack_into("<Q", m, OFFS["pass_ns"], t)
-            time.sleep(0.5)
-
-    def set(self, i, field, code, value):
-        struct.pack_into("<" + code, self.maps[i], OFFS[field], value)
-
-    def close(self):
-        self.stop = True
-        self.thread.join()
-        for m in self.maps:
-            m.close()
 
 
 def cpu_seconds(pid):

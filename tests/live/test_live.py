@@ -4,7 +4,7 @@ starts real multi-process jobs on the simulated runtime with its watcher
 (tranalyze --watch) beside the launcher; the watcher's lines on stderr are
 read as they come, with the time each arrived.
 
-    test_live.py CASE      CASE: planted, planted_abort, killed, oom, pause, straggler, slow_once,
+    test_live.py CASE      CASE: planted, planted_abort, killed, oom, pause, straggler, slow_once, multinode,
                            folder_refused, analyze_args, torch
 
 Environment (tests/live/meson.build): TRSHIM_CLI (python/trshim/cli.py),
@@ -327,6 +327,67 @@ def case_slow_once():
     v = j.find(r"^trshim: verdict: ")
     check(v and "ROOT CAUSE" not in v[2], "the verdict claims no root cause: %s" % (v and v[2]))
     check(all(f["root_cause"] is False for f in j.analyse()["findings"]), "no root cause in the traces")
+
+
+# ---- several nodes: synthetic rings, this host's ranks played by live processes ---------
+
+def case_multinode():
+    """ranks 0, 1 on another node, 2, 3 here: with a shared folder this node's watcher leaves the answer
+    to rank 0's node; with only its own ranks' rings it answers and says the answer is partial"""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "analyzer"))
+    import live_rings as lr
+    import socket
+    here = socket.gethostname()
+    sleepers = [subprocess.Popen(["sleep", "120"]) for _ in range(2)]
+    try:
+        for shared in (True, False):
+            d = os.path.join(os.environ["LIVE_WORK"], "multinode-%s" % ("shared" if shared else "local"))
+            shutil.rmtree(d, ignore_errors=True)
+            ranks = lr.job("mn", 4, 20)
+            for r in ranks:
+                r.host = here if r.rank >= 2 else "othernode"
+                if r.rank >= 2:
+                    r.pid = sleepers[r.rank - 2].pid
+            mine = [r for r in ranks if shared or r.rank >= 2]
+            beat = lr.Beater(lr.write_rings(d, mine, {r.rank: 12 for r in mine}))
+            try:
+                for i, r in enumerate(mine):     # every rank waits in #12; rank 2's watchdog found it
+                    k = next(k for k, c in enumerate(r.calls) if c[2] == 12)
+                    beat.set(i, "pending", "I", 1)
+                    beat.set(i, "pending_since_ns", "Q", r.calls[k][15])
+                    if r.rank == 2:
+                        beat.set(i, "stall_rec", "Q", k + 1)
+                        beat.set(i, "stall_since_ns", "Q", r.calls[k][15])
+                        beat.set(i, "stall_ns", "Q", beat.now(i))
+                w = subprocess.Popen([TA, "--watch", "--settle", "1", "--hang-sec", "600", d],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     text=True)
+                RUNNING.append(w)
+                time.sleep(6)
+                w.terminate()
+                err = w.communicate(timeout=120)[1]
+            finally:
+                beat.close()
+            print("--- %s folder:\n%s" % ("shared" if shared else "node-local", err))
+            reports = [n for n in os.listdir(d) if n.startswith("tranalyze.")]
+            if shared:
+                check("trshim: rank 2: the job stalls; the watcher on othernode (rank 0's) gives the job-wide answer"
+                      in err and "trshim: HANG:" not in err and "full report" not in err,
+                      "shared folder: this node leaves the answer to othernode")
+                check(reports == [], "shared folder: no report written by this node: %s" % reports)
+                check("(the reports: from the watcher on rank 0's host)" in err, "its verdict points there")
+            else:
+                check("trshim: HANG: rank 2 has waited" in err and "ROOT CAUSE" in err, "node-local: an answer")
+                check("trshim: partial answer: 2 of 4 ranks' rings are in %s" % d in err,
+                      "node-local: the answer says it is partial")
+                check("(partial: the ranks of this node)" in err, "node-local: the verdict says so too")
+                check(sorted(reports) == sorted("tranalyze.mn.%s" % x for x in
+                                                ("hang1.txt", "hang1.json", "hang1.md", "txt", "json", "md")),
+                      "node-local: its reports: %s" % reports)
+    finally:
+        for p in sleepers:
+            p.kill()
+            p.wait()
 
 
 # ---- real PyTorch under torchrun -----------------------------------------------------
