@@ -321,17 +321,13 @@ static int filter_file(const anon_tab *t, const char *path, int json)
     size_t len;
     char *buf = slurp(fd, &len);
     close(fd);
-    char *tmp = xasprintf("%s.anon-%d", path, (int)getpid());
-    FILE *o = fopen(tmp, "wex");
+    char *tmp;
+    FILE *o = ta_file_create(path, &tmp);      /* mode 0600, as the file it replaces */
     int ok = o != NULL;
     if (o) {
         filter(t, o, buf, len, json);
-        ok = !ferror(o);
-        ok &= fclose(o) == 0;
+        ok = ta_file_commit(o, path, tmp) == 0;
     }
-    ok = ok && rename(tmp, path) == 0;
-    if (!ok) unlink(tmp);
-    free(tmp);
     free(buf);
     return ok ? 0 : -1;
 }

@@ -67,15 +67,18 @@ static const char *version_value(const ta_trace *t, const char *name, char *buf,
 {
     const ta_system *s = &t->sys;
     if (!strcmp(name, "NCCL version")) {
+        /* an older trace's integer written as the shim writes "system" ("2.28.9"): comparable */
         if (s->nccl) return s->nccl;
-        if (t->v_nccl == TA_NULL64) return NULL;
-        snprintf(buf, cap, "%lld", (long long)t->v_nccl);
+        if (t->v_nccl == TA_NULL64 || t->v_nccl <= 0) return NULL;
+        char *v = ta_nccl_version_text(t->v_nccl);
+        snprintf(buf, cap, "%s", v);
+        free(v);
         return buf;
     }
     if (!strcmp(name, "CUDA runtime version")) {
-        if (s->cuda_runtime) return s->cuda_runtime;
-        if (t->v_cuda_rt == TA_NULL64) return NULL;
-        snprintf(buf, cap, "%lld", (long long)t->v_cuda_rt);
+        if (s->cuda_runtime) return s->cuda_runtime;       /* "13.0", as the shim writes it */
+        if (t->v_cuda_rt == TA_NULL64 || t->v_cuda_rt <= 0) return NULL;
+        snprintf(buf, cap, "%lld.%lld", (long long)(t->v_cuda_rt / 1000), (long long)(t->v_cuda_rt % 1000 / 10));
         return buf;
     }
     if (!strcmp(name, "CUDA driver version")) return s->cuda_driver;

@@ -197,7 +197,7 @@ void ta_text_divergence(ta_tx *x, const ta_finding *f)
     char *at = f->seq < 0 && f->win_upto > 0
                    ? xasprintf("collectives #%lld-#%lld", (long long)f->win_after + 1, (long long)f->win_upto)
                    : NULL;
-    ta_tx_head(x, f, at);
+    ta_tx_head_sides(x, f, at);
     free(at);
     ta_tx_side(x, &f->culprit, "");
     ta_tx_side(x, &f->other, "");

@@ -12,6 +12,46 @@
 #include "ta_site.h"
 #include "ta_tx.h"
 
+/* the ranks whose trace file is cut short (truncated, empty): one, "its trace is truncated at 1880
+ * bytes" (all: every rank without a trace is one) or "the trace of rank 3 is truncated at 1880
+ * bytes"; several, "their traces are truncated: rank 3's at 1880 bytes, rank 5's empty" or "the
+ * traces of ranks 3, 5 are truncated: ..." (4 named at most) */
+static char *cut_text(const ta_an *a, int all)
+{
+    int n = 0, *r = xmalloc(sizeof(int) * ((size_t)a->nmissing + 1));
+    for (int i = 0; i < a->nmissing; i++)
+        if (a->missing_cut[i] >= 0 && !(a->missing_wfail && a->missing_wfail[i] >= 0)) r[n++] = a->missing_ranks[i];
+    char *rt = ta_ranks_text(r, n), *s;
+    if (n == 1) {
+        int64_t b = 0;
+        for (int i = 0; i < a->nmissing; i++)
+            if (a->missing_ranks[i] == r[0]) b = a->notes[a->missing_cut[i]].cut;
+        char *what = b > 0 ? xasprintf("is truncated at %lld bytes", (long long)b) : xstrdup("is empty (0 bytes)");
+        s = all ? xasprintf("its trace %s", what) : xasprintf("the trace of rank %d %s", r[0], what);
+        free(what);
+    } else {
+        s = all ? xstrdup("their traces are truncated: ") : xasprintf("the traces of ranks %s are truncated: ", rt);
+        for (int i = 0, k = 0; i < a->nmissing && k < 4; i++) {
+            if (a->missing_cut[i] < 0 || (a->missing_wfail && a->missing_wfail[i] >= 0)) continue;
+            int64_t b = a->notes[a->missing_cut[i]].cut;
+            char *one = b > 0 ? xasprintf("%srank %d's at %lld bytes", k ? ", " : "", a->missing_ranks[i], (long long)b)
+                              : xasprintf("%srank %d's empty", k ? ", " : "", a->missing_ranks[i]);
+            char *s2 = xasprintf("%s%s", s, one);
+            free(s); free(one);
+            s = s2;
+            k++;
+        }
+        if (n > 4) {
+            char *s2 = xasprintf("%s, ... and %d more", s, n - 4);
+            free(s);
+            s = s2;
+        }
+    }
+    free(rt);
+    free(r);
+    return s;
+}
+
 /* Ranks below the world size without a trace: a root cause when the others
  * were stopped by a signal (they may be waiting for them). */
 void ta_findings_no_trace(ta_an *a)
@@ -45,27 +85,44 @@ void ta_findings_no_trace(ta_an *a)
             free(m);
             m = m2;
         }
-        /* ranks whose trace write failed (the shim's marker) are not ranks killed before any write */
-        int *wf = xmalloc(sizeof(int) * ((size_t)a->nmissing + 1)), nwf = 0;
+        /* ranks whose trace write failed (the shim's marker) and ranks whose trace file is cut short are not
+         * ranks killed before any write */
+        int *wf = xmalloc(sizeof(int) * ((size_t)a->nmissing + 1)), nwf = 0, ncut = 0;
         const char *err = NULL;
         int one_err = 1;
         for (int i = 0; i < a->nmissing; i++) {
             int k = a->missing_wfail ? a->missing_wfail[i] : -1;
-            if (k < 0) continue;
+            if (k < 0) {
+                ncut += a->missing_cut && a->missing_cut[i] >= 0;
+                continue;
+            }
             wf[nwf++] = a->missing_ranks[i];
             if (!err) err = a->wfail[k].error;
             else one_err &= !strcmp(err, a->wfail[k].error);
         }
+        int all = !a->missing_unlisted;     /* every rank without a trace is listed */
         char *why = xstrdup("");
         if (nwf) {
             char *w = ta_ranks_text(wf, nwf);
             free(why);
-            why = nwf == a->nmissing && !a->missing_unlisted
-                      ? xasprintf(" (%s trace write failed: %s)", nwf > 1 ? "their" : "its", one_err ? err : "see the markers")
-                      : xasprintf(" (the trace write of rank%s %s failed: %s)", nwf > 1 ? "s" : "", w,
+            why = nwf == a->nmissing && all
+                      ? xasprintf("%s trace write failed: %s", nwf > 1 ? "their" : "its", one_err ? err : "see the markers")
+                      : xasprintf("the trace write of rank%s %s failed: %s", nwf > 1 ? "s" : "", w,
                                   one_err ? err : "see the markers");
             free(w);
         }
+        if (ncut) {
+            char *c = cut_text(a, ncut == a->nmissing && all);
+            char *w2 = xasprintf("%s%s%s", why, nwf ? "; " : "", c);
+            free(why); free(c);
+            why = w2;
+        }
+        if (*why) {
+            char *w2 = xasprintf(" (%s)", why);
+            free(why);
+            why = w2;
+        }
+        const char *usable = ncut ? "usable " : "";
         if (killed && bestg >= 0) {
             int64_t ci = -1;
             int rt = -1;
@@ -74,16 +131,16 @@ void ta_findings_no_trace(ta_an *a)
             f->other.trace = rt;
             f->other.call = ci;
             char *c = ci >= 0 ? ta_call_text_replay(a, a->tr[rt], ci) : xstrdup("their last collective");
-            f->message = xasprintf("rank%s %s left no trace%s; the other ranks were stopped by a signal and the last "
+            f->message = xasprintf("rank%s %s left no %strace%s; the other ranks were stopped by a signal and the last "
                                    "collective they issued on the communicator %s to is %s, which may be "
                                    "waiting for %s",
-                                   a->nmissing > 1 ? "s" : "", m, why, a->nmissing > 1 ? "they belong" : "it belongs", c,
-                                   a->nmissing > 1 ? "them" : "it");
+                                   a->nmissing > 1 ? "s" : "", m, usable, why,
+                                   a->nmissing > 1 ? "they belong" : "it belongs", c, a->nmissing > 1 ? "them" : "it");
             free(c);
             f->root = 1;
         } else {
-            f->message = xasprintf("rank%s %s of %d left no trace%s", a->nmissing > 1 || a->missing_unlisted ? "s" : "",
-                                   m, a->world, why);
+            f->message = xasprintf("rank%s %s of %d left no %strace%s", a->nmissing > 1 || a->missing_unlisted ? "s" : "",
+                                   m, a->world, usable, why);
         }
         static const char killed_hint[] = "a rank without a trace was killed before the shim could write (SIGKILL, OOM "
                                           "killer, node failure) or did not run with the shim; look at its log and at "
@@ -91,11 +148,25 @@ void ta_findings_no_trace(ta_an *a)
         static const char wf_hint[] = "the shim could not write the trace (its marker trshim.*.write-failed says why): "
                                       "free space where the traces are written (TRSHIM_DIR) or point TRSHIM_DIR at a "
                                       "filesystem with room";
-        if (!nwf) f->hint = xstrdup(killed_hint);
-        else if (nwf == a->nmissing && !a->missing_unlisted) f->hint = xasprintf("%s", wf_hint);
-        else f->hint = xasprintf("%s; the other ranks without a trace were killed before the shim could write (SIGKILL, "
+        static const char cut_hint[] = "the shim writes each trace whole under a temporary name and renames it in "
+                                       "place, so a truncated trace was cut afterwards: by a copy that was interrupted "
+                                       "or ran out of room (scp, rsync, a full disk where it was copied to) or by a damaged "
+                                       "filesystem; copy it again from where the job wrote it (TRSHIM_DIR)";
+        int other = a->nmissing - nwf - ncut + a->missing_unlisted;     /* ranks that left nothing */
+        char *h = xstrdup("");
+        if (nwf) { free(h); h = xstrdup(wf_hint); }
+        if (ncut) {
+            char *h2 = xasprintf("%s%s%s", h, nwf ? "; " : "", cut_hint);
+            free(h); h = h2;
+        }
+        if (!*h) { free(h); h = xstrdup(killed_hint); }
+        else if (other) {
+            char *h2 = xasprintf("%s; the other ranks without a trace were killed before the shim could write (SIGKILL, "
                                  "OOM killer, node failure) or did not run with the shim: look at their logs and at the "
-                                 "launcher's report", wf_hint);
+                                 "launcher's report", h);
+            free(h); h = h2;
+        }
+        f->hint = h;
         free(wf);
         free(why);
         free(m);
@@ -105,7 +176,7 @@ void ta_findings_no_trace(ta_an *a)
 /* text: the culprit's last call, the call the others wait in */
 void ta_text_missing(ta_tx *x, const ta_finding *f)
 {
-    ta_tx_head(x, f, NULL);
+    ta_tx_head_sides(x, f, NULL);
     ta_tx_side(x, &f->culprit, " (last call)");
     ta_tx_side(x, &f->other, " (waiting in)");
 }
@@ -127,7 +198,7 @@ void ta_json_signal(ta_jw *w, ta_an *a, const ta_finding *f)
 void ta_text_signal(ta_tx *x, const ta_finding *f)
 {
     char *at = xasprintf("signal #%lld", (long long)f->seq);
-    ta_tx_head(x, f, at);
+    ta_tx_head_sides(x, f, at);
     free(at);
     int queued = !strcmp(f->subkind, "not_run");
     ta_tx_side(x, &f->culprit, queued ? " (the signal, queued)" : f->sig_sent > 0 ?

@@ -57,7 +57,7 @@ void ta_detect_p2p(ta_an *a, int look)
 void ta_text_p2p(ta_tx *x, const ta_finding *f)
 {
     char *at = xasprintf("send/recv #%lld", (long long)f->seq);
-    ta_tx_head(x, f, at);
+    ta_tx_head_sides(x, f, at);
     free(at);
     int miss = strcmp(f->subkind, "size_mismatch") != 0;
     ta_tx_side(x, &f->culprit, miss ? " (last call)" : "");

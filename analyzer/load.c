@@ -132,7 +132,7 @@ static ta_trace *parse_file(ta_an *a, const char *path, int fd, const struct sta
 {
     *ring_next = -1;
     pctx x = {a, path, ""};
-    if (st->st_size == 0) { ta_note_add(a, path, 1, "empty file (the process may have been killed while writing it)"); return NULL; }
+    if (st->st_size == 0) { ta_note_cut(a, path, 0, "empty file (the process may have been killed while writing it)"); return NULL; }
     size_t n = (size_t)st->st_size;
     char *buf = read_trace_bytes(a, path, fd, (uint64_t)st->st_size);
     if (!buf) return NULL;
@@ -184,7 +184,7 @@ static ta_trace *parse_file(ta_an *a, const char *path, int fd, const struct sta
             pos += shift;
         }
         if (pos + 16 >= n)
-            ta_note_add(a, path, 1, "truncated: the JSON ends after %zu bytes in the middle of the trace (the writer was interrupted)", n);
+            ta_note_cut(a, path, (int64_t)n, "truncated: the JSON ends after %zu bytes in the middle of the trace", n);
         else
             ta_note_add(a, path, 1, "not valid JSON: syntax error at byte %zu of %zu", pos, n);
         free(doc);

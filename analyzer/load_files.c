@@ -216,10 +216,55 @@ void ta_read_marker(ta_an *a, const ta_infile *f)
 /* The job's markers against its ranks: a rank without a trace whose write
  * failed is told apart from one that left nothing; a rank with a trace
  * whose later write failed is noted. */
+/* the index of rank in missing_ranks (ascending), -1 */
+static int missing_at(const ta_an *a, int rank)
+{
+    int lo = 0, hi = a->nmissing - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (a->missing_ranks[mid] == rank) return mid;
+        if (a->missing_ranks[mid] < rank) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return -1;
+}
+
+/* the rank a trace file's name gives (trshim.<job>.r<rank>.<host>.<pid>.json, the job as the shim
+ * writes it in names: [A-Za-z0-9_-], 48 characters at most) when it is of job, else -1 */
+static int rank_of_name(const char *path, const char *job)
+{
+    const char *b = strrchr(path, '/');
+    b = b ? b + 1 : path;
+    size_t pl = strlen(TRSHIM_TRACE_PREFIX);
+    if (strncmp(b, TRSHIM_TRACE_PREFIX, pl)) return -1;
+    b += pl;
+    size_t jl = 0;
+    for (; job[jl] && jl < 48; jl++) {
+        char c = job[jl];
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+        if (b[jl] != (ok ? c : '_')) return -1;
+    }
+    if (strncmp(b + jl, ".r", 2)) return -1;
+    const char *d = b + jl + 2;
+    long r = 0;
+    int nd = 0;
+    for (; *d >= '0' && *d <= '9' && nd < 10; d++, nd++) r = r * 10 + (*d - '0');
+    return nd && *d == '.' && r <= INT32_MAX ? (int)r : -1;
+}
+
 void ta_markers_place(ta_an *a)
 {
     a->missing_wfail = xmalloc(sizeof(int) * ((size_t)a->nmissing + 1));
-    for (int i = 0; i < a->nmissing; i++) a->missing_wfail[i] = -1;
+    a->missing_cut = xmalloc(sizeof(int) * ((size_t)a->nmissing + 1));
+    for (int i = 0; i < a->nmissing; i++) a->missing_wfail[i] = a->missing_cut[i] = -1;
+    /* a rank without a trace whose trace file is there but ends early (skipped, noted): truncated, not
+     * killed before a write */
+    for (int k = 0; k < a->nnotes; k++) {
+        if (a->notes[k].cut < 0 || !a->notes[k].file) continue;
+        int at = missing_at(a, rank_of_name(a->notes[k].file, a->job));
+        if (at >= 0 && (a->missing_cut[at] < 0 || a->notes[a->missing_cut[at]].cut < a->notes[k].cut))
+            a->missing_cut[at] = k;
+    }
     for (int k = 0; k < a->nwfail; k++) {
         const ta_wfail *m = &a->wfail[k];
         if (strcmp(m->job, a->job)) continue;           /* another job's */
@@ -227,13 +272,7 @@ void ta_markers_place(ta_an *a)
             ta_note_add(a, m->file, 0, "a trace write failed (%s) on a process whose rank is unknown", m->error);
             continue;
         }
-        int lo = 0, hi = a->nmissing - 1, at = -1;     /* missing_ranks ascend */
-        while (lo <= hi) {
-            int mid = lo + (hi - lo) / 2;
-            if (a->missing_ranks[mid] == m->rank) { at = mid; break; }
-            if (a->missing_ranks[mid] < m->rank) lo = mid + 1;
-            else hi = mid - 1;
-        }
+        int at = missing_at(a, m->rank);
         if (at >= 0) {
             if (a->missing_wfail[at] < 0) a->missing_wfail[at] = k;
             continue;

@@ -110,7 +110,19 @@ void ta_note_add(ta_an *a, const char *file, int fatal, const char *fmt, ...)
     va_end(ap);
     pthread_mutex_lock(&note_lock);
     a->notes = xrealloc(a->notes, sizeof *a->notes * (size_t)(a->nnotes + 1));
-    a->notes[a->nnotes++] = (ta_note){file ? xstrdup(file) : NULL, s, fatal};
+    a->notes[a->nnotes++] = (ta_note){file ? xstrdup(file) : NULL, s, fatal, -1};
+    pthread_mutex_unlock(&note_lock);
+}
+
+void ta_note_cut(ta_an *a, const char *file, int64_t bytes, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = xvasprintf(fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&note_lock);
+    a->notes = xrealloc(a->notes, sizeof *a->notes * (size_t)(a->nnotes + 1));
+    a->notes[a->nnotes++] = (ta_note){file ? xstrdup(file) : NULL, s, 1, bytes};
     pthread_mutex_unlock(&note_lock);
 }
 
@@ -477,8 +489,11 @@ char *ta_end_text(const ta_an *a, const ta_trace *t)
 char *ta_missing_text(const ta_an *a, int i)
 {
     int k = a->missing_wfail && i < a->nmissing ? a->missing_wfail[i] : -1;
-    if (k < 0) return xstrdup("no trace");
-    return xasprintf("write failed (%s)", a->wfail[k].error);
+    if (k >= 0) return xasprintf("write failed (%s)", a->wfail[k].error);
+    int c = a->missing_cut && i < a->nmissing ? a->missing_cut[i] : -1;
+    if (c >= 0 && a->notes[c].cut > 0) return xasprintf("trace truncated at %lld bytes", (long long)a->notes[c].cut);
+    if (c >= 0) return xstrdup("trace empty (0 bytes)");
+    return xstrdup("no trace");
 }
 
 int ta_trace_of_rank(const ta_an *a, int rank)

@@ -25,9 +25,15 @@
 #define HT_BOXES 400         /* calls drawn per row at most */
 #define HT_AROUND 6          /* the anchor rank's calls either side of the root cause's: the window */
 #define HT_BARS 64           /* memory bars at most (ranks grouped beyond) */
+#define HT_BAR_PITCH(n) ((n) <= 8 ? 24 : (n) <= 32 ? 18 : 14)   /* a bar's row: the chart is n of them tall */
+#define HT_BAR_L 120         /* the bars' label column (their ranks) */
+#define HT_BAR_R 90          /* ... and the room right of the widest bar (its value) */
 #define HT_W 1200            /* SVG width */
 #define HT_SPAN_MAX (INT64_C(1) << 50)   /* the widest window: 13 days */
 #define HT_LABEL 170         /* the timeline's label column */
+#define HT_CHAR_W 6.4        /* a label's character at 10px sans-serif: a generous average (DejaVu Sans, a wide
+                                face: 5.7 in "AllReduce #12", 6.4 for a digit) */
+#define HT_LABEL_PAD 3.0     /* ... and its margin either side */
 
 char *ta_text_capture(ta_an *a)
 {
@@ -167,6 +173,47 @@ static void call_end(const ta_trace *t, const ta_call *c, int64_t last, int64_t 
     if (*e < *s) *e = *s;
 }
 
+/* a call's box in a timeline row, for its label */
+typedef struct { double x0, x1; int op; uint32_t seq; } box;
+
+/* the width a label of n characters takes at the page's 10px sans-serif, with a margin either side
+ * (tests/analyzer/check_visual.py places labels by the same rule) */
+static double label_w(size_t n) { return (double)n * HT_CHAR_W + 2 * HT_LABEL_PAD; }
+
+/* each box's label, "AllReduce #12" (its operation and number), left to right: inside the box when it
+ * fits there, else beside it (to its right) when the room up to the next box (the row's end: xmax) takes
+ * it and no earlier label is there; else "#12" the same way; else none (the title has it) */
+static void box_labels(FILE *o, const box *b, int n, int y, double xmax)
+{
+    double free_x = 0;            /* where the last label or box drawn ends */
+    for (int k = 0; k < n; k++) {
+        char full[64], brief[24];
+        snprintf(full, sizeof full, b[k].seq ? "%s #%u" : "%s", op_name(b[k].op), b[k].seq);
+        snprintf(brief, sizeof brief, "#%u", b[k].seq);
+        double next = k + 1 < n ? b[k + 1].x0 : xmax, x = 0;
+        const char *text = NULL, *cls = "";
+        for (int pass = 0; pass < 2 && !text; pass++) {
+            const char *t = pass ? brief : full;
+            if (pass && !b[k].seq) break;
+            double w = label_w(strlen(t));
+            /* (at 1e-6: the page's numbers have one decimal, a tie is room) */
+            if (b[k].x1 - b[k].x0 >= w - 1e-6 && b[k].x0 >= free_x - 1e-6) { text = t; x = b[k].x0 + HT_LABEL_PAD; }
+            else if (b[k].x1 >= free_x - 1e-6 && b[k].x1 + w <= next + 1e-6) {
+                text = t;
+                x = b[k].x1 + HT_LABEL_PAD;
+                cls = " beside";
+            }
+        }
+        if (b[k].x1 > free_x) free_x = b[k].x1;
+        if (!text) continue;
+        if (*cls && x - HT_LABEL_PAD + label_w(strlen(text)) > free_x) free_x = x - HT_LABEL_PAD + label_w(strlen(text));
+        fprintf(o, "<text class=\"boxlabel%s\" data-op=\"%s\" data-seq=\"%u\" x=\"%.1f\" y=\"%d\">", cls,
+                op_name(b[k].op), b[k].seq, x, y + 14);
+        esc(o, text);
+        fputs("</text>\n", o);
+    }
+}
+
 static void timeline(ta_an *a, FILE *o, const int64_t *stuck)
 {
     const ta_finding *f0 = first_root(a);
@@ -292,7 +339,8 @@ static void timeline(ta_an *a, FILE *o, const int64_t *stuck)
     } else if (!tail) {
         escf(o, "rank %d's root cause", T->rank);
     }
-    fputs(". Hover a call for its details.</p>\n", o);
+    fputs(". Each call is labelled with its operation and number (beside it when the box is too narrow, none "
+          "where its neighbours leave no room); hover a call for its details.</p>\n", o);
     fprintf(o, "<svg id=\"timeline-chart\" class=\"chart\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" role=\"img\">\n",
             HT_W, H, HT_W, H);
     fputs("<defs><pattern id=\"hatch\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
@@ -307,6 +355,7 @@ static void timeline(ta_an *a, FILE *o, const int64_t *stuck)
                 k ? b2 : "0");
     }
     unsigned drawn_kind = 0;         /* the legend's entries, by bit */
+    box *boxes = xmalloc(sizeof *boxes * HT_BOXES);
     for (int r = 0; r < nrows; r++) {
         int t = rows[r].t;
         const ta_trace *tr = a->tr[t];
@@ -359,6 +408,8 @@ static void timeline(ta_an *a, FILE *o, const int64_t *stuck)
             if (x0 < HT_LABEL) x0 = HT_LABEL;
             if (x1 > HT_LABEL + W) x1 = HT_LABEL + W;
             if (x1 - x0 < 2) x1 = x0 + 2;
+            x0 = round(x0 * 10) / 10;     /* as the page has them: labels are placed by these numbers */
+            x1 = round(x1 * 10) / 10;
             char k2[64] = "";
             if (i == rc_ci) strcat(k2, " rootcall"), drawn_kind |= 1;
             if (i == sc) strcat(k2, " stuck"), drawn_kind |= 4;
@@ -384,15 +435,11 @@ static void timeline(ta_an *a, FILE *o, const int64_t *stuck)
             if (i == sc) fputs(" \xe2\x80\x94 stuck here", o);
             if (i == other_ci) fputs(" \xe2\x80\x94 the other side", o);
             free(ct); free(site);
-            fputs("</title></rect>", o);
-            if (x1 - x0 > 60) {
-                fprintf(o, "<text class=\"boxlabel\" x=\"%.1f\" y=\"%d\">", x0 + 3, y + 14);
-                escf(o, "%s #%u", op_name(c->op), c->seq);
-                fputs("</text>", o);
-            }
-            fputc('\n', o);
+            fputs("</title></rect>\n", o);
+            boxes[drawn] = (box){x0, x1, c->op, c->seq};
             drawn++;
         }
+        box_labels(o, boxes, drawn, y, HT_LABEL + W);
         fputs("</g>\n", o);
     }
     fputs("</svg>\n", o);
@@ -408,6 +455,7 @@ static void timeline(ta_an *a, FILE *o, const int64_t *stuck)
     if (nrows < a->ntr)
         fprintf(o, "<p class=\"note\" id=\"timeline-more\">%d more rank%s not shown (--timeline has them all).</p>\n",
                 a->ntr - nrows, a->ntr - nrows > 1 ? "s" : "");
+    free(boxes);
     free(rows);
     free(taken);
     fputs("</section>\n", o);
@@ -439,17 +487,19 @@ static void memory(ta_an *a, FILE *o)
     if (nb < n)
         fprintf(o, "<p class=\"note\">%d ranks in %d bars: each the highest peak of a run of consecutive ranks.</p>\n",
                 n, nb);
+    /* one bar a row: the chart as tall as its bars (the pitch shrinks as they grow in number) */
     char *mx = ta_human(max);
-    int H = 240, top = 20, bottom = 40, L = 80;
-    double W = HT_W - L - 20, bw = W / (nb ? nb : 1);
-    if (bw > 60) { bw = 60; W = bw * nb; }
+    int pitch = HT_BAR_PITCH(nb), top = 8, bottom = 30, L = HT_BAR_L, H = nb * pitch;
+    double W = HT_W - L - HT_BAR_R;
     fprintf(o, "<svg id=\"memory-chart\" class=\"chart\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" role=\"img\">\n",
-            HT_W, H + top + bottom, HT_W, H + top + bottom);
-    fprintf(o, "<text class=\"axis\" x=\"4\" y=\"%d\">%s</text><text class=\"axis\" x=\"4\" y=\"%d\">0</text>\n", top + 4,
-            mx, top + H);
-    fprintf(o, "<line class=\"tick\" x1=\"%d\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\"/>\n", L, top + H, L + W, top + H);
+            HT_W, top + H + bottom, HT_W, top + H + bottom);
+    fprintf(o, "<line class=\"tick\" x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\"/>"
+            "<line class=\"tick\" x1=\"%d\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\"/>\n", L, top, L, top + H, L, top + H, L + W, top + H);
+    fprintf(o, "<text class=\"axis\" x=\"%d\" y=\"%d\" text-anchor=\"start\">0</text>"
+            "<text class=\"axis\" x=\"%.1f\" y=\"%d\" text-anchor=\"end\">%s</text>"
+            "<text class=\"axis\" x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">peak device memory</text>\n",
+            L, top + H + 14, L + W, top + H + 14, mx, L + W / 2, top + H + 26);
     free(mx);
-    int every = (int)((nb < n ? 64.0 : 30.0) / bw) + 1;    /* labels apart: ranges need more room */
     for (int b = 0; b < nb; b++) {
         int t0 = (int)((int64_t)b * n / nb), t1 = (int)((int64_t)(b + 1) * n / nb);
         int64_t v = -1;
@@ -459,28 +509,23 @@ static void memory(ta_an *a, FILE *o)
             if (p > v) { v = p; tmax = t; }
             h |= hot[t];
         }
-        double bh = v > 0 && max > 0 ? (double)H * (double)v / (double)max : 0;
-        double x = L + b * bw;
-        char *hv = ta_human(v);
-        fprintf(o, "<rect class=\"bar%s%s\" data-ranks=\"", h ? " hot" : "", v < 0 ? " nodata" : "");
-        if (t1 - t0 > 1) fprintf(o, "%d-%d", a->tr[t0]->rank, a->tr[t1 - 1]->rank);
-        else fprintf(o, "%d", a->tr[t0]->rank);
-        fprintf(o, "\" data-bytes=\"%lld\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"><title>",
-                (long long)v, x + bw * 0.1, top + H - bh, bw * 0.8 > 1 ? bw * 0.8 : 1, bh);
-        if (t1 - t0 > 1) escf(o, "ranks %d-%d: highest peak %s (rank %d)", a->tr[t0]->rank, a->tr[t1 - 1]->rank, hv,
-                              a->tr[tmax]->rank);
-        else escf(o, "rank %d: peak %s", a->tr[t0]->rank, v < 0 ? "not known" : hv);
+        double bw = v > 0 && max > 0 ? W * (double)v / (double)max : 0;
+        int y = top + b * pitch;
+        char *hv = ta_human(v), rk[40];
+        if (t1 - t0 > 1) snprintf(rk, sizeof rk, "%d-%d", a->tr[t0]->rank, a->tr[t1 - 1]->rank);
+        else snprintf(rk, sizeof rk, "%d", a->tr[t0]->rank);
+        fprintf(o, "<text class=\"axis\" x=\"%d\" y=\"%d\" text-anchor=\"end\">%s %s</text>", L - 6,
+                y + pitch / 2 + 4, t1 - t0 > 1 ? "ranks" : "rank", rk);
+        fprintf(o, "<rect class=\"bar%s%s\" data-ranks=\"%s\" data-bytes=\"%lld\" x=\"%d\" y=\"%d\" width=\"%.1f\" "
+                "height=\"%d\"><title>", h ? " hot" : "", v < 0 ? " nodata" : "", rk, (long long)v, L, y + 2, bw,
+                pitch - 4);
+        if (t1 - t0 > 1) escf(o, "ranks %s: highest peak %s (rank %d)", rk, hv, a->tr[tmax]->rank);
+        else escf(o, "rank %s: peak %s", rk, v < 0 ? "not known" : hv);
         fputs("</title></rect>", o);
+        fprintf(o, "<text class=\"axis value\" x=\"%.1f\" y=\"%d\">%s</text>\n", L + bw + 4, y + pitch / 2 + 4,
+                v < 0 ? "not known" : hv);
         free(hv);
-        if (b % every == 0) {
-            fprintf(o, "<text class=\"axis\" x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">", x + bw / 2, top + H + 16);
-            if (t1 - t0 > 1) fprintf(o, "%d-%d", a->tr[t0]->rank, a->tr[t1 - 1]->rank);
-            else fprintf(o, "%d", a->tr[t0]->rank);
-            fputs("</text>", o);
-        }
-        fputc('\n', o);
     }
-    fprintf(o, "<text class=\"axis\" x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">rank</text>\n", L + W / 2, top + H + 34);
     fputs("</svg>\n</section>\n", o);
     free(hot);
 }
@@ -500,6 +545,7 @@ static const char css[] =
     ".call.stuck{fill:#f2a33a;stroke:#e65100;stroke-width:2.5}.call.otherside{fill:#7b4fbf}"
     ".call.rootcall{fill:#d32f2f;stroke:#5d0000;stroke-width:2.5}"
     ".pending{fill:url(#hatch);opacity:.7}.boxlabel{fill:#fff;font:10px sans-serif;pointer-events:none}"
+    ".boxlabel.beside{fill:#1b1f24}"
     ".bar{fill:#4f7fbf}.bar.hot{fill:#d32f2f}"
     ".sw{display:inline-block;width:14px;height:10px;margin:0 4px 0 12px;vertical-align:middle}"
     ".sw.rootcall{background:#d32f2f}.sw.otherside{background:#7b4fbf}.sw.stuck{background:#f2a33a}"
@@ -509,7 +555,8 @@ static const char css[] =
 
 int ta_out_html(ta_an *a, const char *path, const char *text)
 {
-    FILE *o = fopen(path, "w");
+    char *tmp;
+    FILE *o = ta_file_create(path, &tmp);
     if (!o) { fprintf(stderr, "tranalyze: --html %s: %s\n", path, strerror(errno)); return -1; }
     setvbuf(o, NULL, _IOFBF, 1 << 16);
     int64_t *stuck = ta_tl_stuck(a);
@@ -519,8 +566,15 @@ int ta_out_html(ta_an *a, const char *path, const char *text)
     esc(o, a->job);
     fprintf(o, "</title>\n<style>%s</style></head>\n<body>\n<header><h1>tranalyze: job ", css);
     esc(o, a->job);
-    fprintf(o, "</h1><p class=\"summary\">%d of %d ranks traced (%d files)", a->ntr, a->world, a->nfiles);
-    if (a->nother_jobs) fprintf(o, "; the folder holds %d jobs, this is the newest", a->njobs);
+    fprintf(o, "</h1><p class=\"summary\">%d of %d ranks traced (%d file%s)", a->ntr, a->world, a->nfiles,
+            a->nfiles == 1 ? "" : "s");
+    if (a->nother_jobs) {
+        fprintf(o, "; the folder holds %d jobs; %s; the other%s: ", a->njobs, ta_job_choice(a),
+                a->nother_jobs > 1 ? "s" : "");
+        for (int i = 0; i < a->nother_jobs && i < 8; i++) escf(o, "%s%s", i ? ", " : "", a->other_jobs[i]);
+        if (a->nother_jobs > 8) fprintf(o, ", ... and %d more", a->nother_jobs - 8);
+        if (!a->job_wanted) fprintf(o, " (--job ID analyses %s)", a->nother_jobs > 1 ? "another" : "it");
+    }
     fputs("</p></header>\n", o);
     diagnosis(a, o);
     timeline(a, o, stuck);
@@ -529,8 +583,7 @@ int ta_out_html(ta_an *a, const char *path, const char *text)
     fputs("<footer>tranalyze " TA_VERSION ": this page needs nothing but itself (no network, no script).</footer>\n"
           "</body></html>\n", o);
     free(stuck);
-    int bad = ferror(o);
-    if (fclose(o) != 0) bad = 1;
+    int bad = ta_file_commit(o, path, tmp) != 0;
     if (bad) fprintf(stderr, "tranalyze: --html %s: could not be written whole: %s\n", path, strerror(errno));
     return bad ? -1 : 0;
 }

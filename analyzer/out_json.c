@@ -314,6 +314,14 @@ void ta_out_json(ta_an *a, FILE *o)
             jw_intn(&w, "pid", m->pid, m->pid < 0);
             jw_close(&w, '}');
         }
+        int c = a->missing_cut ? a->missing_cut[i] : -1;
+        if (c >= 0) {              /* its trace file is there, cut short: skipped */
+            jw_key(&w, "truncated");
+            jw_open(&w, '{');
+            jw_str(&w, "file", a->notes[c].file);
+            jw_int(&w, "bytes", a->notes[c].cut);
+            jw_close(&w, '}');
+        }
         jw_close(&w, '}');
     }
     jw_close(&w, ']');

@@ -1,7 +1,7 @@
 /* --markdown: a summary to paste into a bug report. GitHub takes an issue
  * body of 65,536 characters; this document stays within TA_MD_LIMIT
  * (60,000) at any number of ranks or findings, by design:
- *   - each part has a budget (B_* below, together under the limit) and is
+ *   - each part has a budget (B_* in out_md_int.h, together under the limit) and is
  *     made of items that are bounded in number and in length;
  *   - ranks are written as ranges ("0-511, 513-1023"), a strided list as
  *     its stride ("0, 8, 16, ..., 1016 (every 8th, 128 in all)"), any other
@@ -14,7 +14,8 @@
  *     ranks that ended alike (the same last seq on each communicator, the
  *     same end, root cause or not) share one row, with their ranks as
  *     ranges, the number of hosts and the range of peak memory;
- *   - the environment: versions and command line once when every rank
+ *   - the system (PyTorch, DeepSpeed, NCCL, CUDA, the kernel driver, the
+ *     GPUs, ...) and the command line (out_md_env.c): once when every rank
  *     agrees, else each value with its ranks; the variables every rank
  *     shares once (a table in <details>), then only the variables that
  *     differ, each value with its ranks;
@@ -25,157 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "out_md_int.h"
 #include "ta_crash.h"
-#include "ta_out.h"
 #include "ta_tx.h"
-
-/* budgets of the parts, in bytes (a character is at least one): 59,000 in all */
-enum { B_HEAD = 1500, B_FIND = 24000, B_WARN = 2500, B_RANKS = 14000, B_ENV = 13000, B_NOTES = 4000 };
-_Static_assert(B_HEAD + B_FIND + B_WARN + B_RANKS + B_ENV + B_NOTES < TA_MD_LIMIT, "the parts fit the limit");
-enum {
-    MD_ELEMS = 12,          /* elements of a rank list in running text */
-    MD_CELL_ELEMS = 8,      /* ... in a table cell */
-    MD_ROOTS = 4,           /* root causes shown */
-    MD_OTHERS_OPEN = 3,     /* other findings shown open, */
-    MD_OTHERS = 15,         /* ... in all (the rest of them in <details>) */
-    B_ROOT = 8000,          /* one root cause's lines */
-    B_OTHER = 3000,         /* one other finding's */
-    MD_WARNS = 5,
-    MD_NOTES = 12,
-    MD_OTHER_JOBS = 8,
-    MD_PER_RANK = 24,       /* up to this many ranks: a row each */
-    MD_ROWS = 24,           /* rows of ranks that ended alike */
-    MD_MISSING_ROWS = 8,    /* rows of ranks without a trace */
-    MD_DETAILS_ROWS = 12,   /* a longer rank table goes in <details> */
-    MD_ENV_SHARED = 40,     /* variables every rank shares */
-    MD_ENV_DIFF = 16,       /* variables that differ */
-    MD_ENV_VALUES = 3,      /* other values of one that differs */
-};
-
-/* ---- buffers: each part is written to memory, then placed within its budget */
-typedef struct { char *s; size_t n; FILE *f; } mbuf;
-
-static FILE *mb_open(mbuf *m)
-{
-    m->s = NULL;
-    m->n = 0;
-    m->f = open_memstream(&m->s, &m->n);
-    if (!m->f) { fputs("tranalyze: out of memory\n", stderr); exit(2); }
-    return m->f;
-}
-static void mb_close(mbuf *m) { fclose(m->f); m->f = NULL; }
-
-/* the length of s's first max bytes that does not split a UTF-8 sequence */
-static size_t utf8_cut(const char *s, size_t n, size_t max)
-{
-    if (n <= max) return n;
-    size_t k = max;
-    while (k > 0 && ((unsigned char)s[k] & 0xc0) == 0x80) k--;
-    return k;
-}
-
-/* s[0, n) into o, at most cap bytes: cut after a line when longer, saying so */
-static size_t put_capped(FILE *o, const char *s, size_t n, size_t cap)
-{
-    if (n <= cap) {
-        fwrite(s, 1, n, o);
-        return n;
-    }
-    char note[160];
-    int nl = snprintf(note, sizeof note, "\n*(cut here: this part passed %zu characters; `--json` has all of it)*\n\n",
-                      cap);
-    size_t room = cap > (size_t)nl + 3 ? cap - (size_t)nl - 3 : 0, keep = room;
-    while (keep > 0 && s[keep - 1] != '\n') keep--;
-    if (keep < room / 2) {               /* one long line: cut inside it */
-        keep = utf8_cut(s, n, room);
-        fwrite(s, 1, keep, o);
-        fputs("...", o);
-        fputs(note, o);
-        return keep + 3 + (size_t)nl;
-    }
-    fwrite(s, 1, keep, o);
-    fputs(note, o);
-    return keep + (size_t)nl;
-}
-static size_t put_part(FILE *o, mbuf *m, size_t cap)
-{
-    mb_close(m);
-    size_t n = put_capped(o, m->s, m->n, cap);
-    free(m->s);
-    return n;
-}
-
-/* s as text of a line or a table cell: at most max bytes ("..." when cut), one line,
- * '|' escaped in a table, '<' never starting HTML */
-static void put_text(FILE *o, const char *s, size_t max, int cell)
-{
-    if (!s) s = "";
-    size_t n = strlen(s), k = utf8_cut(s, n, max);
-    for (size_t i = 0; i < k; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '\n' || c == '\r' || c == '\t' || c < 0x20 || c == 0x7f) fputc(' ', o);
-        else if (c == '|' && cell) fputs("\\|", o);
-        else if (c == '<') fputs("&lt;", o);
-        else fputc(c, o);
-    }
-    if (k < n) fputs("...", o);
-}
-
-/* s as code: `s` (`` s `` when it holds a backtick), at most max bytes */
-static void put_code(FILE *o, const char *s, size_t len, size_t max, int cell)
-{
-    size_t k = utf8_cut(s, len, max);
-    if (!len) { fputs("(empty)", o); return; }
-    int tick = memchr(s, '`', k) != NULL;
-    fputs(tick ? "`` " : "`", o);
-    for (size_t i = 0; i < k; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '\n' || c == '\r' || c == '\t' || c < 0x20 || c == 0x7f) fputc(' ', o);
-        else if (c == '|' && cell) fputs("\\|", o);
-        else if (c == '`' && i + 1 < k && s[i + 1] == '`') fputc('\'', o);   /* `` would close the span */
-        else fputc(c, o);
-    }
-    if (k < len) fputs("...", o);
-    fputs(tick ? " ``" : "`", o);
-}
-
-/* ---- rank lists ------------------------------------------------------------ */
-static const char *ordinal(int d)
-{
-    if (d % 100 >= 11 && d % 100 <= 13) return "th";
-    return d % 10 == 1 ? "st" : d % 10 == 2 ? "nd" : d % 10 == 3 ? "rd" : "th";
-}
-
-/* ranks r[0..n) (ascending) as ta_ranks_text writes them ("0-3, 5, 7"), within
- * maxp elements: a list of one stride "0, 8, 16, ..., 1016 (every 8th, 128 in
- * all)", else the first maxp elements and "... and K more" */
-static char *md_ranks(const int *r, int n, int maxp)
-{
-    int elems = 0;
-    for (int i = 0; i < n;) {
-        int j = i;
-        while (j + 1 < n && r[j + 1] == r[j] + 1) j++;
-        elems += j - i >= 2 ? 1 : j - i + 1;
-        i = j + 1;
-    }
-    if (elems <= maxp) return ta_ranks_text(r, n);
-    int d = r[1] - r[0], stride = d > 1;
-    for (int i = 2; i < n && stride; i++) stride = r[i] - r[i - 1] == d;
-    if (stride)
-        return xasprintf("%d, %d, %d, ..., %d (every %d%s, %d in all)", r[0], r[1], r[2], r[n - 1], d, ordinal(d), n);
-    /* the first maxp elements */
-    int i = 0, e = 0;
-    while (i < n && e < maxp) {
-        int j = i;
-        while (j + 1 < n && r[j + 1] == r[j] + 1) j++;
-        if (j - i >= 2) { e++; i = j + 1; }
-        else { e++; i++; }
-    }
-    char *head = ta_ranks_text(r, i);
-    char *s = xasprintf("%s, ... and %d more", head, n - i);
-    free(head);
-    return s;
-}
 
 /* ---- long lists inside the findings' own lines ----------------------------- */
 static int list_glued(int c) { return isalnum(c) || c == '.' || c == '#' || c == '-' || c == '_'; }
@@ -203,7 +56,7 @@ static int list_elem(const char *s, size_t n, size_t i, long *lo, long *hi, size
 }
 
 /* s[0, n) into o with every list of more than maxp numbers and ranges
- * ("0, 8, 16, 24, ...": ranks, as ta_ranks_text writes them) made short by md_ranks */
+ * ("0, 8, 16, 24, ...": ranks, as ta_ranks_text writes them) made short by ta_md_ranks */
 static void compact(FILE *o, const char *s, size_t n, int maxp)
 {
     long *lv = NULL;
@@ -243,7 +96,7 @@ static void compact(FILE *o, const char *s, size_t n, int maxp)
         int *r = xmalloc(sizeof(int) * (size_t)total), m = 0;
         for (size_t e = 0; e < nel; e++)
             for (long v = lv[2 * e]; v <= lv[2 * e + 1]; v++) r[m++] = (int)v;
-        char *t = md_ranks(r, m, maxp);
+        char *t = ta_md_ranks(r, m, maxp);
         fputs(t, o);
         free(t);
         free(r);
@@ -256,13 +109,13 @@ static void compact(FILE *o, const char *s, size_t n, int maxp)
 static char *compact_str(const char *s, size_t n, size_t max, size_t *len)
 {
     mbuf m;
-    FILE *f = mb_open(&m);
+    FILE *f = ta_md_open(&m);
     compact(f, s, n, MD_ELEMS);
-    mb_close(&m);
+    ta_md_close(&m);
     mbuf c;
-    f = mb_open(&c);
-    put_capped(f, m.s, m.n, max);
-    mb_close(&c);
+    f = ta_md_open(&c);
+    ta_md_capped(f, m.s, m.n, max);
+    ta_md_close(&c);
     free(m.s);
     *len = c.n;
     return c.s;
@@ -272,21 +125,23 @@ static char *compact_str(const char *s, size_t n, size_t max, size_t *len)
 static void header(ta_an *a, FILE *o)
 {
     mbuf m;
-    FILE *f = mb_open(&m);
+    FILE *f = ta_md_open(&m);
     fputs("## tranalyze: job ", f);
-    put_code(f, a->job ? a->job : "", a->job ? strlen(a->job) : 0, 100, 0);
-    fprintf(f, "\n\n%d of %d ranks traced (%d files).", a->ntr, a->world, a->nfiles);
+    ta_md_code(f, a->job ? a->job : "", a->job ? strlen(a->job) : 0, 100, 0);
+    fprintf(f, "\n\n%d of %d ranks traced (%d file%s).", a->ntr, a->world, a->nfiles, a->nfiles == 1 ? "" : "s");
     if (a->nother_jobs) {
-        fprintf(f, " The folder holds %d jobs; this is the newest (others: ", a->njobs);
+        fprintf(f, " The folder holds %d jobs; %s; the other%s: ", a->njobs, a->job_wanted ?
+                "this one was asked for with `--job`" : ta_job_choice(a), a->nother_jobs > 1 ? "s" : "");
         for (int i = 0; i < a->nother_jobs && i < MD_OTHER_JOBS; i++) {
             if (i) fputs(", ", f);
-            put_text(f, a->other_jobs[i], 64, 0);
+            ta_md_text(f, a->other_jobs[i], 64, 0);
         }
         if (a->nother_jobs > MD_OTHER_JOBS) fprintf(f, ", ... and %d more", a->nother_jobs - MD_OTHER_JOBS);
-        fputs("; `--job ID` analyses another)", f);
+        if (!a->job_wanted) fprintf(f, " (`--job ID` analyses %s)", a->nother_jobs > 1 ? "another" : "it");
+        fputc('.', f);
     }
     fputs("\n\n", f);
-    put_part(o, &m, B_HEAD);
+    ta_md_part(o, &m, B_HEAD);
 }
 
 /* ---- findings -------------------------------------------------------------------- */
@@ -295,9 +150,9 @@ typedef struct { char *s; size_t n; int i; } block;
 static block finding_block(ta_an *a, int i, int top)
 {
     mbuf m;
-    FILE *f = mb_open(&m);
+    FILE *f = ta_md_open(&m);
     ta_out_finding(a, f, &a->f[i], 1, top);
-    mb_close(&m);
+    ta_md_close(&m);
     block b = {NULL, 0, i};
     b.s = compact_str(m.s, m.n, top ? B_ROOT : B_OTHER, &b.n);
     free(m.s);
@@ -315,7 +170,7 @@ static void abort_line(ta_an *a, FILE *f)
 static void findings(ta_an *a, FILE *o)
 {
     mbuf m;
-    FILE *f = mb_open(&m);
+    FILE *f = ta_md_open(&m);
     int nroot = 0;
     for (int i = 0; i < a->nf; i++) nroot += a->f[i].root;
     if (!a->nf) fputs("**No problem found.**\n\n", f);
@@ -366,52 +221,52 @@ static void findings(ta_an *a, FILE *o)
     }
     free(unshown);
     free(shown);
-    put_part(o, &m, B_FIND);
+    ta_md_part(o, &m, B_FIND);
 }
 
 static void warnings(ta_an *a, FILE *o)
 {
     if (!a->nwarns) return;
     mbuf m;
-    FILE *f = mb_open(&m);
+    FILE *f = ta_md_open(&m);
     fputs("### Warnings\n\n", f);
     for (int i = 0; i < a->nwarns && i < MD_WARNS; i++) {
         size_t n;
         const char *t = a->warns[i].text ? a->warns[i].text : "";
         char *c = compact_str(t, strlen(t), 420, &n);
         fputs("- ", f);
-        put_text(f, c, 420, 0);
+        ta_md_text(f, c, 420, 0);
         fputc('\n', f);
         free(c);
     }
     if (a->nwarns > MD_WARNS) fprintf(f, "- ... and %d more (`--json` lists them all)\n", a->nwarns - MD_WARNS);
     fputc('\n', f);
-    put_part(o, &m, B_WARN);
+    ta_md_part(o, &m, B_WARN);
 }
 
 static void notes(ta_an *a, FILE *o)
 {
     if (!a->nnotes) return;
     mbuf m;
-    FILE *f = mb_open(&m);
+    FILE *f = ta_md_open(&m);
     fputs("#### Input problems\n\n", f);
     for (int i = 0; i < a->nnotes && i < MD_NOTES; i++) {
         const ta_note *n = &a->notes[i];
         fputs("- ", f);
         if (n->file) {
-            put_code(f, n->file, strlen(n->file), 160, 0);
+            ta_md_code(f, n->file, strlen(n->file), 160, 0);
             fputs(": ", f);
         }
         size_t len;
         const char *t = n->text ? n->text : "";
         char *c = compact_str(t, strlen(t), 300, &len);
-        put_text(f, c, 300, 0);
+        ta_md_text(f, c, 300, 0);
         free(c);
         fputs(n->fatal ? " (skipped)\n" : "\n", f);
     }
     if (a->nnotes > MD_NOTES) fprintf(f, "- ... and %d more (`--json` lists them all)\n", a->nnotes - MD_NOTES);
     fputc('\n', f);
-    put_part(o, &m, B_NOTES);
+    ta_md_part(o, &m, B_NOTES);
 }
 
 /* ---- the rank table ------------------------------------------------------------------ */
@@ -478,14 +333,14 @@ static void group_row(ta_an *a, FILE *f, const rgroup *g, const rank_info *ri, i
         if (p >= 0 && p < lo) lo = p;
         if (p > hi) hi = p;
     }
-    char *rt = md_ranks(r, g->n, MD_CELL_ELEMS);
+    char *rt = ta_md_ranks(r, g->n, MD_CELL_ELEMS);
     const ta_trace *t0 = a->tr[g->idx[0]];
     fprintf(f, "| %s%s | ", rt, g->root ? " **(root cause)**" : "");
-    if (distinct(hosts, g->n) == 1) put_text(f, hosts[0], 64, 1);
+    if (distinct(hosts, g->n) == 1) ta_md_text(f, hosts[0], 64, 1);
     else fprintf(f, "%d hosts", distinct(hosts, g->n));
     if (g->n == 1) fprintf(f, " | %lld | ", (long long)t0->pid);
     else fputs(" | | ", f);
-    put_text(f, ri[g->idx[0]].end, 240, 1);
+    ta_md_text(f, ri[g->idx[0]].end, 240, 1);
     fputs(" |", f);
     for (int k = 0; k < nfam; k++)
         if (k < t0->ncomms) fprintf(f, " %u |", t0->comms[k].nseq);
@@ -499,7 +354,7 @@ static void group_row(ta_an *a, FILE *f, const rgroup *g, const rank_info *ri, i
 static void ranks_table(ta_an *a, FILE *o)
 {
     mbuf m;
-    FILE *f = mb_open(&m);
+    FILE *f = ta_md_open(&m);
     fputs("### Ranks\n\n", f);
     int nfam = 0;
     for (int i = 0; i < a->ntr; i++) if (a->tr[i]->ncomms > nfam) nfam = a->tr[i]->ncomms;
@@ -520,11 +375,11 @@ static void ranks_table(ta_an *a, FILE *o)
         if (per_rank) continue;
         const ta_trace *t = a->tr[i];      /* root cause, the last seq on every communicator, the end */
         mbuf kb;
-        FILE *k = mb_open(&kb);
+        FILE *k = ta_md_open(&kb);
         fprintf(k, "%d|%d|", a->root && a->root[i], t->ncomms);
         for (int c = 0; c < t->ncomms; c++) fprintf(k, "%u ", t->comms[c].nseq);
         fprintf(k, "|%s", ri[i].end);
-        mb_close(&kb);
+        ta_md_close(&kb);
         ri[i].key = kb.s;
     }
     if (!per_rank) {
@@ -603,9 +458,9 @@ static void ranks_table(ta_an *a, FILE *o)
     int rest = 0;
     for (int k = 0; k < nmg; k++) {
         if (k >= missing_rows) { rest += mg[k].n; continue; }
-        char *rt = md_ranks(mg[k].r, mg[k].n, MD_CELL_ELEMS);
+        char *rt = ta_md_ranks(mg[k].r, mg[k].n, MD_CELL_ELEMS);
         fprintf(f, "| %s | | | ", rt);
-        put_text(f, mtext[morder[mg[k].at]], 240, 1);
+        ta_md_text(f, mtext[morder[mg[k].at]], 240, 1);
         fputs(" |", f);
         empty_cells(f, nfam + 1);
         free(rt);
@@ -626,229 +481,7 @@ static void ranks_table(ta_an *a, FILE *o)
     free(mtext); free(morder);
     for (int i = 0; i < a->ntr; i++) { free(ri[i].key); free(ri[i].end); }
     free(ri); free(gs); free(order); free(show);
-    put_part(o, &m, B_RANKS);
-}
-
-/* ---- the environment ------------------------------------------------------------------- */
-/* one rank's value of a variable or of a version: name[0, nl) = val */
-typedef struct { const char *name; size_t nl; const char *val; int tr; } kv;
-
-static int cmp_kv(const void *x, const void *y)
-{
-    const kv *p = x, *q = y;
-    size_t n = p->nl < q->nl ? p->nl : q->nl;
-    int c = memcmp(p->name, q->name, n);
-    if (c) return c;
-    if (p->nl != q->nl) return p->nl < q->nl ? -1 : 1;
-    c = strcmp(p->val, q->val);
-    return c ? c : (p->tr > q->tr) - (p->tr < q->tr);
-}
-
-typedef struct { const char *val; int *r; int n; } vgroup;   /* one value and its ranks; val NULL: not set */
-static int cmp_vgroup(const void *x, const void *y)
-{
-    const vgroup *p = x, *q = y;
-    if (p->n != q->n) return p->n > q->n ? -1 : 1;
-    return (p->r[0] > q->r[0]) - (p->r[0] < q->r[0]);
-}
-
-/* the values of one name, kvs v[0, n) sorted by value then trace: groups, most ranks first, with
- * the ranks that lack it as a group of val NULL; returns their number */
-static int value_groups(ta_an *a, const kv *v, int n, vgroup **out)
-{
-    vgroup *g = xcalloc((size_t)n + 2, sizeof *g);
-    int ng = 0;
-    char *has = xcalloc((size_t)a->ntr + 1, 1);
-    for (int i = 0; i < n;) {
-        int j = i;
-        while (j < n && !strcmp(v[j].val, v[i].val)) j++;
-        g[ng].val = v[i].val;
-        g[ng].r = xmalloc(sizeof(int) * (size_t)(j - i));
-        for (int k = i; k < j; k++)
-            if (!has[v[k].tr]) { has[v[k].tr] = 1; g[ng].r[g[ng].n++] = a->tr[v[k].tr]->rank; }
-        if (g[ng].n) ng++;
-        else free(g[ng].r);
-        i = j;
-    }
-    int unset = 0;
-    for (int i = 0; i < a->ntr; i++) unset += !has[i];
-    if (unset) {
-        g[ng].r = xmalloc(sizeof(int) * (size_t)unset);
-        for (int i = 0; i < a->ntr; i++) if (!has[i]) g[ng].r[g[ng].n++] = a->tr[i]->rank;
-        ng++;
-    }
-    free(has);
-    qsort(g, (size_t)ng, sizeof *g, cmp_vgroup);
-    *out = g;
-    return ng;
-}
-static void free_groups(vgroup *g, int ng)
-{
-    for (int k = 0; k < ng; k++) free(g[k].r);
-    free(g);
-}
-
-/* "2.28.9 on 1022 ranks; 2.27.3 on ranks 5, 9; ... and 2 more values" */
-static void values_text(FILE *f, const vgroup *g, int ng, int ntr, int code, size_t max)
-{
-    for (int k = 0; k < ng && k <= MD_ENV_VALUES; k++) {
-        if (k) fputs("; ", f);
-        if (!g[k].val) fputs("(not known)", f);
-        else if (code) put_code(f, g[k].val, strlen(g[k].val), max, 0);
-        else put_text(f, g[k].val, max, 0);
-        if (!k && 2 * g[k].n > ntr) fprintf(f, " on %d ranks", g[k].n);   /* most of them */
-        else {
-            char *rt = md_ranks(g[k].r, g[k].n, MD_CELL_ELEMS);
-            fprintf(f, " on rank%s %s", g[k].n > 1 ? "s" : "", rt);
-            free(rt);
-        }
-    }
-    if (ng > MD_ENV_VALUES + 1) fprintf(f, "; ... and %d more values", ng - MD_ENV_VALUES - 1);
-}
-
-static char *cuda_version_text(int64_t v)
-{
-    if (v == TA_NULL64 || v <= 0) return NULL;
-    return xasprintf("%lld.%lld", (long long)(v / 1000), (long long)(v % 1000 / 10));
-}
-
-enum { V_CMD, V_TRSHIM, V_NCCL, V_NCCL_LIB, V_CUDA_RT, V_CUDA_DRV, V_PYTHON, V_N };
-static const char *const v_label[V_N] = {"command", "trshim", "NCCL", "NCCL library", "CUDA runtime", "CUDA driver",
-                                         "Python"};
-
-static char *version_of(const ta_trace *t, int item)
-{
-    switch (item) {
-    case V_CMD: return t->cmdline ? xstrdup(t->cmdline) : NULL;
-    case V_TRSHIM: return t->v_trshim ? xstrdup(t->v_trshim) : NULL;
-    case V_NCCL: {
-        /* the loaded library's (trace "nccl"), else "versions" */
-        int64_t v = t->has_nccl && t->nccl_version > 0 ? t->nccl_version : t->v_nccl != TA_NULL64 ? t->v_nccl : 0;
-        return v > 0 ? ta_nccl_version_text(v) : NULL;
-    }
-    case V_NCCL_LIB: return t->has_nccl && t->nccl_lib ? xstrdup(t->nccl_lib) : NULL;
-    case V_CUDA_RT: return cuda_version_text(t->v_cuda_rt);
-    case V_CUDA_DRV: return cuda_version_text(t->v_cuda_drv);
-    case V_PYTHON: return t->py_version ? xstrdup(t->py_version) : NULL;
-    }
-    return NULL;
-}
-
-static void versions(ta_an *a, FILE *f)
-{
-    kv *v = xmalloc(sizeof *v * ((size_t)a->ntr + 1));
-    char **vals = xmalloc(sizeof(char *) * ((size_t)a->ntr + 1));
-    for (int item = 0; item < V_N; item++) {
-        int n = 0;
-        for (int i = 0; i < a->ntr; i++) {
-            vals[i] = version_of(a->tr[i], item);
-            if (vals[i]) v[n++] = (kv){v_label[item], 0, vals[i], i};
-        }
-        if (n) {
-            qsort(v, (size_t)n, sizeof *v, cmp_kv);
-            vgroup *g;
-            int ng = value_groups(a, v, n, &g);
-            int code = item == V_CMD || item == V_NCCL_LIB;
-            size_t max = item == V_CMD ? 300 : 160;
-            if (ng == 1) {
-                fprintf(f, "- %s%s", v_label[item], code ? ": " : " ");
-                if (code) put_code(f, g[0].val, strlen(g[0].val), max, 0);
-                else put_text(f, g[0].val, max, 0);
-                fputc('\n', f);
-            } else {
-                fprintf(f, "- %s differs: ", v_label[item]);
-                values_text(f, g, ng, a->ntr, code, item == V_CMD ? 160 : 60);
-                fputc('\n', f);
-            }
-            free_groups(g, ng);
-        }
-        for (int i = 0; i < a->ntr; i++) free(vals[i]);
-    }
-    free(v);
-    free(vals);
-}
-
-static void environment(ta_an *a, FILE *o)
-{
-    if (!a->ntr) return;
-    mbuf m;
-    FILE *f = mb_open(&m);
-    fputs("### Environment\n\n", f);
-    versions(a, f);
-    fputc('\n', f);
-    size_t total = 0;
-    for (int i = 0; i < a->ntr; i++) total += (size_t)a->tr[i]->nenv;
-    kv *v = xmalloc(sizeof *v * (total + 1));
-    int n = 0;
-    for (int i = 0; i < a->ntr; i++)
-        for (int k = 0; k < a->tr[i]->nenv; k++) {
-            const char *e = a->tr[i]->env[k], *eq = e ? strchr(e, '=') : NULL;
-            if (!eq) continue;
-            v[n++] = (kv){e, (size_t)(eq - e), eq + 1, i};
-        }
-    qsort(v, (size_t)n, sizeof *v, cmp_kv);
-    /* each name: shared by every rank (one value), or not */
-    mbuf sh, df;
-    FILE *fs = mb_open(&sh), *fd = mb_open(&df);
-    int nshared = 0, ndiff = 0;
-    for (int i = 0; i < n;) {
-        int j = i;
-        while (j < n && v[j].nl == v[i].nl && !memcmp(v[j].name, v[i].name, v[i].nl)) j++;
-        vgroup *g;
-        int ng = value_groups(a, v + i, j - i, &g);
-        if (ng == 1) {
-            if (nshared++ < MD_ENV_SHARED) {
-                fputs("| ", fs);
-                put_code(fs, v[i].name, v[i].nl, 64, 1);
-                fputs(" | ", fs);
-                put_code(fs, g[0].val, strlen(g[0].val), 100, 1);
-                fputs(" |\n", fs);
-            }
-        } else if (ndiff++ < MD_ENV_DIFF) {
-            fputs("| ", fd);
-            put_code(fd, v[i].name, v[i].nl, 64, 1);
-            fputs(" | ", fd);
-            for (int k = 0; k < ng && k <= MD_ENV_VALUES; k++) {
-                if (k > 1) fputs("; ", fd);
-                if (g[k].val) put_code(fd, g[k].val, strlen(g[k].val), k ? 60 : 100, 1);
-                else fputs("(not set)", fd);
-                if (!k && 2 * g[k].n > a->ntr) fprintf(fd, " on %d ranks", g[k].n);   /* most of them */
-                else {
-                    char *rt = md_ranks(g[k].r, g[k].n, MD_CELL_ELEMS);
-                    fprintf(fd, " on rank%s %s", g[k].n > 1 ? "s" : "", rt);
-                    free(rt);
-                }
-                if (!k) fputs(" | ", fd);
-            }
-            if (ng > MD_ENV_VALUES + 1) fprintf(fd, "; ... and %d more values", ng - MD_ENV_VALUES - 1);
-            fputs(" |\n", fd);
-        }
-        free_groups(g, ng);
-        i = j;
-    }
-    mb_close(&sh);
-    mb_close(&df);
-    if (!n) fputs("No environment variables were recorded.\n\n", f);
-    if (nshared) {
-        fprintf(f, "<details><summary>Environment variables the same on every rank (%d)</summary>\n\n"
-                "| variable | value |\n|---|---|\n", nshared);
-        fwrite(sh.s, 1, sh.n, f);
-        if (nshared > MD_ENV_SHARED) fprintf(f, "| ... | %d more |\n", nshared - MD_ENV_SHARED);
-        fputs("\n</details>\n\n", f);
-    }
-    if (ndiff) {
-        fprintf(f, "Environment variables that differ between ranks (%d):\n\n"
-                "| variable | most common value | other values |\n|---|---|---|\n", ndiff);
-        fwrite(df.s, 1, df.n, f);
-        if (ndiff > MD_ENV_DIFF) fprintf(f, "| ... | %d more variables differ | |\n", ndiff - MD_ENV_DIFF);
-        fputc('\n', f);
-    } else if (n) {
-        fputs("Every rank has the same environment variables.\n\n", f);
-    }
-    free(sh.s);
-    free(df.s);
-    free(v);
-    put_part(o, &m, B_ENV);
+    ta_md_part(o, &m, B_RANKS);
 }
 
 void ta_out_markdown(ta_an *a, FILE *o)
@@ -856,7 +489,8 @@ void ta_out_markdown(ta_an *a, FILE *o)
     header(a, o);
     findings(a, o);
     warnings(a, o);
+    ta_md_system(a, o);
     ranks_table(a, o);
-    environment(a, o);
+    ta_md_environment(a, o);
     notes(a, o);
 }

@@ -151,13 +151,20 @@ static void notes(ta_an *a, FILE *o)
     fputc('\n', o);
 }
 
+const char *ta_job_choice(const ta_an *a)
+{
+    return a->job_wanted ? "this one was asked for with --job" : "this one is the newest (its traces were written last)";
+}
+
 static void header(ta_an *a, FILE *o)
 {
-    fprintf(o, "tranalyze: job %s: %d of %d ranks traced (%d files)", a->job, a->ntr, a->world, a->nfiles);
+    fprintf(o, "tranalyze: job %s: %d of %d ranks traced (%d file%s)", a->job, a->ntr, a->world, a->nfiles,
+            a->nfiles == 1 ? "" : "s");
     if (a->nother_jobs) {
-        fprintf(o, "\n  the folder holds %d jobs; this is the newest (use --job ID for ", a->njobs);
+        fprintf(o, "\n  the folder holds %d jobs; %s; the other%s: ", a->njobs, ta_job_choice(a),
+                a->nother_jobs > 1 ? "s" : "");
         for (int i = 0; i < a->nother_jobs; i++) fprintf(o, "%s%s", i ? ", " : "", a->other_jobs[i]);
-        fputc(')', o);
+        if (!a->job_wanted) fprintf(o, " (--job ID analyses %s)", a->nother_jobs > 1 ? "another" : "it");
     }
     fputs("\n\n", o);
 }

@@ -678,7 +678,8 @@ static int64_t write_flows(tl *x, int *last_n)
 
 int ta_out_timeline(ta_an *a, const char *path)
 {
-    FILE *o = fopen(path, "w");
+    char *tmp;
+    FILE *o = ta_file_create(path, &tmp);
     if (!o) { fprintf(stderr, "tranalyze: --timeline %s: %s\n", path, strerror(errno)); return -1; }
     setvbuf(o, NULL, _IOFBF, 1 << 20);
     tl x = {.a = a, .w = {o, {1}, 0}};
@@ -770,8 +771,7 @@ int ta_out_timeline(ta_an *a, const char *path)
     jw_close(w, '}');
     jw_close(w, '}');
     fputc('\n', o);
-    int bad = ferror(o);
-    if (fclose(o) != 0) bad = 1;
+    int bad = ta_file_commit(o, path, tmp) != 0;
     if (bad) fprintf(stderr, "tranalyze: --timeline %s: could not be written whole: %s\n", path, strerror(errno));
     for (int t = 0; t < a->ntr; t++) { free(x.r[t].sp); free(x.r[t].hend); free(x.r[t].lane); }
     free(x.r);

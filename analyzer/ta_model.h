@@ -419,6 +419,7 @@ typedef struct {
     char *file;           /* NULL: about the job */
     char *text;
     int fatal;            /* the file was not used */
+    int64_t cut;          /* a trace file that ends early (truncated, empty): its bytes; -1 otherwise */
 } ta_note;
 
 /* ---- warnings about the job's environment (not its input, not a finding) ----- */
@@ -511,6 +512,8 @@ typedef struct ta_an {
     int world;
     int *missing_ranks; int nmissing;
     int *missing_wfail;          /* per missing rank: its write-failed marker (index into wfail), -1 */
+    int *missing_cut;            /* per missing rank: the note of its trace file that ends early (truncated,
+                                    empty; named trshim.<job>.r<rank>...: index into notes), -1 */
     int missing_unlisted;        /* ranks below the world size without a trace not in missing_ranks (the
                                     world size is far beyond the traces found: load.c) */
     ta_wfail *wfail; int nwfail; /* write-failed markers read (every job's) */
@@ -533,6 +536,9 @@ char *xstrdup(const char *s);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void ta_note_add(ta_an *a, const char *file, int fatal, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* a trace file that ends early (bytes long: truncated, empty) and is skipped: a note that also
+ * places it (ta_markers_place: the rank it names is shown as truncated, not as killed before a write) */
+void ta_note_cut(ta_an *a, const char *file, int64_t bytes, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 const char *ta_intern(const char *s);
 int ta_module_intern(ta_an *a, const char *path, const char *build_id);
 uint64_t ta_hash64(uint64_t h, uint64_t v);

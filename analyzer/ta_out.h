@@ -17,6 +17,9 @@ void ta_out_markdown(ta_an *a, FILE *o);   /* at most TA_MD_LIMIT characters, wh
 int ta_out_reports(ta_an *a, const char *prefix, const char *text);
 /* one finding's lines, text (md 0) or Markdown; top: a root cause (out_text.c) */
 void ta_out_finding(ta_an *a, FILE *o, const ta_finding *f, int md, int top);
+/* why this job of several is the one analysed: "this one was asked for with --job" or "this one is
+ * the newest (...)" (out_text.c; the header of text, --markdown and --html) */
+const char *ta_job_choice(const ta_an *a);
 
 /* --anonymize (anon.c): ta_anon_begin() holds back what the program writes on
  * its standard output and error; ta_anon_end() writes it there with host
@@ -28,6 +31,12 @@ void ta_out_finding(ta_an *a, FILE *o, const ta_finding *f, int md, int top);
  * -1: ta_anon_begin could not hold the output back (a message said so). */
 int ta_anon_begin(void);
 void ta_anon_end(ta_an *a, int json, const char *html, const char *timeline);
+
+/* a file tranalyze writes where it is told (out_file.c): made new under a temporary name (*tmp),
+ * mode 0600, no link followed (NULL: errno says why), then ta_file_commit: closed and renamed over
+ * path when whole (0), else removed (-1, errno says why); tmp freed either way */
+FILE *ta_file_create(const char *path, char **tmp);
+int ta_file_commit(FILE *o, const char *path, char *tmp);
 
 /* --timeline FILE (out_timeline.c): the Chrome/Perfetto trace-event JSON; --html FILE
  * (out_html.c): one self-contained page, its diagnosis the text document (text: from

@@ -43,7 +43,51 @@ static char *where(ta_an *a, const ta_finding *f, const char *at)
     return s;
 }
 
-void ta_tx_head(ta_tx *x, const ta_finding *f, const char *at)
+/* the message with each side's call named briefly where a side line follows (ta_tx_side: the call and
+ * its site): "AllReduce(1 x float32, sum) #4 on comm 0x.. at log_metrics (train.py:12)" becomes
+ * "AllReduce(1 x float32, sum) #4" (its communicator kept when it is not the finding's) */
+static char *brief_message(ta_an *a, const ta_finding *f)
+{
+    char *m = xstrdup(f->message ? f->message : "");
+    const ta_side *sides[2] = {&f->culprit, &f->other};
+    for (int k = 0; k < 2; k++) {
+        const ta_side *sd = sides[k];
+        if (!sd->nranks || sd->trace < 0 || sd->call < 0) continue;
+        const ta_trace *t = a->tr[sd->trace];
+        const ta_call *c = &t->calls[sd->call];
+        char *ct = ta_call_text(a, t, sd->call), *site = ta_call_site_text(a, t, sd->call);
+        char *full = xasprintf("%s at %s", ct, site);
+        char *sig = ta_call_sig(t, sd->call);
+        int same = c->comm >= 0 && c->comm < t->ncomms && t->comms[c->comm].g == f->g;
+        char *brief = same ? xasprintf("%s #%u", sig, c->seq) : xstrdup(ct);
+        size_t fl = strlen(full), bl = strlen(brief);
+        for (char *p = strstr(m, full); p; p = strstr(p + bl, full)) {
+            size_t at = (size_t)(p - m), ml = strlen(m);
+            char *n = xmalloc(ml - fl + bl + 1);
+            memcpy(n, m, at);
+            memcpy(n + at, brief, bl);
+            memcpy(n + at + bl, p + fl, ml - at - fl + 1);
+            free(m);
+            m = n;
+            p = m + at;
+        }
+        free(ct); free(site); free(full); free(sig); free(brief);
+    }
+    return m;
+}
+
+static void head(ta_tx *x, const ta_finding *f, const char *at, const char *message);
+
+void ta_tx_head(ta_tx *x, const ta_finding *f, const char *at) { head(x, f, at, f->message); }
+
+void ta_tx_head_sides(ta_tx *x, const ta_finding *f, const char *at)
+{
+    char *m = brief_message(x->a, f);
+    head(x, f, at, m);
+    free(m);
+}
+
+static void head(ta_tx *x, const ta_finding *f, const char *at, const char *message)
 {
     static int nroot;
     FILE *o = x->o;
@@ -57,7 +101,7 @@ void ta_tx_head(ta_tx *x, const ta_finding *f, const char *at)
         else fprintf(o, "ROOT CAUSE: ");
         fprintf(o, "%s%s%s%s\n", name, f->subkind[0] ? " / " : "", f->subkind, w);
     } else fprintf(o, "- %s%s%s%s\n", name, f->subkind[0] ? " / " : "", f->subkind, w);
-    fprintf(o, "%s%s\n", x->ind, f->message ? f->message : "");
+    fprintf(o, "%s%s\n", x->ind, message ? message : "");
     if (md) fputc('\n', o);
     free(w);
 }

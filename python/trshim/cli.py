@@ -1,21 +1,26 @@
 #!/usr/bin/env python3
 """trshim: record a distributed job with libtrshim.so, without editing it.
 
-    trshim run [--dir D] [--job-id ID] [--dry-run] -- CMD ...
-    trshim env [--dir D] [--job-id ID] [--format sh|deepspeed|k8s|mpirun]
+    trshim run [--dir D] [--job ID] [--dry-run] -- CMD ...
+    trshim env [--dir D] [--job ID] [--format sh|deepspeed|k8s|mpirun]
     trshim doctor [--dir D] [--python PY]
     trshim lib                      the path of libtrshim.so
     trshim analyze ARGS...          tranalyze ARGS...
     trshim bundle TRACES_DIR [-o FILE] [--job ID] [--force]
                                     one .tar.gz to attach to a bug report
     trshim unpack TRACE             the trace with its calls and checks unpacked (version 1's form)
-    trshim --version
+    trshim completion               the bash completion of trshim and tranalyze
+    trshim --version                (and COMMAND --version)
+
+(--job-id, the older spelling of --job, is still taken.) Exit statuses: EXIT_STATUS below, printed by
+--help.
 
 Python 3.8 or newer, standard library only. The same file is the package's
 command (the wheel: trshim.cli:main) and bin/trshim of a meson install, where
 meson fills in the @...@ values below.
 """
 import argparse
+import errno
 import io
 import json
 import os
@@ -31,6 +36,7 @@ import sys
 import sysconfig
 import tarfile
 import tempfile
+import textwrap
 import time
 
 VERSION = "@VERSION@"
@@ -68,6 +74,11 @@ def version():
 
 def say(msg):
     sys.stderr.write("trshim: %s\n" % msg)
+
+
+def plural(n, word):
+    """n and the word, plural unless n is 1: "1 trace", "2 traces"."""
+    return "%d %s%s" % (n, word, "" if n == 1 else "s")
 
 
 # ---- where things are ---------------------------------------------------------------------
@@ -285,7 +296,7 @@ def torchrun_multinode(cmd, i):
 def choose_job_id(asked, env, cmd=None, launcher=None):
     """(value to set or None, why)"""
     if asked:
-        return asked, "--job-id"
+        return asked, "--job"
     if env.get("TRSHIM_JOB_ID"):
         return env["TRSHIM_JOB_ID"], "TRSHIM_JOB_ID"
     for v in LAUNCHER_JOB_VARS:
@@ -294,7 +305,7 @@ def choose_job_id(asked, env, cmd=None, launcher=None):
             return None, "the shim names the job from %s in each rank" % v
     if launcher and launcher[0] == "torchrun" and torchrun_multinode(cmd, launcher[1]):
         return None, ("torchrun on several nodes: each rank's job id is torchrun's --rdzv-id, else the "
-                      "first communicator's id (the same on every rank); --job-id ID names it")
+                      "first communicator's id (the same on every rank); --job ID names it")
     return default_job_id(), "new"
 
 
@@ -501,6 +512,14 @@ def exit_status(rc):
 
 
 def cmd_run(args):
+    try:
+        return run_command(args)
+    except OSError as e:       # reading .deepspeed_env, making the folder...: trshim run's own error
+        say("run: %s" % e)
+        return 2
+
+
+def run_command(args):
     cmd = args.command
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
@@ -675,8 +694,10 @@ def run_job(cmd, env, watch):
     try:
         child = subprocess.Popen(cmd, env=env)
     except OSError as e:
-        say("run: %s: %s" % (cmd[0], e.strerror))
-        return 127
+        # as a shell: 127 not found, 126 found but not runnable (permission, not a program)
+        found = e.errno not in (errno.ENOENT, errno.ENOTDIR)
+        say("run: %s: %s%s" % (cmd[0], e.strerror, "" if found else " (command not found)"))
+        return 126 if found else 127
     w = start_watcher(watch, child.pid)
     # SIGINT and SIGQUIT from a terminal reach the launcher too (same process group): not twice
     tty = sys.stdin.isatty() if sys.stdin else False
@@ -731,12 +752,15 @@ def run_with_env_file(cmd, env, path, old, text, keep, watch):
         return run_job(cmd, env, watch)
     finally:
         if not keep:
-            if read_text(path) != text:
-                say("%s changed while the job ran: left as it is" % path)
-            elif old is None:
-                os.unlink(path)
-            else:
-                write_text(path, old)
+            try:
+                if read_text(path) != text:
+                    say("%s changed while the job ran: left as it is" % path)
+                elif old is None:
+                    os.unlink(path)
+                else:
+                    write_text(path, old)
+            except OSError as e:          # the launcher's status stands; the file is named
+                say("run: cannot put back %s: %s" % (path, e.strerror))
 
 
 def check_library_path(lib):
@@ -958,10 +982,11 @@ def doctor_preload(rep, lib):
 
 
 def doctor_c_libs(rep, python, env):
+    """the loader's CUDA and NCCL libraries: the probe's answer (None: no answer)"""
     res, err = run_probe(python, False, env)
     if not res:
         rep.line("warn", "C programs", "could not look (%s)" % err)
-        return
+        return None
     libs = res["libs"]
     for key, what, fmt in (("cudart", "libcudart", fmt_cuda), ("nccl", "libnccl", fmt_nccl),
                            ("cuda", "libcuda", fmt_cuda)):
@@ -972,15 +997,50 @@ def doctor_c_libs(rep, python, env):
         else:
             rep.line("info", what, "not found by the loader (LD_LIBRARY_PATH, ldconfig): a C program links it "
                      "from its own RPATH or not at all%s" % ("; no GPU driver here?" if key == "cuda" else ""))
+    return res
+
+
+KERNEL_DRIVER = "/proc/driver/nvidia/version"     # the NVIDIA kernel module's, when loaded
+
+
+def doctor_driver(rep, c_res, py_res):
+    """CUDA libraries (the loader's, NVIDIA's wheels, a CUDA build of PyTorch) without the GPU driver
+    (libcuda.so.1, which the driver installs): a job on this node cannot use a GPU, a warning"""
+    have = []
+    libs = (c_res or {}).get("libs") or {}
+    for key, what, fmt in (("cudart", "libcudart", fmt_cuda), ("nccl", "libnccl", fmt_nccl)):
+        if libs.get(key):
+            have.append("%s %s" % (what, fmt(libs[key].get("version"))))
+    for res in py_res:
+        for key in ("cudart", "nccl"):
+            if (res.get("wheels") or {}).get(key) and "NVIDIA's wheels" not in have:
+                have.append("NVIDIA's wheels")
+        torch = (res.get("packages") or {}).get("torch") or {}
+        if torch.get("cuda"):
+            have.append("PyTorch %s with CUDA %s" % (torch.get("version", "?"), torch["cuda"]))
+    if not have or libs.get("cuda") or c_res is None:
+        return
+    kernel = None
+    try:
+        with open(KERNEL_DRIVER) as f:
+            kernel = f.readline().strip()
+    except OSError:
+        pass
+    rep.line("warn", "GPU driver", "CUDA libraries are here (%s) but the GPU driver's libcuda.so.1 is not found by the "
+             "loader: %s" % (", ".join(have), "the kernel driver is loaded (%s): the container or environment lacks "
+                             "its user-space libraries (the NVIDIA container toolkit mounts them)" % kernel if kernel else
+                             "no NVIDIA kernel driver either (%s): a job on this node cannot use a GPU; run trshim "
+                             "doctor on a GPU node or in the job's container" % KERNEL_DRIVER))
 
 
 def doctor_python(rep, python, env, seen):
+    """the Python's version, NVIDIA's wheels and frameworks: the probe's answer (None: none, or seen)"""
     res, err = run_probe(python, True, env)
     if not res:
         rep.line("warn", "Python", "%s: could not look (%s)" % (python, err))
-        return
+        return None
     if os.path.realpath(res["executable"]) in seen:        # python3 in PATH: this one again
-        return
+        return None
     seen.add(os.path.realpath(res["executable"]))
     v = tuple(res["python"][:2])
     name = "%s %s" % (res["implementation"], ".".join(map(str, res["python"])))
@@ -1008,6 +1068,7 @@ def doctor_python(rep, python, env, seen):
         rep.line("ok", "  deepspeed", "%s" % pk["deepspeed"].get("version", "?"))
     if not wheels and not torch:
         rep.line("info", "  libraries", "no NVIDIA wheels or PyTorch in this Python")
+    return res
 
 
 def check_torch_nccl(rep, tdir):
@@ -1082,10 +1143,13 @@ def cmd_doctor(args):
         for p in (sys.executable, shutil.which("python3")):
             if p and os.path.realpath(p) not in [os.path.realpath(x) for x in pythons]:
                 pythons.append(p)
-    doctor_c_libs(rep, pythons[0], env)
-    seen = set()
+    c_res = doctor_c_libs(rep, pythons[0], env)
+    seen, py_res = set(), []
     for p in pythons:
-        doctor_python(rep, p, env, seen)
+        r = doctor_python(rep, p, env, seen)
+        if r:
+            py_res.append(r)
+    doctor_driver(rep, c_res, py_res)
     doctor_folder(rep, args.dir or os.environ.get("TRSHIM_DIR") or SHIM_DEFAULT_DIR)
     print("%d problem%s, %d warning%s" % (rep.failed, "" if rep.failed == 1 else "s", rep.warned,
                                           "" if rep.warned == 1 else "s"))
@@ -1562,9 +1626,7 @@ def write_bundle(args, top, ta, job, reports, traces, rings, notes, job_args):
                 with tarfile.open(fileobj=raw, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
                     for arc, src, _ in members:
                         total += tar_add(tar, name + "/" + arc, src)
-            mask = os.umask(0o022)
-            os.umask(mask)
-            os.chmod(part, 0o666 & ~mask)
+            os.chmod(part, 0o600)      # as the traces it holds (mkstemp's mode, whatever the umask)
             if os.path.lexists(output) and not args.force:
                 raise BundleError("%s exists (--force overwrites it)" % output)
             os.replace(part, output)
@@ -1576,8 +1638,9 @@ def write_bundle(args, top, ta, job, reports, traces, rings, notes, job_args):
     for path, why in notes:
         say("bundle: %s %s: %s" % ("no" if path in REPORTS else "left out", path, why))
     nreports = len(members) - 1 - len(traces) - len(rings)
-    print("trshim: wrote %s: %d members (%d traces, %d rings, %d reports, MANIFEST.txt), %d bytes (%d uncompressed)"
-          % (output, len(members), len(traces), len(rings), nreports, os.path.getsize(output), total))
+    print("trshim: wrote %s: %s (%s, %s, %s, MANIFEST.txt), %d bytes (%d uncompressed)"
+          % (output, plural(len(members), "member"), plural(len(traces), "trace"), plural(len(rings), "ring"),
+             plural(nreports, "report"), os.path.getsize(output), total))
     return 0
 
 
@@ -1677,25 +1740,108 @@ def positive_seconds(v):
     return f
 
 
+EXIT_STATUS = {
+    "run": "the launcher's (128+N when signal N ended it); 2: trshim run's own error, nothing started (no "
+           "command, the library missing, the trace folder refused, a bad option); 127: CMD not found; 126: CMD "
+           "found but not runnable",
+    "env": "0: the lines printed (a problem with the library is named on stderr); 2: a bad option",
+    "doctor": "0: no problem (warnings included); 1: a problem (a FAIL line); 2: a bad option",
+    "lib": "0: the library is there; 1: it is not (the path it should have is printed)",
+    "bundle": "0: written; 2: not written (the folder, tranalyze or the output file: the message says which)",
+    "unpack": "0: printed; 1: TRACE unreadable or damaged; 2: a bad option",
+    "analyze": "tranalyze's (0: nothing found, 1: findings, 2: could not analyse); 127: tranalyze not found",
+    "completion": "0: printed; 1: the script is not installed with this trshim",
+}
+EXIT_ALL = "130: interrupted (^C); 141: its output closed early (a pipe)"
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's, with paragraphs (a blank line) and indented lines (a table) kept"""
+
+    def _fill_text(self, text, width, indent):
+        out = []
+        for para in text.split("\n\n"):
+            if para.startswith("  "):
+                out.append("\n".join(indent + ln for ln in para.splitlines()))
+            else:
+                out.append(super()._fill_text(para, width, indent))
+        return "\n\n".join(out)
+
+
+def print_version():
+    print("trshim %s" % version())
+    print("libtrshim.so: %s%s" % (library_path(), "" if os.path.isfile(library_path()) else " (missing)"))
+    print("tranalyze: %s" % (tranalyze_path() or "not found"))
+
+
+class VersionAction(argparse.Action):
+    """--version, on trshim and on each command: printed at once, whatever else is on the line"""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print_version()
+        parser.exit(0)
+
+
+def completion_path():
+    """packaging/completion/trshim.bash as installed: in the package (the wheel: trshim.bash), in the source tree,
+    DATADIR/bash-completion/completions/trshim of a meson install (beside DATADIR/trshim); None"""
+    here = _here()
+    cands = [os.path.join(here, "trshim.bash"),
+             os.path.join(here, "..", "..", "packaging", "completion", "trshim.bash")]
+    for rel, absolute in ((REL_PYDIR, False), (ABS_PYDIR, True)):
+        if rel and not rel.startswith("@"):
+            d = rel if absolute else os.path.join(here, rel)
+            cands.append(os.path.join(d, "..", "bash-completion", "completions", "trshim"))
+    for c in cands:
+        if os.path.isfile(c):
+            return os.path.normpath(c)
+    return None
+
+
+def cmd_completion(args):
+    p = completion_path()
+    if not p:
+        say("completion: the completion script is not installed with this trshim")
+        return 1
+    with open(p) as f:
+        sys.stdout.write(f.read())
+    return 0
+
+
 def parser():
-    p = argparse.ArgumentParser(prog="trshim", description="Record a distributed job's NCCL and CUDA calls with "
-                                "libtrshim.so, without editing it; tranalyze TRACE_DIR names the root cause.")
-    p.add_argument("--version", action="store_true", help="print the version and the library's path")
+    p = argparse.ArgumentParser(prog="trshim", formatter_class=HelpFormatter,
+                                description="Record a distributed job's NCCL and CUDA calls with libtrshim.so, "
+                                "without editing it; tranalyze TRACE_DIR names the root cause. trshim COMMAND --help "
+                                "describes each command.",
+                                epilog="Exit status, by command:\n\n" + "\n".join(
+                                    textwrap.fill(v, 78, initial_indent="  %-11s " % k, subsequent_indent=" " * 14)
+                                    for k, v in EXIT_STATUS.items()) +
+                                "\n\nEvery command: " + EXIT_ALL + ". trshim without a command: 2.")
+    p.add_argument("--version", action=VersionAction, help="print the version, the library's path and tranalyze's")
     sub = p.add_subparsers(dest="what", metavar="COMMAND")
+
+    def command(name, helptext, description):
+        q = sub.add_parser(name, help=helptext, description=description, formatter_class=HelpFormatter,
+                           epilog="Exit status: %s; %s." % (EXIT_STATUS[name], EXIT_ALL))
+        q.add_argument("--version", action=VersionAction, help="print trshim's version (as trshim --version) and exit")
+        return q
 
     def common(q):
         q.add_argument("--dir", help="trace folder (default: $TRSHIM_DIR, else ./traces), made absolute")
-        q.add_argument("--job-id", help="the job's id in the traces (default: the launcher's, else a new one)")
+        q.add_argument("--job", "--job-id", dest="job_id", metavar="ID",
+                       help="the job's id in the traces (default: the launcher's, else a new one; --job-id: the "
+                       "older spelling)")
         q.add_argument("--library", help="libtrshim.so to preload (default: %s)" % library_path())
 
-    r = sub.add_parser("run", help="run a command (a launcher: deepspeed, torchrun, srun, mpirun...) recording "
-                       "every rank", description="Runs CMD with libtrshim.so in front of LD_PRELOAD, TRSHIM_DIR "
-                       "and a job id set. deepspeed: .deepspeed_env carries them to every node (restored after); "
-                       "mpirun/mpiexec: -x (Open MPI) or -genv (MPICH, Intel MPI) options; srun, torchrun: the "
-                       "environment is enough. Beside the launcher a watcher (tranalyze --watch) prints the root "
-                       "cause on stderr when a rank waits past the hang threshold or dies while others wait, and "
-                       "one verdict line at the end (docs/live.md). Exit status: the launcher's; 2 when trshim run "
-                       "itself could not start it (the folder refused, a bad option), 127 when CMD was not found.")
+    r = command("run", "run a command (a launcher: deepspeed, torchrun, srun, mpirun...) recording every rank",
+                "Runs CMD with libtrshim.so in front of LD_PRELOAD, TRSHIM_DIR and a job id set. deepspeed: "
+                ".deepspeed_env carries them to every node (restored after); mpirun/mpiexec: -x (Open MPI) or -genv "
+                "(MPICH, Intel MPI) options; srun, torchrun: the environment is enough. Beside the launcher a "
+                "watcher (tranalyze --watch) prints the root cause on stderr when a rank waits past the hang "
+                "threshold or dies while others wait, and one verdict line at the end (docs/live.md).")
     common(r)
     r.add_argument("--dry-run", action="store_true", help="print the environment, files and command; run nothing")
     r.add_argument("--quiet", "-q", action="store_true", help="no 'recording to' line from the shim (TRSHIM_QUIET=1)")
@@ -1709,50 +1855,69 @@ def parser():
                    "then end the job (SIGTERM to the launcher)")
     r.add_argument("--no-watch", action="store_true", help="no watcher (TRSHIM_WATCH=0): traces only, no answer "
                    "while the job runs nor verdict at its end")
-    r.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ...")
+    r.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ...",
+                   help="the command to run after --: the launcher (torchrun, deepspeed, srun, mpirun, ...) or the "
+                   "program itself, with its arguments")
     r.set_defaults(fn=cmd_run)
 
-    e = sub.add_parser("env", help="print the settings to put in an sbatch script, .deepspeed_env or a pod spec")
+    e = command("env", "print the settings to put in an sbatch script, .deepspeed_env or a pod spec",
+                "Prints what trshim run would set (LD_PRELOAD with libtrshim.so, TRSHIM_DIR, the job id when asked, "
+                "the TRSHIM_* settings set here) in the form a launcher takes: for a job that trshim run cannot "
+                "start (a batch script, a pod).")
     common(e)
     e.add_argument("--format", choices=("sh", "deepspeed", "k8s", "mpirun"), default="sh",
                    help="sh: export lines (sbatch, shell); deepspeed: .deepspeed_env lines; k8s: a container's "
                    "env; mpirun: -x options")
     e.set_defaults(fn=cmd_env)
 
-    d = sub.add_parser("doctor", help="check this node: the shim loads, the CUDA/NCCL libraries, Python, the "
-                       "trace folder")
+    d = command("doctor", "check this node: the shim loads, the CUDA/NCCL libraries, Python, the trace folder",
+                "Checks what recording needs on this node, a line each (ok, info, warn, FAIL): libtrshim.so "
+                "(machine, glibc, preloaded into a program), tranalyze, the CUDA runtime, NCCL and GPU driver the "
+                "loader gives a C program, each Python's version, NVIDIA wheels, PyTorch and DeepSpeed, and the "
+                "trace folder (the shim's rules, free space).")
     d.add_argument("--dir", help="trace folder to check (default: $TRSHIM_DIR, else ./traces)")
-    d.add_argument("--python", action="append", help="the job's Python (default: this one and python3 in PATH)")
-    d.add_argument("--library", help="libtrshim.so to check")
+    d.add_argument("--python", action="append", metavar="PY",
+                   help="the job's Python (repeatable; default: this one and python3 in PATH)")
+    d.add_argument("--library", help="libtrshim.so to check (default: %s)" % library_path())
     d.set_defaults(fn=cmd_doctor)
 
-    lb = sub.add_parser("lib", help="print the path of libtrshim.so")
+    lb = command("lib", "print the path of libtrshim.so",
+                 "Prints the absolute path of libtrshim.so ($TRSHIM_LIBRARY, else the one installed with trshim): "
+                 "LD_PRELOAD=$(trshim lib) records a program by hand.")
     lb.set_defaults(fn=cmd_lib)
 
-    b = sub.add_parser("bundle", help="one .tar.gz to attach to a bug report: the job's traces, the rings of "
-                       "ranks killed or signaled (compacted), tranalyze's reports, MANIFEST.txt",
-                       description="Writes one gzip'd tar for a bug report: the JSON traces below TRACES_DIR of "
-                       "the job tranalyze analyses, the ring files of the processes whose traces miss their last "
-                       "calls (killed, ended by a signal, calls after the last write, no trace), compacted to "
-                       "what is used, tranalyze's reports (text, --markdown, --json, and --html/--timeline where "
-                       "this tranalyze has them) and MANIFEST.txt. Symbolic links are not followed.")
+    b = command("bundle", "one .tar.gz to attach to a bug report: the job's traces, the rings of ranks killed or "
+                "signaled (compacted), tranalyze's reports, MANIFEST.txt",
+                "Writes one gzip'd tar for a bug report (mode 0600, as the traces): the JSON traces below "
+                "TRACES_DIR of the job tranalyze analyses, the ring files of the processes whose traces miss their "
+                "last calls (killed, ended by a signal, calls after the last write, no trace), compacted to what is "
+                "used, tranalyze's reports (text, --markdown, --json, and --html/--timeline where this tranalyze "
+                "has them) and MANIFEST.txt. Symbolic links are not followed.")
     b.add_argument("traces_dir", metavar="TRACES_DIR", help="the trace folder (searched recursively)")
     b.add_argument("-o", "--output", help="the file to write (default: trshim-report-JOB.tar.gz here)")
     b.add_argument("--job", help="the job to bundle (default: tranalyze's choice, the newest)")
     b.add_argument("--force", action="store_true", help="overwrite an existing output file")
     b.set_defaults(fn=cmd_bundle)
 
-    c = sub.add_parser("unpack", help="print a trace with its calls and checks unpacked as JSON arrays (version "
-                       "1's form)",
-                       description="Prints the JSON trace TRACE with its packed calls and checks (version 2) as "
-                       "version 1's arrays and \"version\": 1, for reading or for tools of version 1; a version-1 "
-                       "trace is printed unchanged. A damaged trace: a message and exit status 1.")
+    c = command("unpack", "print a trace with its calls and checks unpacked as JSON arrays (version 1's form)",
+                "Prints the JSON trace TRACE with its packed calls and checks (version 2) as version 1's arrays and "
+                "\"version\": 1, for reading or for tools of version 1; a version-1 trace is printed unchanged.")
     c.add_argument("trace", metavar="TRACE", help="a trshim.*.json trace")
     c.set_defaults(fn=cmd_unpack)
 
-    a = sub.add_parser("analyze", help="tranalyze ARGS... (the analyzer installed with trshim)")
-    a.add_argument("rest", nargs=argparse.REMAINDER)
+    a = sub.add_parser("analyze", help="tranalyze ARGS... (the analyzer installed with trshim)",
+                       description="Runs the tranalyze installed with trshim with ARGS (trshim analyze --help is "
+                       "tranalyze's help).", formatter_class=HelpFormatter,
+                       epilog="Exit status: %s; %s." % (EXIT_STATUS["analyze"], EXIT_ALL))
+    a.add_argument("rest", nargs=argparse.REMAINDER, metavar="ARGS", help="tranalyze's options and trace folders")
     a.set_defaults(fn=cmd_analyze)
+
+    k = command("completion", "print the bash completion of trshim and tranalyze",
+                "Prints the bash completion script of trshim and tranalyze, for a system where the installation "
+                "could not put it where bash-completion looks (pip installs it into <prefix>/share/bash-completion/"
+                "completions): trshim completion > ~/.local/share/bash-completion/completions/trshim, or "
+                "source <(trshim completion) in ~/.bashrc.")
+    k.set_defaults(fn=cmd_completion)
     return p
 
 
@@ -1761,11 +1926,6 @@ def main(argv=None):
     if argv and argv[0] == "analyze":       # every argument is tranalyze's, --help included
         return cmd_analyze(argparse.Namespace(rest=argv[1:]))
     args = parser().parse_args(argv)
-    if args.version:
-        print("trshim %s" % version())
-        print("libtrshim.so: %s%s" % (library_path(), "" if os.path.isfile(library_path()) else " (missing)"))
-        print("tranalyze: %s" % (tranalyze_path() or "not found"))
-        return 0
     if not getattr(args, "fn", None):
         parser().print_help(sys.stderr)
         return 2

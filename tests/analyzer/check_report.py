@@ -20,6 +20,11 @@ CASE:
                and 7): the shared table holds exactly the 3 shared variables,
                the table of differences exactly NCCL_ALGO with ranks 3, 7;
                the plain text output has no environment section
+  system       env_differs with the shim's "system" on 7 of 8 ranks (two hosts,
+               two kernel drivers, rank 7 another DeepSpeed, a GPU listed by two
+               ranks): ### System's exact lines (PyTorch, DeepSpeed, NCCL, CUDA
+               runtime and driver, kernel driver, GPUs counted once, trshim,
+               another framework), each value with its ranks where they differ
   anonymize    gen_traces.py anon_hang (host names, /home/alice paths, alice in
                another path, a file named after a third host): with --anonymize
                text, --json and --markdown contain none of them and are exactly
@@ -30,7 +35,8 @@ CASE:
                names, a different 3 KiB command line per rank, 50 shared and 50
                per-rank variables of 300 characters, each rank stopped at
                another call, 150 ranks without a trace, 40 damaged files with
-               long names: --markdown (and --anonymize --markdown) stays under
+               long names, a "system" per rank of 300-character versions, 8
+               GPUs and 32 packages: --markdown (and --anonymize --markdown) stays under
                60,000 characters, with the root cause on top and each part's
                "... and K more"
 """
@@ -142,7 +148,7 @@ def scale(c, ta, gen_traces, n):
                    what + ": rank table")
             else:
                 for want in ("#### **missing** on comm ",
-                             "rank %d never issued AllReduce(2048 x float32, sum) #24 on comm " % last,
+                             "rank %d never issued AllReduce(2048 x float32, sum) #24, which ranks " % last,
                              "- rank %d (last call): `AllReduce(2048 x float32, sum)` at `tp_forward (train+0x1000)`"
                              % last,
                              "- ranks %d-%d (waiting in): `AllReduce(2048 x float32, sum)` at "
@@ -189,12 +195,57 @@ def case_env(c, ta, gen_traces, workdir):
     env = part(md, "### Environment")
     check("<details><summary>Environment variables the same on every rank (3)</summary>" in env,
           "the shared table is not in <details>:\n%s" % "\n".join(env))
-    for want in ("- NCCL 2.28.9", "- CUDA runtime 13.0", "- CUDA driver 13.0", "- trshim 0.1.0",
-                 "- command: `/opt/trjob/bin/train --steps 10`"):
-        check(want in env, "%r not in the environment part:\n%s" % (want, "\n".join(env)))
+    eq([ln for ln in env if ln.startswith("- ")], ["- command: `/opt/trjob/bin/train --steps 10`"],
+       "the environment part's list (the versions are under ### System)")
+    eq([ln for ln in part(md, "### System") if ln], ["- NCCL 2.28.9", "- CUDA runtime 13.0", "- CUDA driver 13.0",
+                                                   "- trshim 0.1.0"], "### System of traces without \"system\"")
     rc2, text, _ = run(ta, [d])
     eq(rc2, rc, "text status")
     check("| variable |" not in text and "NCCL_ALGO=" not in text.split("RANKS")[-1], "the text output changed")
+
+
+def case_system(c, ta, gen_traces, workdir):
+    """env_differs (8 ranks) with the shim's "system" (docs/trace-format.md): ranks 0-3 on node0, 4-7 on
+    node1 (another kernel driver), rank 6 an older trace without it, rank 7 another DeepSpeed, rank 0
+    driving devices 0 and 1 (both listed in its trace, device 1 also in rank 1's): ### System names
+    each version once where the ranks agree, else each value with its ranks, and counts each GPU once"""
+    d = os.path.join(c.tmp, "system")
+    gen(gen_traces, "env_differs", d)
+    for f in sorted(x for x in os.listdir(d) if x.startswith("trshim.")):
+        path = os.path.join(d, f)
+        with open(path) as fh:
+            t = json.load(fh)
+        r = t["rank"]
+        t["host"] = "node%d" % (r // 4)
+        if r != 6:
+            gpu = lambda dev: {"device": dev, "name": "NVIDIA H100 80GB HBM3", "pci_bus_id": "0000:%02X:00.0" % (dev + 24),
+                               "uuid": "GPU-%08x-0000-4000-8000-%012x" % (r // 4, dev)}
+            t["system"] = {"nccl": "2.28.9", "cuda_runtime": "13.0", "cuda_driver": "13.0",
+                           "kernel_driver": "580.65.06" if r < 4 else "580.95.05",
+                           "gpus": [gpu(r % 4)] + ([gpu(1)] if r == 0 else []),
+                           "packages": {"torch": "2.9.1+cu130", "deepspeed": "0.17.0" if r == 7 else "0.18.2",
+                                        "transformers": "4.57.1"},
+                           "launchers": [{"name": "deepspeed", "job_id": None}]}
+        os.remove(path)
+        with open(os.path.join(d, "trshim.envdiff.r%d.%s.%d.json" % (r, t["host"], t["pid"])), "w") as fh:
+            json.dump(t, fh)
+    rc, md, _ = run(ta, ["--markdown", d])
+    eq(rc, 1, "status (config_mismatch: DeepSpeed on rank 7, NCCL_ALGO on ranks 3, 7)")
+    fits(md, "system")
+    heads = [ln for ln in md.splitlines() if ln.startswith("### ")]
+    eq(heads, ["### Root cause", "### System", "### Ranks", "### Environment"], "the parts, in order")
+    eq([ln for ln in part(md, "### System") if ln], [
+        "- PyTorch differs: 2.9.1+cu130 on 7 ranks; (not known) on rank 6",
+        "- DeepSpeed differs: 0.18.2 on 6 ranks; (not known) on rank 6; 0.17.0 on rank 7",
+        "- NCCL 2.28.9",
+        "- CUDA runtime 13.0",
+        "- CUDA driver 13.0",
+        "- NVIDIA kernel driver differs: 580.65.06 on ranks 0-3; 580.95.05 on ranks 4, 5, 7; (not known) on rank 6",
+        "- GPUs: 7 x NVIDIA H100 80GB HBM3 on 2 hosts",
+        "- trshim 0.1.0",
+        "- transformers differs: 4.57.1 on 7 ranks; (not known) on rank 6"], "### System")
+    rc2, text, _ = run(ta, [d])
+    check("### System" not in text and "PyTorch" not in text and "580.65.06" not in text, "the text output changed")
 
 
 def anon_expected(s, g, text=False):
@@ -305,6 +356,13 @@ def case_stress(c, ta, gen_traces, workdir):
         t["host"] = "gpu-node-%05d-%s.rack%02d.cluster.example.org" % (r, "abcdefghij" * 2, r % 32)
         t["cmdline"] = ["/opt/venv/bin/python", "-m", "train"] + ["--opt%d=%s" % (k, "v" * 40) for k in range(60)] + \
             ["--seed=%d" % r]
+        t["system"] = {"nccl": "2.%d.%d" % (r % 7, r) + "n" * 200, "cuda_runtime": "13.%d" % r + "c" * 200,
+                       "cuda_driver": "13.%d" % r + "d" * 200, "kernel_driver": "580.%d" % r + "k" * 200,
+                       "gpus": [{"device": k, "name": "GPU model %d-%d " % (r, k) + "g" * 200, "uuid": "GPU-%d-%d" % (r, k),
+                                 "pci_bus_id": None} for k in range(8)],
+                       "packages": dict([("torch", "2.%d" % r + "t" * 300), ("deepspeed", "0.%d" % r + "s" * 300)] +
+                                        [("pkg%02d" % k, "%d.%d" % (r, k) + "p" * 300) for k in range(30)]),
+                       "launchers": []}
         for k in range(50):
             t["env"]["TORCH_SHARED_%02d" % k] = "s%d-" % k + "x" * 300
             t["env"]["NCCL_RANK_%02d" % k] = "r%d-%d-" % (r, k) + "y" * 300
@@ -326,7 +384,8 @@ def case_stress(c, ta, gen_traces, workdir):
             fits(md, what)
             lines = md.splitlines()
             check(lines[4] == "### Root cause", "%s: the root cause is not on top:\n%s" % (what, md[:2000]))
-            for want in ("### Ranks", "### Environment", "#### Input problems", " more rows (",
+            for want in ("### System", "- ... and 22 more packages", "### Ranks", "### Environment",
+                         "#### Input problems", " more rows (",
                          " more variables differ", "- ... and %d more (`--json` lists them all)" % (40 + 1 - 12)):
                 check(want in md, "%s: %r not in:\n%s" % (what, want, md))
             sys.stdout.write("%s: --markdown %d characters\n" % (what, len(md)))
@@ -334,8 +393,8 @@ def case_stress(c, ta, gen_traces, workdir):
         shutil.rmtree(d, ignore_errors=True)
 
 
-CASES = {"scale_1k": case_scale_1k, "scale_16k": case_scale_16k, "env": case_env, "anonymize": case_anonymize,
-         "stress": case_stress}
+CASES = {"scale_1k": case_scale_1k, "scale_16k": case_scale_16k, "env": case_env, "system": case_system,
+         "anonymize": case_anonymize, "stress": case_stress}
 
 if __name__ == "__main__":
     sys.exit(run_case(CASES, lambda: Case(sys.argv[4] if len(sys.argv) > 4 else tempfile.gettempdir()), sys.argv,

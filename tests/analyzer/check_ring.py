@@ -133,7 +133,8 @@ def check_case(tranalyze, exe, work, case):
     for mode in ([], ["--markdown"]):
         t = run(tranalyze, mode + [out], exp["exit"])
         for sub in exp.get("text_contains", []):
-            if sub not in t.stdout:
+            # (Markdown writes a side's call and site as code: `AllReduce(...)` at `train.py:198 in f`)
+            if sub not in t.stdout and not (mode and sub in t.stdout.replace("`", "")):
                 fail("%s output does not say %r:\n%s" % (mode or "text", sub, t.stdout[:3000]))
         if any(r["ended"]["state"] == "killed" for r in traced) and "killed without a final write" not in t.stdout:
             fail("%s output does not say a rank was killed:\n%s" % (mode or "text", t.stdout[:3000]))

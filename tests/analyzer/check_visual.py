@@ -53,42 +53,52 @@ CASE:
                 the screenshot a 1400x2000 PNG showing the highlight's red and
                 the stuck orange; no network reference (no http://, https://,
                 // in src or href) and no script
-  html_clean    clean: "No problem found", no highlighted call, 8 rows, 8 bars
+                Each call's label (operation and number) placed exactly by the
+                page's rule: inside its box when it fits, else beside it when the
+                room to the next box takes it, else "#N" the same way, else none;
+                no label over another or over another call: here every call
+                labelled ("AllReduce #1" ... beside the boxes, rank 0's "#6" at
+                the window's end); the memory chart 4 rows of 24 px tall, each
+                bar's ranks, exact width and value ("64.0 MiB")
+  html_clean    clean: "No problem found", no highlighted call, 8 rows, 8 bars,
+                the labels by the rule (calls 32 px apart: "#14" beside most)
   html_bench    96 ranks: 32 rows (the culprit 95, the others of its
                 communicator 88-94 and a sample), "64 more ranks not shown",
                 64 bars covering ranks 0-95 in order, rank 95's AllReduce #19
-                highlighted
+                highlighted and labelled in full, the labels by the rule; the
+                memory chart 64 rows of 14 px tall, exact bars and values
   html_hostile  host names holding markup (<script>, an <img src=http://...>,
                 quotes and ampersands): escaped in the page (no script or img
                 element, the text shown as is) and in the trace events
                 (process_name holds it verbatim)
   unwritable    --timeline and --html into a folder that does not exist: status
                 2, both named on stderr, standard output unchanged
+  file_modes    --html and --timeline files (and with --anonymize): mode 0600
+                under umask 022, as the traces; a link planted at the name
+                replaced and its target untouched, an existing file replaced,
+                no temporary file left
 
 Chromium (Debian's `chromium`, installed by tests/run) must be there: a
 missing one fails the html cases, it does not skip them.
 """
 import glob
-import html
-import html.parser
 import json
 import os
-import re
 import shutil
-import struct
+import stat
 import subprocess
 import sys
 import tempfile
-import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
 from checks import Failure, check, eq, run_case  # noqa: E402
+sys.path.insert(0, HERE)
+from html_dom import WIN_H, WIN_W, browser, no_network, parse, png_pixels  # noqa: E402
 
 MIB64 = 64 << 20
 FLOW_LAST, FLOW_AROUND = 16, 4      # analyzer/out_timeline.c
 ROWS, BARS = 32, 64                 # analyzer/out_html.c
-WIN_W, WIN_H = 1400, 2000
 
 
 class Case:
@@ -480,136 +490,6 @@ def case_timeline_bench(c, tranalyze, gen_traces):
 
 
 # ---------------------------------------------------------------- html
-class Node:
-    def __init__(self, tag, attrs, parent):
-        self.tag, self.attrs, self.parent, self.children = tag, dict(attrs), parent, []
-
-    def text(self):
-        return "".join(ch if isinstance(ch, str) else ch.text() for ch in self.children)
-
-    def classes(self):
-        return (self.attrs.get("class") or "").split()
-
-    def walk(self):
-        yield self
-        for ch in self.children:
-            if isinstance(ch, Node):
-                yield from ch.walk()
-
-    def find(self, tag=None, cls=None, **attrs):
-        return [n for n in self.walk() if (tag is None or n.tag == tag) and (cls is None or cls in n.classes())
-                and all(n.attrs.get(k.replace("_", "-")) == v for k, v in attrs.items())]
-
-    def child_title(self):
-        t = [ch for ch in self.children if isinstance(ch, Node) and ch.tag == "title"]
-        return t[0].text() if t else ""
-
-
-VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
-
-
-class Tree(html.parser.HTMLParser):
-    def __init__(self):
-        super().__init__(convert_charrefs=True)
-        self.root = Node("#root", [], None)
-        self.cur = self.root
-
-    def handle_starttag(self, tag, attrs):
-        n = Node(tag, attrs, self.cur)
-        self.cur.children.append(n)
-        if tag not in VOID:
-            self.cur = n
-
-    def handle_startendtag(self, tag, attrs):
-        self.cur.children.append(Node(tag, attrs, self.cur))
-
-    def handle_endtag(self, tag):
-        n = self.cur
-        while n is not self.root and n.tag != tag:
-            n = n.parent
-        if n is not self.root:
-            self.cur = n.parent
-
-    def handle_data(self, data):
-        self.cur.children.append(data)
-
-
-def parse(text):
-    t = Tree()
-    t.feed(text)
-    t.close()
-    return t.root
-
-
-def chromium():
-    for name in ("chromium", "chromium-browser"):
-        p = shutil.which(name)
-        if p:
-            return p
-    raise Failure("chromium is not installed: the html cases need a real browser (Debian's chromium package; "
-                  "tests/run installs it: apt-get install -y chromium)")
-
-
-def browser(c, page, *args):
-    prof = tempfile.mkdtemp(prefix="chromium-", dir=c.tmp)
-    cmd = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=" + prof,
-           "--no-first-run", "--window-size=%d,%d" % (WIN_W, WIN_H)] + list(args) + [page]
-    p = subprocess.run(cmd, capture_output=True, timeout=120, cwd=c.tmp)
-    check(p.returncode == 0, "%s: status %d\n%s" % (" ".join(cmd), p.returncode, p.stderr.decode(errors="replace")[-2000:]))
-    return p.stdout.decode()
-
-
-def png_pixels(path):
-    """(width, height, {colour: count}) of an 8-bit RGB or RGBA PNG"""
-    with open(path, "rb") as f:
-        d = f.read()
-    check(d[:8] == b"\x89PNG\r\n\x1a\n", "%s is not a PNG" % path)
-    i, idat, ihdr = 8, [], None
-    while i < len(d):
-        n, = struct.unpack(">I", d[i:i + 4])
-        kind, body = d[i + 4:i + 8], d[i + 8:i + 8 + n]
-        check(zlib.crc32(kind + body) == struct.unpack(">I", d[i + 8 + n:i + 12 + n])[0], "%s: bad CRC" % path)
-        if kind == b"IHDR":
-            ihdr = struct.unpack(">IIBBBBB", body)
-        elif kind == b"IDAT":
-            idat.append(body)
-        i += 12 + n
-    check(ihdr is not None and idat, "%s: no IHDR or IDAT" % path)
-    w, h, depth, ctype, _, _, interlace = ihdr
-    check(depth == 8 and ctype in (2, 6) and interlace == 0, "%s: an unexpected PNG kind %r" % (path, ihdr))
-    bpp = 3 if ctype == 2 else 4
-    raw = zlib.decompress(b"".join(idat))
-    stride = w * bpp
-    eq(len(raw), h * (stride + 1), "%s: decompressed size" % path)
-    prev = bytearray(stride)
-    colours = {}
-    for y in range(h):
-        ft = raw[y * (stride + 1)]
-        line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
-        if ft == 1:
-            for x in range(bpp, stride):
-                line[x] = (line[x] + line[x - bpp]) & 255
-        elif ft == 2:
-            line = bytearray((a + b) & 255 for a, b in zip(line, prev))
-        elif ft == 3:
-            for x in range(stride):
-                line[x] = (line[x] + ((line[x - bpp] if x >= bpp else 0) + prev[x]) // 2) & 255
-        elif ft == 4:
-            for x in range(stride):
-                a = line[x - bpp] if x >= bpp else 0
-                b, cc = prev[x], prev[x - bpp] if x >= bpp else 0
-                p = a + b - cc
-                pa, pb, pc = abs(p - a), abs(p - b), abs(p - cc)
-                line[x] = (line[x] + (a if pa <= pb and pa <= pc else b if pb <= pc else cc)) & 255
-        else:
-            check(ft == 0, "%s: filter type %d" % (path, ft))
-        for x in range(0, stride, bpp):
-            k = bytes(line[x:x + 3])
-            colours[k] = colours.get(k, 0) + 1
-        prev = line
-    return w, h, colours
-
-
 def html_page(c, tranalyze, traces, want_rc):
     """tranalyze --html: the file, the stdout text, the DOM chromium rendered, the screenshot's pixels"""
     path, text = with_option(c, tranalyze, traces, "--html", want_rc)
@@ -630,27 +510,6 @@ def html_page(c, tranalyze, traces, want_rc):
     return dom, text, colours
 
 
-URL_ATTRS = ("src", "href", "xlink:href", "action", "formaction", "srcset", "poster", "data", "background", "ping")
-
-
-def no_network(text, what):
-    """no element attribute that names a URL on the network (http:, https:, //), no CSS url() or @import
-    that does, no meta refresh"""
-    for n in parse(text).walk():
-        for k, v in n.attrs.items():
-            v = (v or "").strip().lower()
-            if k in URL_ATTRS:
-                check(not (v.startswith("http:") or v.startswith("https:") or v.startswith("//") or "://" in v),
-                      "%s: <%s %s=%r> refers to the network" % (what, n.tag, k, v))
-            if k == "style" or (n.tag == "meta" and k == "http-equiv" and v == "refresh"):
-                check(k == "style" and not re.search(r"url\(\s*['\"]?\s*(https?:|//)", v),
-                      "%s: <%s %s=%r>" % (what, n.tag, k, v))
-        if n.tag == "style":
-            css_text = n.text()
-            check(not re.search(r"url\(\s*['\"]?\s*(https?:|//)", css_text, re.I), "%s: a CSS url() on the network" % what)
-            check("@import" not in css_text, "%s: a CSS @import" % what)
-
-
 def rows_of(dom):
     svg = dom.find("svg", id="timeline-chart")
     eq(len(svg), 1, "timeline svgs")
@@ -661,6 +520,82 @@ def bars_of(dom):
     svg = dom.find("svg", id="memory-chart")
     eq(len(svg), 1, "memory svgs")
     return svg[0].find("rect", cls="bar")
+
+
+# analyzer/out_html.c: the timeline's window, a label's character and margin
+TL_XMAX, CHAR_W, PAD = 170 + (1200 - 170 - 20), 6.4, 3.0
+# ... the memory chart: a bar's row by their number, the label column, the room right of the bars
+BAR_PITCH, BAR_L, BAR_R = (lambda n: 24 if n <= 8 else 18 if n <= 32 else 14), 120, 90
+
+
+def label_w(text):
+    return round(len(text) * CHAR_W + 2 * PAD, 6)
+
+
+def expected_labels(boxes):
+    """the labels of a row's boxes [(op, seq, x0, x1)] by the rule of the page: left to right, "OP #seq"
+    inside the box when it fits, else beside it (right of it) when the room up to the next box takes it
+    and no earlier label or box is there, else "#seq" the same way, else none: [(op, seq, text, x, beside)]"""
+    out, free_x = [], 0.0
+    for k, (op, seq, x0, x1) in enumerate(boxes):
+        nxt = boxes[k + 1][2] if k + 1 < len(boxes) else TL_XMAX
+        got = None
+        for text in ("%s #%d" % (op, seq) if seq else op, "#%d" % seq if seq else None):
+            if text is None or got:
+                continue
+            w = label_w(text)
+            if x1 - x0 >= w - 1e-6 and x0 >= free_x - 1e-6:
+                got = (op, seq, text, round(x0 + PAD, 1), False)
+            elif x1 >= free_x - 1e-6 and x1 + w <= nxt + 1e-6:
+                got = (op, seq, text, round(x1 + PAD, 1), True)
+        free_x = max(free_x, x1)
+        if got:
+            out.append(got)
+            if got[4]:
+                free_x = max(free_x, got[3] - PAD + label_w(got[2]))
+    return out
+
+
+def check_labels(rows, what):
+    """every row's labels exactly as the rule places them, never over another label or a box not its own;
+    [(rank, [label texts])]"""
+    got_all = []
+    for r in rows:
+        boxes = [(b.attrs["data-op"], int(b.attrs["data-seq"]), float(b.attrs["x"]),
+                  round(float(b.attrs["x"]) + float(b.attrs["width"]), 1)) for b in r.find("rect", cls="call")]
+        labels = r.find("text", cls="boxlabel")
+        got = [(t.attrs["data-op"], int(t.attrs["data-seq"]), t.text(), float(t.attrs["x"]), "beside" in t.classes())
+               for t in labels]
+        eq(got, expected_labels(boxes), "%s: rank %s's labels" % (what, r.attrs["data-rank"]))
+        spans = [(x - PAD, x - PAD + label_w(text)) for _, _, text, x, _ in got]
+        for i, (a0, a1) in enumerate(spans):
+            check(all(a1 <= b0 + 1e-6 or b1 <= a0 + 1e-6 for b0, b1 in spans[i + 1:]),
+                  "%s: rank %s: label %r overlaps another" % (what, r.attrs["data-rank"], got[i][2]))
+            own = [bx for bx in boxes if (bx[0], bx[1]) == got[i][:2]]
+            check(all(a1 <= bx[2] + 1e-6 or bx[3] <= a0 + 1e-6 for bx in boxes if bx not in own),
+                  "%s: rank %s: label %r over another call" % (what, r.attrs["data-rank"], got[i][2]))
+        got_all.append((r.attrs["data-rank"], [g[2] for g in got]))
+    return got_all
+
+
+def check_memory_chart(dom, want, what):
+    """the chart as tall as its bars; each bar a row: its ranks on the left, its width the peak's share of
+    the highest, its value at its end. want: [(data-ranks, bytes, value text)]"""
+    svg = dom.find("svg", id="memory-chart")[0]
+    n, pitch = len(want), BAR_PITCH(len(want))
+    eq((svg.attrs.get("height"), svg.attrs.get("viewbox")), (str(8 + n * pitch + 30), "0 0 1200 %d" % (8 + n * pitch + 30)),
+       what + ": the memory chart's height (%d bars of %d px)" % (n, pitch))
+    bars = svg.find("rect", cls="bar")
+    top = max(b for _, b, _ in want)
+    W = 1200 - BAR_L - BAR_R
+    eq([(b.attrs["data-ranks"], int(b.attrs["data-bytes"]), b.attrs["x"], b.attrs["y"], b.attrs["height"],
+         b.attrs["width"]) for b in bars],
+       [(rk, v, str(BAR_L), str(8 + i * pitch + 2), str(pitch - 4), "%.1f" % (W * v / top))
+        for i, (rk, v, _) in enumerate(want)], what + ": the bars")
+    texts = [t.text() for t in svg.find("text", cls="axis")]
+    names = [("ranks " if "-" in rk else "rank ") + rk for rk, _, _ in want]
+    eq([t for t in texts if t.startswith("rank")], names, what + ": the bars' ranks")
+    eq([t.text() for t in svg.find("text", cls="value")], [v for _, _, v in want], what + ": the bars' values")
 
 
 def has_colour(colours, rgb, what, least=30):
@@ -695,6 +630,11 @@ def case_html_divergence(c, tranalyze, gen_traces):
     bars = bars_of(dom)
     eq([(b.attrs.get("data-ranks"), b.attrs.get("data-bytes")) for b in bars], [(str(r), str(MIB64)) for r in range(4)],
        "memory bars")
+    check_memory_chart(dom, [(str(r), MIB64, "64.0 MiB") for r in range(4)], "html_divergence")
+    # every call shown has its label: "AllReduce #N" beside its box, rank 0's #6 at the window's end as "#6"
+    eq(check_labels(rows, "html_divergence"),
+       [("0", ["AllReduce #%d" % k for k in range(1, 6)] + ["#6"])] +
+       [(str(r), ["AllReduce #%d" % k for k in range(1, 6)]) for r in (1, 2, 3)], "the labels")
     check(not dom.find(id="timeline-more"), "a 'more ranks' note for 4 ranks")
     has_colour(colours, RED, "the root cause's call (and its legend)", 300)
     has_colour(colours, ORANGE, "the stuck calls (and their legend)", 300)
@@ -713,6 +653,8 @@ def case_html_clean(c, tranalyze, gen_traces):
         eq([x for r in rows for x in r.find("rect", cls=cls)], [], "%s calls in a clean job" % cls)
     check(all(r.find("rect", cls="call") for r in rows), "a row without calls")
     eq(len(bars_of(dom)), 8, "memory bars")
+    labelled = check_labels(rows, "html_clean")
+    check(all(t for _, t in labelled), "html_clean: a row without labels: %s" % labelled)
     eq(colours.get(bytes(RED), 0), 0, "red pixels in a clean job's page")
 
 
@@ -746,6 +688,11 @@ def case_html_bench(c, tranalyze, gen_traces):
     check(all(spans[i + 1][0] == spans[i][1] + 1 for i in range(len(spans) - 1)), "bars not contiguous: %r" % spans)
     for (lo, hi), b in zip(spans, bars):
         eq(int(b.attrs["data-bytes"]), (2 << 30) + hi, "the bar of ranks %d-%d (their highest peak)" % (lo, hi))
+    check_memory_chart(dom, [(b.attrs["data-ranks"], (2 << 30) + hi, "2.0 GiB") for (lo, hi), b in zip(spans, bars)],
+                       "html_bench")
+    labels = dict(check_labels(rows, "html_bench"))
+    eq(labels["95"][-1], "AllReduce #19", "rank 95's root cause call labelled in full beside it")
+    check(all(t for t in labels.values()), "a row without labels: %s" % labels)
     has_colour(colours, RED, "the root cause's call")
 
 
@@ -786,12 +733,53 @@ def case_unwritable(c, tranalyze, gen_traces):
     check(p.stdout == plain.stdout, "standard output changed")
 
 
+def case_file_modes(c, tranalyze, gen_traces):
+    """--html and --timeline (and --anonymize's copies of them) as the traces: mode 0600 whatever the
+    umask, a link planted at the name replaced (its target untouched), an existing file replaced, no
+    temporary file left; the same standard output"""
+    traces = gen(c, gen_traces, "extra_collective")
+    plain = run(tranalyze, [traces])
+    old = os.umask(0o022)
+    try:
+        for extra in ([], ["--anonymize"]):
+            html_p, tl_p = os.path.join(c.tmp, "m.html"), os.path.join(c.tmp, "m.json")
+            target = os.path.join(c.tmp, "target")
+            with open(target, "w") as f:
+                f.write("keep me\n")
+            os.chmod(target, 0o644)
+            for p in (html_p, tl_p):
+                if os.path.lexists(p):
+                    os.unlink(p)
+            os.symlink(target, html_p)              # a link planted at the name
+            with open(tl_p, "w") as f:              # an existing file, mode 0644
+                f.write("old\n")
+            p = run(tranalyze, extra + ["--html", html_p, "--timeline", tl_p, traces])
+            what = " ".join(extra) or "plain"
+            eq(p.returncode, 1, what + ": status")
+            if not extra:
+                check(p.stdout == plain.stdout, "standard output changed")
+            for path in (html_p, tl_p):
+                st = os.lstat(path)
+                check(stat.S_ISREG(st.st_mode), "%s: %s is not a regular file (a link followed?)" % (what, path))
+                eq(oct(st.st_mode & 0o777), oct(0o600), "%s: mode of %s" % (what, path))
+            with open(target) as f:
+                eq(f.read(), "keep me\n", what + ": the link's target")
+            eq(oct(os.stat(target).st_mode & 0o777), oct(0o644), what + ": the link's target's mode")
+            with open(html_p) as f:
+                check(f.read(15) == "<!DOCTYPE html>", what + ": the page")
+            load_events(tl_p)
+            left = [n for n in os.listdir(c.tmp) if ".tmp" in n or ".anon-" in n]
+            eq(left, [], what + ": temporary files left")
+    finally:
+        os.umask(old)
+
+
 CASES = {"timeline_divergence": case_timeline_divergence, "timeline_hang": case_timeline_hang,
          "timeline_overlap": case_timeline_overlap, "timeline_clean": case_timeline_clean,
          "timeline_clocks": case_timeline_clocks,
          "timeline_bench": case_timeline_bench,
          "html_divergence": case_html_divergence, "html_clean": case_html_clean, "html_bench": case_html_bench,
-         "html_hostile": case_html_hostile, "unwritable": case_unwritable}
+         "html_hostile": case_html_hostile, "unwritable": case_unwritable, "file_modes": case_file_modes}
 
 
 def main():

@@ -318,7 +318,7 @@ def case_py_raise(c):
        ("ValueError", "bad batch 6", src, "load_batch", line, ranks[2]["pid"], 1), "rank 2's python_exception")
     phrase = "exited with an uncaught Python exception ValueError: bad batch 6 (raised at py_exit.py:%d in load_batch)" % line
     out = analyze(c)
-    m = re.search(r"; rank 2 ([^;\n]*?), its last call was AllReduce\(1024 x float32, sum\) #5 ", out)
+    m = re.search(r"; rank 2 ([^;\n]*?), its last call was AllReduce\(1024 x float32, sum\) #5\b", out)
     check(m is not None, "tranalyze does not say how rank 2 ended:\n" + out)
     eq(m.group(1), phrase, "tranalyze")
     check("rank 2 never issued AllReduce(1024 x float32, sum) #6" in out and PEERS.search(out),
@@ -341,7 +341,7 @@ def case_py_exit(c):
           "rank 2's exit status:\n" + p.stderr)
     eq(ranks[2].get("python_exception"), None, "rank 2's python_exception")
     out = analyze(c)
-    check(re.search(r"rank 2 exited, its last call was AllReduce\(1024 x float32, sum\) #5 ", out) and PEERS.search(out),
+    check(re.search(r"rank 2 exited, its last call was AllReduce\(1024 x float32, sum\) #5\b", out) and PEERS.search(out),
           "tranalyze:\n" + out)
     check("Python exception" not in out, "tranalyze names an exception:\n" + out)
 

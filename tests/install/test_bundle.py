@@ -43,7 +43,7 @@ import ring as ringfmt  # noqa: E402
 check, run = ti.check, ti.run
 EARLY_EXIT = os.environ.get("TRSHIM_JOB_EARLY_EXIT", "")
 RING_MAX = 2 * 1000 * 1000          # bytes: a compacted ring of these jobs is far below
-SUMMARY = re.compile(r"^trshim: wrote (\S+): (\d+) members \((\d+) traces, (\d+) rings, (\d+) reports, "
+SUMMARY = re.compile(r"^trshim: wrote (\S+): (\d+) members? \((\d+) traces?, (\d+) rings?, (\d+) reports?, "
                      r"MANIFEST\.txt\), (\d+) bytes \((\d+) uncompressed\)$", re.M)
 
 
@@ -121,6 +121,10 @@ def check_common(inst, out, b, r, folder, ntraces, nrings, job_args=()):
     reports = ["report.txt", "report.md", "report.json"] + [{"--html": "report.html",
                                                              "--timeline": "timeline.json"}[o] for o in opts]
     m = SUMMARY.search(r.stdout)
+    for n, word in ((nrings, "ring"), (ntraces, "trace")):       # "1 ring", "2 rings"
+        check(re.search(r"\b%d %s%s\b" % (n, word, "" if n == 1 else "s"), r.stdout), "%d %s(s): %r" % (n, word, r.stdout))
+    # the bundle's mode: the traces' (0600), whatever the umask
+    check(stat.S_IMODE(os.stat(out).st_mode) == 0o600, "%s: mode %o, not 0600" % (out, stat.S_IMODE(os.stat(out).st_mode)))
     if check(m is not None, "the summary line: %r" % r.stdout):
         got = tuple(int(x) for x in m.groups()[1:6])
         check(got == (1 + len(reports) + ntraces + nrings, ntraces, nrings, len(reports), os.path.getsize(out)),

@@ -654,6 +654,26 @@ def test_doctor(tmp):
     check(any(lvl == "warn" and "3.10-3.14" in t and "3.9.18" in t for lvl, t in rows.get("Python", [])),
           "CPython 3.9 is warned about: %s" % rows.get("Python"))
     check(r.returncode == 0, "a warning is no problem: %d" % r.returncode)
+    # CUDA libraries without the GPU driver (libcuda.so.1 not found): a warning, not "0 warnings"
+    fake = fake_program(tmp, "python3.11", 'import json, sys\nprint(json.dumps({"python": [3, 11, 7], '
+                        '"implementation": "cpython", "executable": sys.argv[0], "libs": {"cudart": {"path": '
+                        '"/opt/cuda/lib64/libcudart.so.12", "version": 12080}, "nccl": {"path": "/opt/nccl/libnccl.so.2", '
+                        '"version": 22703}, "cuda": None}, "wheels": {}, "packages": {"torch": {"dir": "/nowhere/torch", '
+                        '"version": "2.9.1", "cuda": "12.8"}}}))\n')
+    r, rows = doctor(inst, ["--dir", folder, "--python", fake])
+    got = rows.get("GPU driver", [])
+    want = ("CUDA libraries are here (libcudart 12.8, libnccl 2.27.3, PyTorch 2.9.1 with CUDA 12.8) but the GPU "
+            "driver's libcuda.so.1 is not found by the loader: ")
+    check(len(got) == 1 and got[0][0] == "warn" and got[0][1].startswith(want) and
+          ("no NVIDIA kernel driver either (/proc/driver/nvidia/version)" in got[0][1] or
+           "the kernel driver is loaded (" in got[0][1]), "the GPU driver row: %s" % got)
+    m = re.search(r"^0 problems, (\d+) warnings?$", r.stdout, re.M)
+    check(r.returncode == 0 and m is not None and int(m.group(1)) >= 1, "CUDA without a driver: %d %r" %
+          (r.returncode, r.stdout[-300:]))
+    # with the driver's library there: no such row
+    r, rows = doctor(inst, ["--dir", folder, "--python", fake_program(tmp, "python3.12", open(fake).read().replace(
+        '"cuda": None', '"cuda": {"path": "/usr/lib/libcuda.so.1", "version": 13000}').split("\n", 1)[1])])
+    check("GPU driver" not in rows, "a driver is there: %s" % rows.get("GPU driver"))
 
 
 TESTS = {

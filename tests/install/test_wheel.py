@@ -7,7 +7,9 @@
                              GLIBC_x.y newer than 2.28 by our reader and by objdump -T, auditwheel show),
                              then the x86_64 one installed into a fresh virtual environment by a user
                              who is not root, and a 4-rank simulated job with a planted hang run through
-                             that environment's trshim and analysed by its tranalyze.
+                             that environment's trshim and analysed by its tranalyze; the bash
+                             completion in the package (trshim completion) and in the venv's
+                             share/bash-completion/completions/.
     test_wheel.py --qemu     install-wheel-aarch64-qemu: the aarch64 wheel's libtrshim.so preloaded into
                              a 4-rank simulated job built for aarch64 (Debian's gcc-aarch64-linux-gnu),
                              each rank under qemu-user; the aarch64 tranalyze (under qemu) names the
@@ -121,7 +123,9 @@ def check_wheel(path, arch, tmp, auditwheel):
     with zipfile.ZipFile(path) as z:
         names = z.namelist()
         for want in ("trshim/libtrshim.so", "trshim/__init__.py", "trshim/cli.py", "trshim/__main__.py",
-                     "trshim/packed_rows.py", "trshim-%s.data/scripts/tranalyze" % VERSION,
+                     "trshim/packed_rows.py", "trshim/trshim.bash", "trshim-%s.data/scripts/tranalyze" % VERSION,
+                     "trshim-%s.data/data/share/bash-completion/completions/trshim" % VERSION,
+                     "trshim-%s.data/data/share/bash-completion/completions/tranalyze" % VERSION,
                      "trshim-%s.dist-info/entry_points.txt" % VERSION, "trshim-%s.dist-info/licenses/LICENSE" % VERSION):
             check(want in names, "%s holds %s" % (name, want))
         wheel_meta = z.read("trshim-%s.dist-info/WHEEL" % VERSION).decode()
@@ -259,6 +263,17 @@ def install_as_user(tmp, wheel):
           lines[2] == os.path.join(vbin, "tranalyze") and lines[3] == VERSION,
           "import trshim: library_path, tranalyze_path, __version__: %r" % r.stdout)
     lib = lines[0] if lines else ""
+    # the bash completion: where bash-completion looks beside the venv's bin/, and printed by trshim completion
+    with open(os.path.join(SOURCE, "packaging", "completion", "trshim.bash")) as f:
+        script = f.read()
+    for cmd in ("trshim", "tranalyze"):
+        p = os.path.join(venv, "share", "bash-completion", "completions", cmd)
+        check(os.path.isfile(p) and open(p).read() == script, "the wheel's completion for %s at %s" % (cmd, p))
+    r = as_user(uid, gid, [os.path.join(vbin, "trshim"), "completion"], home)
+    check(r.returncode == 0 and r.stdout == script, "venv trshim completion: %d %r" % (r.returncode, r.stdout[:200]))
+    r = as_user(uid, gid, ["bash", "-c", 'source <("$1" completion); COMP_WORDS=(trshim ru); COMP_CWORD=1; _trshim; '
+                           'echo "${COMPREPLY[@]}"', "bash", os.path.join(vbin, "trshim")], home)
+    check(r.stdout.strip() == "run", "the venv's completion of 'trshim ru': %r" % r.stdout)
     r = as_user(uid, gid, [os.path.join(vbin, "python"), "-m", "trshim", "lib"], home)
     check(r.returncode == 0 and r.stdout.strip() == lib, "python -m trshim lib: %r" % r.stdout)
     r = as_user(uid, gid, [os.path.join(vbin, "tranalyze"), "--version"], home)
