@@ -102,16 +102,22 @@ char *xasprintf(const char *fmt, ...)
 
 static pthread_mutex_t note_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* the note, its text made (taken over) */
+static void note_push(ta_an *a, const char *file, int fatal, int64_t bytes, char *text)
+{
+    pthread_mutex_lock(&note_lock);
+    a->notes = xrealloc(a->notes, sizeof *a->notes * (size_t)(a->nnotes + 1));
+    a->notes[a->nnotes++] = (ta_note){file ? xstrdup(file) : NULL, text, fatal, bytes};
+    pthread_mutex_unlock(&note_lock);
+}
+
 void ta_note_add(ta_an *a, const char *file, int fatal, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     char *s = xvasprintf(fmt, ap);
     va_end(ap);
-    pthread_mutex_lock(&note_lock);
-    a->notes = xrealloc(a->notes, sizeof *a->notes * (size_t)(a->nnotes + 1));
-    a->notes[a->nnotes++] = (ta_note){file ? xstrdup(file) : NULL, s, fatal, -1};
-    pthread_mutex_unlock(&note_lock);
+    note_push(a, file, fatal, -1, s);
 }
 
 void ta_note_cut(ta_an *a, const char *file, int64_t bytes, const char *fmt, ...)
@@ -120,10 +126,7 @@ void ta_note_cut(ta_an *a, const char *file, int64_t bytes, const char *fmt, ...
     va_start(ap, fmt);
     char *s = xvasprintf(fmt, ap);
     va_end(ap);
-    pthread_mutex_lock(&note_lock);
-    a->notes = xrealloc(a->notes, sizeof *a->notes * (size_t)(a->nnotes + 1));
-    a->notes[a->nnotes++] = (ta_note){file ? xstrdup(file) : NULL, s, 1, bytes};
-    pthread_mutex_unlock(&note_lock);
+    note_push(a, file, 1, bytes, s);
 }
 
 int ta_op_parse(const char *s)
