@@ -141,8 +141,11 @@ uint32_t ta_window_start(const ta_trace *t, int lc)
 int ta_coll_lost(const ta_an *a, int t, int g, uint32_t seq)
 {
     const ta_trace *tr = a->tr[t];
+    int lc = ta_comm_local(tr, g);
+    /* the folder filled (kind_lost.c): a collective it numbered but kept no record of was never in the file */
+    if (tr->lost_folder > 0 && lc >= 0 && (int64_t)seq <= tr->comms[lc].colls) return 1;
     if (tr->ring_lost <= 0) return 0;
-    return seq < ta_window_start(tr, ta_comm_local(tr, g));
+    return seq < ta_window_start(tr, lc);
 }
 
 /* Send/recv: the lowest seq kept for (comm, direction, peer) bounds the

@@ -23,6 +23,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "ta_esc.h"
 #include "ta_out.h"
 
 /* ---- names and what replaces them: one open-addressing table ------------------- */
@@ -332,9 +333,9 @@ static int filter_file(const anon_tab *t, const char *path, int json)
     return ok ? 0 : -1;
 }
 
-void ta_anon_end(ta_an *a, int json, const char *html, const char *timeline)
+int ta_anon_end(ta_an *a, int json, const char *html, const char *timeline)
 {
-    if (held[0] < 0) return;
+    if (held[0] < 0) return 0;
     fflush(stdout);
     fflush(stderr);
     size_t len[2];
@@ -381,16 +382,20 @@ void ta_anon_end(ta_an *a, int json, const char *html, const char *timeline)
     for (int k = 0; k < 2; k++) learn_users(&t, buf[k], len[k]);
     /* the files written besides: the same names, the same replacements */
     const char *files[2] = {html, timeline};
+    int rc = 0;
     for (int k = 0; k < 2; k++)
-        if (files[k] && filter_file(&t, files[k], k == 1) < 0)
-            fprintf(stderr, "tranalyze: --anonymize: cannot rewrite %s: %s\n", files[k], strerror(errno));
+        if (files[k] && filter_file(&t, files[k], k == 1) < 0) {
+            ta_esc_printf(stderr, "tranalyze: --anonymize: cannot rewrite %s: %s\n", files[k], strerror(errno));
+            rc = -1;
+        }
 
     filter(&t, stdout, buf[0], len[0], json);
-    fflush(stdout);
+    if (ta_stdout_failed()) rc = -1;       /* (said now, while errno tells why) */
     filter(&t, stderr, buf[1], len[1], 0);
     fflush(stderr);
     for (size_t k = 0; k < t.cap; k++) if (t.v[k].from) { free(t.v[k].from); free(t.v[k].to); }
     free(t.v);
     free(buf[0]);
     free(buf[1]);
+    return rc;
 }

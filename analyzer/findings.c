@@ -192,8 +192,8 @@ void ta_finding_describe(ta_an *a, ta_finding *f)
         f->hint = xstrdup("pipeline stages disagree on the sends and receives (a skipped send, a wrong peer, a different "
                           "number of micro-batches): make both sides issue matching send/recv pairs");
     } else {
-        f->message = xasprintf("%s %s never issued %s, which %s %s issued and wait in", cs, cr,
-                               ocall ? ocall : "the collective", os, orr);
+        f->message = xasprintf("%s %s never issued %s, which %s %s issued and wait%s in", cs, cr,
+                               ocall ? ocall : "the collective", os, orr, f->other.nranks > 1 ? "" : "s");
         f->hint = xstrdup("the peers wait for this rank: see how it ended and what it did last; if it exited or "
                           "crashed early, fix that; if it took another path, make all ranks issue the same collectives");
     }

@@ -4,34 +4,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ta_esc.h"
 #include "ta_jw.h"
 #include "ta_site.h"
 
-int ta_utf8_len(const unsigned char *p)
-{
-    if (p[0] < 0x80) return 1;
-    int n = p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 && p[0] < 0xe0 ? 2 : 0;
-    if (!n) return 0;
-    for (int i = 1; i < n; i++)
-        if ((p[i] & 0xc0) != 0x80) return 0;
-    if (n == 3 && ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] >= 0xa0))) return 0;
-    if (n == 4 && ((p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] >= 0x90))) return 0;
-    return n;
-}
-
+/* a string as JSON: the true value (the model's strings are as the traces had them, ta_esc.h), with
+ * '"', '\\', every control character, bidi control and line separator escaped (\n, \u001b,
+ * \u202e: nothing reaches a terminal raw, a reader gets the exact value back) and each byte that is
+ * not UTF-8 made U+FFFD (JSON is UTF-8: those bytes have no exact form) */
 void jw_string(FILE *o, const char *s)
 {
     if (!s) { fputs("null", o); return; }
     fputc('"', o);
+    size_t left = strlen(s);
     for (const unsigned char *p = (const unsigned char *)s; *p;) {
-        if (*p == '"' || *p == '\\') { fputc('\\', o); fputc(*p, o); p++; continue; }
-        if (*p == '\n') { fputs("\\n", o); p++; continue; }
-        if (*p == '\t') { fputs("\\t", o); p++; continue; }
-        if (*p < 0x20) { fprintf(o, "\\u%04x", *p); p++; continue; }
-        int n = ta_utf8_len(p);
-        if (!n) { fputs("\\ufffd", o); p++; continue; }
-        fwrite(p, 1, (size_t)n, o);
-        p += n;
+        if (*p == '"' || *p == '\\') { fputc('\\', o); fputc(*p, o); p++, left--; continue; }
+        if (*p == '\n') { fputs("\\n", o); p++, left--; continue; }
+        if (*p == '\t') { fputs("\\t", o); p++, left--; continue; }
+        unsigned cp;
+        int n = ta_utf8_cp(p, left, &cp);
+        if (!n) { fputs("\\ufffd", o); p++, left--; continue; }
+        if (ta_esc_hidden(cp)) fprintf(o, "\\u%04x", cp);
+        else fwrite(p, 1, (size_t)n, o);
+        p += n, left -= (size_t)n;
     }
     fputc('"', o);
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ta_esc.h"
 #include "ta_finding.h"
 #include "ta_jw.h"
 #include "ta_site.h"
@@ -201,6 +202,6 @@ void ta_text_memory(ta_tx *x, const ta_finding *f)
     ta_tx_head(x, f, NULL);
     char *p = ta_human(f->peak);
     char *site = f->culprit.trace >= 0 ? ta_site_text(a, a->tr[f->culprit.trace], f->stack2, f->pystack2) : xstrdup("?");
-    fprintf(x->o, "%speak %s at %s\n", x->ind, p, site);
+    ta_esc_fmt(x->o, x->md ? TA_ESC_MD : TA_ESC_TEXT, "%speak %s at %s\n", x->ind, p, site);   /* (ta_esc.h) */
     free(p); free(site);
 }

@@ -6,6 +6,7 @@
  * load_files.c's; the field checks and the converters of a trace's
  * sections are load_fields.c's (load_int.h). */
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include "load_int.h"
 #include "ta_calls.h"
 #include "ta_load.h"
+#include "ta_bounds.h"
 #include "ta_ring.h"
 #include "ta_crash.h"
 #include "ta_site.h"
@@ -242,6 +244,15 @@ static ta_trace *parse_file(ta_an *a, const char *path, int fd, const struct sta
         get_i64(&x, o, "monotonic_ns", &t->clock_mono, 0, "clock.") < 0) {
         if (!x.err[0]) BAD(&x, "field clock is not an object");
         goto bad;
+    }
+    o = cJSON_GetObjectItemCaseSensitive(root, "clock_write");     /* optional: the sample of this write */
+    if (cJSON_IsObject(o)) {
+        const cJSON *r = cJSON_GetObjectItemCaseSensitive(o, "realtime"), *m = cJSON_GetObjectItemCaseSensitive(o, "monotonic_ns");
+        if (cJSON_IsNumber(r) && cJSON_IsNumber(m) && isfinite(r->valuedouble) && m->valuedouble >= 0 && m->valuedouble < 9e18) {
+            t->clock_real_w = r->valuedouble;
+            t->clock_mono_w = (int64_t)m->valuedouble;
+            t->has_clock_w = 1;
+        }
     }
     /* informative fields: a problem there is noted, the trace still used */
     o = cJSON_GetObjectItemCaseSensitive(root, "versions");
@@ -686,6 +697,7 @@ int ta_load(ta_an *a, char **paths, int npaths)
         a->tr[a->ntr++] = mine[i];
     }
     free(mine);
+    ta_places_bound(a);     /* load_bounds.c: the places its communicators claim, against the input's size */
     if (!a->ntr) {
         ta_note_add(a, NULL, 1, "no trace of job \"%s\" can be placed", a->job);
         return -1;

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -151,6 +152,51 @@ static int64_t marker_int(const cJSON *o, const char *name, int64_t lo, int64_t 
     return (int64_t)v->valuedouble;
 }
 
+static ta_wfail *wfail_new(ta_an *a, const char *path)
+{
+    a->wfail = xrealloc(a->wfail, sizeof *a->wfail * (size_t)(a->nwfail + 1));
+    ta_wfail *m = &a->wfail[a->nwfail++];
+    memset(m, 0, sizeof *m);
+    m->file = xstrdup(path);
+    return m;
+}
+
+/* An empty marker: the shim leaves one when not even the marker's line
+ * fits in the folder (tr_writer.c), so only its name says whose it is:
+ * trshim.<job>.r<rank>.<host>.<pid>.write-failed, the job as file names
+ * write it (no '.'), the rank a number or "x" (unknown). */
+static void read_empty_marker(ta_an *a, const char *path)
+{
+    const char *b = strrchr(path, '/');
+    b = b ? b + 1 : path;
+    size_t pl = strlen(TRSHIM_TRACE_PREFIX), n = strlen(b), sl = strlen(TRSHIM_WRITE_FAILED_SUFFIX);
+    const char *job = b + pl, *dot = n > pl + sl ? strchr(job, '.') : NULL;
+    const char *end = b + n - sl;                       /* the suffix */
+    const char *pidp = end;
+    while (pidp > b && pidp[-1] >= '0' && pidp[-1] <= '9') pidp--;
+    long rank = -1;
+    const char *host = NULL;
+    if (dot && dot > job && dot[1] == 'r' && pidp < end && pidp[-1] == '.' && end - pidp <= 9) {
+        const char *d = dot + 2;
+        if (*d == 'x') d++;
+        else for (rank = 0; *d >= '0' && *d <= '9' && rank <= INT32_MAX; d++) rank = rank * 10 + (*d - '0');
+        if (*d == '.' && d + 1 < pidp - 1 && (d > dot + 2) && rank <= INT32_MAX) host = d + 1;
+    }
+    if (!host) {
+        ta_note_add(a, path, 1, "an empty file named like a write-failed marker, but not as the shim names its "
+                    "markers (trshim.<job>.r<rank>.<host>.<pid>.write-failed): not used");
+        return;
+    }
+    ta_wfail *m = wfail_new(a, path);
+    m->empty = 1;
+    m->job = xasprintf("%.*s", (int)(dot - job), job);
+    m->rank = (int)rank;
+    m->host = xasprintf("%.*s", (int)(pidp - 1 - host), host);
+    m->pid = strtol(pidp, NULL, 10);
+    m->bytes = -1;
+    m->error = xstrdup("no room in the trace folder: its marker is empty, not even the marker's line could be written");
+}
+
 void ta_read_marker(ta_an *a, const ta_infile *f)
 {
     struct stat st;
@@ -173,6 +219,11 @@ void ta_read_marker(ta_an *a, const ta_infile *f)
     }
     close(fd);
     if (!buf) return;
+    if (!buf[0] && st.st_size == 0) {
+        free(buf);
+        read_empty_marker(a, f->path);
+        return;
+    }
     cJSON *o = cJSON_ParseWithLength(buf, strlen(buf));
     free(buf);
     const cJSON *fmt = o ? cJSON_GetObjectItemCaseSensitive(o, "format") : NULL;
@@ -192,10 +243,7 @@ void ta_read_marker(ta_an *a, const ta_infile *f)
         cJSON_Delete(o);
         return;
     }
-    a->wfail = xrealloc(a->wfail, sizeof *a->wfail * (size_t)(a->nwfail + 1));
-    ta_wfail *m = &a->wfail[a->nwfail++];
-    memset(m, 0, sizeof *m);
-    m->file = xstrdup(f->path);
+    ta_wfail *m = wfail_new(a, f->path);
     m->job = xstrdup(job->valuestring);
     m->rank = rank == INT64_MIN ? -1 : (int)rank;
     m->host = marker_str(o, "host");
@@ -229,6 +277,19 @@ static int missing_at(const ta_an *a, int rank)
     return -1;
 }
 
+/* the length of the job's part in a file name (the job as the shim writes it in names: [A-Za-z0-9_-], 48
+ * characters at most) when name starts with it, else 0 */
+static size_t job_part(const char *name, const char *job)
+{
+    size_t jl = 0;
+    for (; job[jl] && jl < 48; jl++) {
+        char c = job[jl];
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+        if (name[jl] != (ok ? c : '_')) return 0;
+    }
+    return jl;
+}
+
 /* the rank a trace file's name gives (trshim.<job>.r<rank>.<host>.<pid>.json, the job as the shim
  * writes it in names: [A-Za-z0-9_-], 48 characters at most) when it is of job, else -1 */
 static int rank_of_name(const char *path, const char *job)
@@ -238,13 +299,8 @@ static int rank_of_name(const char *path, const char *job)
     size_t pl = strlen(TRSHIM_TRACE_PREFIX);
     if (strncmp(b, TRSHIM_TRACE_PREFIX, pl)) return -1;
     b += pl;
-    size_t jl = 0;
-    for (; job[jl] && jl < 48; jl++) {
-        char c = job[jl];
-        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
-        if (b[jl] != (ok ? c : '_')) return -1;
-    }
-    if (strncmp(b + jl, ".r", 2)) return -1;
+    size_t jl = job_part(b, job);
+    if (!jl || strncmp(b + jl, ".r", 2)) return -1;
     const char *d = b + jl + 2;
     long r = 0;
     int nd = 0;
@@ -252,8 +308,42 @@ static int rank_of_name(const char *path, const char *job)
     return nd && *d == '.' && r <= INT32_MAX ? (int)r : -1;
 }
 
+/* "uid 65534 (nobody)", or "uid N" when the name is not known here */
+static char *owner_text(uid_t uid)
+{
+    struct passwd pw, *found = NULL;
+    char buf[1024];
+    if (getpwuid_r(uid, &pw, buf, sizeof buf, &found) == 0 && found && found->pw_name)
+        return xasprintf("uid %u (%s)", (unsigned)uid, ta_py_intern(found->pw_name, strlen(found->pw_name)));
+    return xasprintf("uid %u", (unsigned)uid);
+}
+
+/* A file named as a trace of this job that could not be read as one, and
+ * that another user owns than the job's own files (another user's file at
+ * that name, in a shared folder: the shim never writes through it, never
+ * replaces it): said so, instead of what its bytes look like (truncated,
+ * not JSON). */
+static void foreign_traces(ta_an *a)
+{
+    struct stat own;
+    if (!a->ntr || lstat(a->tr[0]->file, &own) != 0) return;
+    for (int k = 0; k < a->nnotes; k++) {
+        ta_note *n = &a->notes[k];
+        struct stat st;
+        if (!n->fatal || !n->file || rank_of_name(n->file, a->job) < 0 || lstat(n->file, &st) != 0 ||
+            st.st_uid == own.st_uid)
+            continue;
+        char *who = owner_text(st.st_uid);
+        free(n->text);
+        n->text = xasprintf("not written by this job's rank: owned by %s", who);
+        n->cut = -1;
+        free(who);
+    }
+}
+
 void ta_markers_place(ta_an *a)
 {
+    foreign_traces(a);
     a->missing_wfail = xmalloc(sizeof(int) * ((size_t)a->nmissing + 1));
     a->missing_cut = xmalloc(sizeof(int) * ((size_t)a->nmissing + 1));
     for (int i = 0; i < a->nmissing; i++) a->missing_wfail[i] = a->missing_cut[i] = -1;
@@ -266,8 +356,9 @@ void ta_markers_place(ta_an *a)
             a->missing_cut[at] = k;
     }
     for (int k = 0; k < a->nwfail; k++) {
-        const ta_wfail *m = &a->wfail[k];
-        if (strcmp(m->job, a->job)) continue;           /* another job's */
+        ta_wfail *m = &a->wfail[k];
+        /* another job's (an empty marker names the job as file names write it) */
+        if (m->empty ? job_part(m->job, a->job) != strlen(m->job) : strcmp(m->job, a->job) != 0) continue;
         if (m->rank < 0) {
             ta_note_add(a, m->file, 0, "a trace write failed (%s) on a process whose rank is unknown", m->error);
             continue;
@@ -280,7 +371,18 @@ void ta_markers_place(ta_an *a)
         const ta_trace *t = NULL;
         for (int i = 0; i < a->ntr && !t; i++)
             if (a->tr[i]->rank == m->rank) t = a->tr[i];
-        if (t)
+        if (t && m->empty && m->pid == t->pid && (t->lost_errno == ENOSPC || t->lost_errno == EDQUOT)) {
+            /* the ring says why: the folder was full */
+            m->err = t->lost_errno;
+            free(m->error);
+            m->error = xasprintf("%s; its marker is empty, not even the marker's line could be written",
+                                 strerror(m->err));
+        }
+        if (t && t->from_ring && m->pid == t->pid)
+            ta_note_add(a, m->file, 0, "a trace write of rank %d failed (%s): its calls are read from its ring file "
+                        "%s%s", m->rank, m->error, t->ring_file,
+                        t->lost_folder ? ", which lacks the last of them (finding trace_lost)" : "");
+        else if (t)
             ta_note_add(a, m->file, 0, "a trace write of rank %d failed (%s): the trace of rank %d that is used (%s) is "
                         "from %s", m->rank, m->error, m->rank, t->file,
                         m->pid == t->pid ? "an earlier write, and lacks what came after it" : "another process");

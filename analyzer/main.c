@@ -1,13 +1,20 @@
 /* tranalyze DIR|FILES... : reads the traces of every rank, diffs them and
  * names the root cause of a hang, an out-of-memory failure or a NaN/Inf.
- * Exit status: 0 nothing found, 1 findings, 2 could not analyse. */
+ * Exit status: 0 nothing found, 1 findings, 2 could not analyse, or an
+ * output could not be written whole (a message on stderr names it). */
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <time.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ta_align.h"
+#include "ta_clock.h"
+#include "ta_esc.h"
 #include "ta_finding.h"
 #include "ta_load.h"
 #include "ta_out.h"
@@ -27,6 +34,25 @@ static void phase(const char *what)
 {
     if (timing) fprintf(stderr, "tranalyze: %-10s %.3f s\n", what, now() - t_start);
 }
+
+/* ---- standard output: what could not be written whole is said, and the status is 2 ----
+ * A closed descriptor 0, 1 or 2 is held by /dev/null (1: opened for reading, so that writing the
+ * report fails, EBADF, and no file tranalyze opens later takes its place); SIGPIPE is ignored, so
+ * that a reader that stops early (| head) is a write that failed (EPIPE) and the files asked for
+ * are still written. */
+static void hold_std_fds(void)
+{
+    for (int fd = 0; fd <= 2; fd++)
+        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+            int n = open("/dev/null", fd == 2 ? O_WRONLY : O_RDONLY);
+            if (n >= 0 && n != fd) { dup2(n, fd); close(n); }
+        }
+    signal(SIGPIPE, SIG_IGN);
+    ta_stdout_open();
+}
+
+/* the status, 2 when standard output could not be written whole */
+static int finish(int rc) { return ta_stdout_done() < 0 ? 2 : rc; }
 
 static int cmp_note(const void *x, const void *y)
 {
@@ -84,7 +110,9 @@ static void usage(FILE *o)
           "  --settle S                 after a trigger, the other ranks' time to catch up (default 2)\n"
           "  --end-on-eof               the job has ended when standard input ends (trshim run)\n"
           "  -h, --help                 this help\n\n"
-          "Exit status: 0 nothing found, 1 findings, 2 could not analyse.\n", o);
+          "Exit status: 0 nothing found, 1 findings, 2 could not analyse, or an output (standard output,\n"
+          "a --html, --timeline or --reports file) could not be written whole: a message on stderr names it\n"
+          "(a reader that stops early, `tranalyze DIR | head`, is one: the other outputs are still written).\n", o);
 }
 
 /* optarg as a number in [0, max]: 0 (with a message) when it is not one */
@@ -93,7 +121,7 @@ static int number_arg(const char *opt, const char *wants, double max, double *ou
     char *end;
     double v = strtod(optarg, &end);
     if (end == optarg || *end || !(v >= 0) || v > max) {
-        fprintf(stderr, "tranalyze: %s wants %s, not \"%s\"\n", opt, wants, optarg);
+        ta_esc_printf(stderr, "tranalyze: %s wants %s, not \"%s\"\n", opt, wants, optarg);
         return 0;
     }
     *out = v;
@@ -109,6 +137,9 @@ static int analyse(ta_an *a, char **paths, int npaths)
     if (lrc != 0) return lrc;
     ta_align(a);
     phase("align");
+    ta_clocks_free(a);               /* a second reading places them anew */
+    ta_clocks_align(a);              /* every rank's clock on one (clocks.c) */
+    phase("clocks");
     ta_rootcause(a);
     phase("rootcause");
     ta_kinds_detect(a, phase);       /* each kind's detector, in the table's order (ta_kinds.h) */
@@ -139,6 +170,7 @@ static int wants_second_reading(ta_an *a)
 
 int main(int argc, char **argv)
 {
+    hold_std_fds();
     ta_an a;
     memset(&a, 0, sizeof a);
     a.imbalance = 0.25;
@@ -185,7 +217,7 @@ int main(int argc, char **argv)
             break;
         case 1002:
             if (strcmp(optarg, "report") && strcmp(optarg, "abort")) {
-                fprintf(stderr, "tranalyze: --on-hang wants report or abort, not \"%s\"\n", optarg);
+                ta_esc_printf(stderr, "tranalyze: --on-hang wants report or abort, not \"%s\"\n", optarg);
                 return 2;
             }
             wo.abort = !strcmp(optarg, "abort");
@@ -213,7 +245,7 @@ int main(int argc, char **argv)
         case 'D':
         case 'U':
             if (ta_py_fold_option(optarg, c == 'D') < 0) {
-                fprintf(stderr, "tranalyze: --%s wants a folder, not \"%s\"\n", c == 'D' ? "fold" : "no-fold", optarg);
+                ta_esc_printf(stderr, "tranalyze: --%s wants a folder, not \"%s\"\n", c == 'D' ? "fold" : "no-fold", optarg);
                 return 2;
             }
             break;
@@ -246,8 +278,8 @@ int main(int argc, char **argv)
             a.max_calls = (int64_t)n;
             break;
         }
-        case 'h': usage(stdout); return 0;
-        case 'V': puts("tranalyze " TA_VERSION); return 0;
+        case 'h': usage(stdout); return finish(0);
+        case 'V': puts("tranalyze " TA_VERSION); return finish(0);
         default: usage(stderr); return 2;
         }
     }
@@ -283,12 +315,12 @@ int main(int argc, char **argv)
             ta_out_json(&a, stdout);
         } else {
             fprintf(stderr, "tranalyze: nothing usable to analyse (%d file%s read)\n", a.nfiles, a.nfiles == 1 ? "" : "s");
-            for (int i = 0; i < a.nnotes; i++)
-                fprintf(stderr, "  %s%s%s\n", a.notes[i].file ? a.notes[i].file : "", a.notes[i].file ? ": " : "",
-                        a.notes[i].text);
+            for (int i = 0; i < a.nnotes; i++)      /* file names and texts from the traces: escaped (ta_esc.h) */
+                ta_esc_printf(stderr, "  %s%s%s\n", a.notes[i].file ? a.notes[i].file : "", a.notes[i].file ? ": " : "",
+                              a.notes[i].text ? a.notes[i].text : "");
         }
         if (anonymize) ta_anon_end(&a, a.json, NULL, NULL);
-        return 2;
+        return finish(2);
     }
     ta_module_notes(&a);
     ta_warnings_nccl(&a);
@@ -297,14 +329,14 @@ int main(int argc, char **argv)
     else if (a.markdown) ta_out_markdown(&a, stdout);
     else if (text) fputs(text, stdout);
     else ta_out_text(&a, stdout);
-    fflush(stdout);
-    int vis = 0;                     /* --timeline, --html: 2 when a file could not be written */
+    int vis = 0;                     /* --timeline, --html, --reports, standard output: 2 when not written whole */
+    if (!anonymize && ta_stdout_failed()) vis = 2;     /* (--anonymize writes it at its end) */
     if (html_path && ta_out_html(&a, html_path, text) < 0) vis = 2, html_path = NULL;
     if (timeline_path && ta_out_timeline(&a, timeline_path) < 0) vis = 2, timeline_path = NULL;
     if (reports && ta_out_reports(&a, reports, text) < 0) vis = 2;
     free(text);
     phase("output");
-    if (anonymize) ta_anon_end(&a, a.json, html_path, timeline_path);   /* the files written too */
+    if (anonymize && ta_anon_end(&a, a.json, html_path, timeline_path) < 0) vis = 2;   /* the files written too */
     ta_symbolize_done();
-    return vis ? vis : a.nf ? 1 : 0;
+    return finish(vis ? vis : a.nf ? 1 : 0);
 }

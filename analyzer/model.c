@@ -239,9 +239,22 @@ int ta_last_call(const ta_trace *t, int64_t *out)
     return 0;
 }
 
+static int cmp_i64(const void *x, const void *y)
+{
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return (a > b) - (a < b);
+}
+
+int64_t ta_median64(int64_t *v, int64_t n)
+{
+    if (n > 1) qsort(v, (size_t)n, sizeof *v, cmp_i64);
+    return n % 2 ? v[n / 2] : v[n / 2 - 1] + (v[n / 2] - v[n / 2 - 1]) / 2;
+}
+
 double ta_wall(const ta_trace *t, int64_t ns)
 {
     if (ns == TA_NULL64) return 0;
+    if (t->clk_set) return (double)ns / 1e9 + (double)t->clk_off_ns / 1e9;   /* the job's one clock (clocks.c) */
     return t->clock_real + (double)(ns - t->clock_mono) / 1e9;
 }
 

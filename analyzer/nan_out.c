@@ -2,8 +2,10 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "nan_int.h"
+#include "ta_esc.h"
 #include "ta_jw.h"
 #include "ta_site.h"
 #include "ta_tx.h"
@@ -126,10 +128,16 @@ void ta_text_nan(ta_tx *x, const ta_finding *f)
         char at[64] = "";
         if (k->first != TA_NULL64)
             snprintf(at, sizeof at, "first %s at element %lld, ", k->first_kind == 2 ? "Inf" : "NaN", (long long)k->first);
-        fprintf(o, md ? "%s- rank %d: `%s` at `%s`; %s: %s%lld NaN, %lld Inf in %lld elements checked\n"
-                      : "%srank %d: %s at %s; %s: %s%lld NaN, %lld Inf in %lld elements checked\n",
-                ind, m->rank, sig, site, ev->cause == NC_INPUT ? "input" : "output", at, (long long)k->nan,
-                (long long)k->inf, (long long)k->checked);
+        if (md) {                /* the site: as code (ta_esc.h) */
+            fprintf(o, "%s- rank %d: ", ind, m->rank);
+            ta_esc_code(o, sig, strlen(sig), strlen(sig), 0);
+            fputs(" at ", o);
+            ta_esc_code(o, site, strlen(site), strlen(site), 0);
+        } else {
+            ta_esc_printf(o, "%srank %d: %s at %s", ind, m->rank, sig, site);
+        }
+        fprintf(o, "; %s: %s%lld NaN, %lld Inf in %lld elements checked\n", ev->cause == NC_INPUT ? "input" : "output",
+                at, (long long)k->nan, (long long)k->inf, (long long)k->checked);
         free(sig); free(site);
     }
     if (ev->cause != NC_INPUT && ev->nunchecked) {

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ta_esc.h"
 #include "ta_finding.h"
 #include "ta_jw.h"
 #include "ta_out.h"
@@ -46,26 +47,9 @@ char *ta_text_capture(ta_an *a)
     return buf;
 }
 
-/* ---- escaping: text and attribute values alike; invalid UTF-8 and control characters become U+FFFD ---- */
-static void esc(FILE *o, const char *s)
-{
-    if (!s) return;
-    for (const unsigned char *p = (const unsigned char *)s; *p;) {
-        switch (*p) {
-        case '&': fputs("&amp;", o); p++; continue;
-        case '<': fputs("&lt;", o); p++; continue;
-        case '>': fputs("&gt;", o); p++; continue;
-        case '"': fputs("&quot;", o); p++; continue;
-        case '\'': fputs("&#39;", o); p++; continue;
-        case '\n': case '\t': fputc(*p, o); p++; continue;
-        default: break;
-        }
-        int n = *p < 0x20 || *p == 0x7f ? 0 : ta_utf8_len(p);
-        if (!n) { fputs("&#xfffd;", o); p++; continue; }
-        fwrite(p, 1, (size_t)n, o);
-        p += n;
-    }
-}
+/* ---- escaping (ta_esc.h): text and attribute values alike, one line each; the report's text (already
+ * escaped as text) keeps its lines ---- */
+static void esc(FILE *o, const char *s) { ta_esc_puts(o, s, TA_ESC_HTML); }
 static void escf(FILE *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void escf(FILE *o, const char *fmt, ...)
 {
@@ -150,7 +134,7 @@ static void diagnosis(ta_an *a, FILE *o)
 static void report(FILE *o, const char *text)
 {
     fputs("<section id=\"report\"><h2>The full report (as tranalyze prints it)</h2>\n<pre id=\"diagnosis-text\">", o);
-    if (text) esc(o, text);
+    if (text) ta_esc_puts(o, text, TA_ESC_HTML | TA_ESC_DOC);
     else fputs("(the text report could not be made)", o);
     fputs("</pre></section>\n", o);
 }
@@ -557,7 +541,7 @@ int ta_out_html(ta_an *a, const char *path, const char *text)
 {
     char *tmp;
     FILE *o = ta_file_create(path, &tmp);
-    if (!o) { fprintf(stderr, "tranalyze: --html %s: %s\n", path, strerror(errno)); return -1; }
+    if (!o) { ta_esc_printf(stderr, "tranalyze: --html %s: %s\n", path, strerror(errno)); return -1; }
     setvbuf(o, NULL, _IOFBF, 1 << 16);
     int64_t *stuck = ta_tl_stuck(a);
     fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
@@ -584,6 +568,6 @@ int ta_out_html(ta_an *a, const char *path, const char *text)
           "</body></html>\n", o);
     free(stuck);
     int bad = ta_file_commit(o, path, tmp) != 0;
-    if (bad) fprintf(stderr, "tranalyze: --html %s: could not be written whole: %s\n", path, strerror(errno));
+    if (bad) ta_esc_printf(stderr, "tranalyze: --html %s: could not be written whole: %s\n", path, strerror(errno));
     return bad ? -1 : 0;
 }

@@ -326,6 +326,7 @@ void ta_out_json(ta_an *a, FILE *o)
     }
     jw_close(&w, ']');
     free(shared);
+    ta_json_clocks(&w, a);
 
     jw_key(&w, "comms");
     jw_open(&w, '[');
@@ -357,7 +358,7 @@ void ta_out_json(ta_an *a, FILE *o)
             jw_int(&w, "median_ns", n->spread_median_ns);
             jw_int(&w, "max_ns", n->spread_max_ns);
             jw_int(&w, "max_seq", n->spread_max_seq);
-            jw_str(&w, "clock", ta_strag_clock_names[n->spread_clock]);
+            jw_str(&w, "clock", ta_clock_method_names[n->spread_clock]);
             jw_close(&w, '}');
         } else {
             fputs("null", o);

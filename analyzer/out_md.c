@@ -21,13 +21,16 @@
  *     differ, each value with its ranks;
  *   - long tables sit in <details>.
  * A part that would still pass its budget (a crafted trace's enormous
- * strings) is cut at a line, and says so: --json has everything. */
+ * strings) is cut at a line, and says so: --json has everything.
+ * Strings of the traces are escaped as Markdown (ta_esc.h): running text by
+ * ta_md_text, code by ta_md_code, the findings' lines by their writers. */
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "out_md_int.h"
 #include "ta_crash.h"
+#include "ta_esc.h"
 #include "ta_tx.h"
 
 /* ---- long lists inside the findings' own lines ----------------------------- */
@@ -484,13 +487,20 @@ static void ranks_table(ta_an *a, FILE *o)
     ta_md_part(o, &m, B_RANKS);
 }
 
+/* the parts, then the document escaped once more as a whole (ta_esc.h: TA_ESC_DOC changes nothing
+ * the parts escaped) */
 void ta_out_markdown(ta_an *a, FILE *o)
 {
-    header(a, o);
-    findings(a, o);
-    warnings(a, o);
-    ta_md_system(a, o);
-    ranks_table(a, o);
-    ta_md_environment(a, o);
-    notes(a, o);
+    mbuf m;
+    FILE *f = ta_md_open(&m);
+    header(a, f);
+    findings(a, f);
+    warnings(a, f);
+    ta_md_system(a, f);
+    ranks_table(a, f);
+    ta_md_environment(a, f);
+    notes(a, f);
+    ta_md_close(&m);
+    ta_esc_write(o, m.s, m.n, TA_ESC_DOC);
+    free(m.s);
 }

@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "out_md_int.h"
+#include "ta_clock.h"
+#include "ta_esc.h"
 
 /* ---- the environment ------------------------------------------------------------------- */
 /* one rank's value of a variable or of a version: name[0, nl) = val */
@@ -256,6 +258,9 @@ void ta_md_system(ta_an *a, FILE *o)
         shown++;
     }
     if (more) fprintf(f, "- ... and %d more packages (`--json`: `ranks[].environment.system.packages`)\n", more);
+    char *ck = ta_clocks_text(a);        /* how the ranks' clocks were put on one (clocks.c): last, the first the budget cuts */
+    if (ck) ta_esc_fmt(f, TA_ESC_MD, "- %s\n", ck);
+    free(ck);
     fputc('\n', f);
     free(pk);
     free(vals);

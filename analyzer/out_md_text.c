@@ -1,10 +1,11 @@
 /* --markdown's text (out_md_int.h), what its parts are written with:
  * parts in memory placed within their budgets, text and code made safe for
- * a line or a table cell, rank lists made short. */
+ * a line or a table cell (ta_esc.h), rank lists made short. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "out_md_int.h"
+#include "ta_esc.h"
 
 /* ---- buffers: each part is written to memory, then placed within its budget */
 
@@ -58,39 +59,18 @@ size_t ta_md_part(FILE *o, mbuf *m, size_t cap)
     return n;
 }
 
-/* s as text of a line or a table cell: at most max bytes ("..." when cut), one line,
- * '|' escaped in a table, '<' never starting HTML */
+/* s as text of a line or a table cell: at most max bytes ("..." when cut), escaped (ta_esc.h:
+ * one line, nothing hidden, no Markdown or HTML of its own, '|' escaped in a table) */
 void ta_md_text(FILE *o, const char *s, size_t max, int cell)
 {
     if (!s) s = "";
     size_t n = strlen(s), k = utf8_cut(s, n, max);
-    for (size_t i = 0; i < k; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '\n' || c == '\r' || c == '\t' || c < 0x20 || c == 0x7f) fputc(' ', o);
-        else if (c == '|' && cell) fputs("\\|", o);
-        else if (c == '<') fputs("&lt;", o);
-        else fputc(c, o);
-    }
+    ta_esc_write(o, s, k, TA_ESC_MD | (cell ? TA_ESC_CELL : 0));
     if (k < n) fputs("...", o);
 }
 
 /* s as code: `s` (`` s `` when it holds a backtick), at most max bytes */
-void ta_md_code(FILE *o, const char *s, size_t len, size_t max, int cell)
-{
-    size_t k = utf8_cut(s, len, max);
-    if (!len) { fputs("(empty)", o); return; }
-    int tick = memchr(s, '`', k) != NULL;
-    fputs(tick ? "`` " : "`", o);
-    for (size_t i = 0; i < k; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '\n' || c == '\r' || c == '\t' || c < 0x20 || c == 0x7f) fputc(' ', o);
-        else if (c == '|' && cell) fputs("\\|", o);
-        else if (c == '`' && i + 1 < k && s[i + 1] == '`') fputc('\'', o);   /* `` would close the span */
-        else fputc(c, o);
-    }
-    if (k < len) fputs("...", o);
-    fputs(tick ? " ``" : "`", o);
-}
+void ta_md_code(FILE *o, const char *s, size_t len, size_t max, int cell) { ta_esc_code(o, s, len, max, cell); }
 
 /* ---- rank lists ------------------------------------------------------------ */
 static const char *ordinal(int d)

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ta_esc.h"
 #include "ta_out.h"
 
 /* text: the text document as stdout got it (the writer numbers root causes as it writes them: once) */
@@ -37,7 +38,7 @@ static int write_one(ta_an *a, const char *prefix, const char *ext, report_fn fn
     int rc = -1, fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     FILE *o = fd >= 0 ? fdopen(fd, "w") : NULL;
     if (!o) {
-        fprintf(stderr, "tranalyze: --reports: cannot write %s: %s\n", tmp, strerror(errno));
+        ta_esc_printf(stderr, "tranalyze: --reports: cannot write %s: %s\n", tmp, strerror(errno));
         if (fd >= 0) close(fd), unlink(tmp);
         goto out;
     }
@@ -47,14 +48,16 @@ static int write_one(ta_an *a, const char *prefix, const char *ext, report_fn fn
     fn(a, o, text);
     a->json = json;
     a->markdown = md;
-    int err = ferror(o);
-    if (fclose(o) != 0 || err) {
-        fprintf(stderr, "tranalyze: --reports: cannot write %s: %s\n", tmp, strerror(errno ? errno : EIO));
+    errno = 0;                              /* (a failed write leaves its data in the buffer: errno anew) */
+    int bad = fflush(o) != 0 || ferror(o), e = bad ? (errno ? errno : EIO) : 0;
+    if (fclose(o) != 0 && !bad) bad = 1, e = errno;
+    if (bad) {
+        ta_esc_printf(stderr, "tranalyze: --reports: cannot write %s: %s\n", path, strerror(e));
         unlink(tmp);
         goto out;
     }
     if (rename(tmp, path) != 0) {
-        fprintf(stderr, "tranalyze: --reports: cannot put %s in place: %s\n", path, strerror(errno));
+        ta_esc_printf(stderr, "tranalyze: --reports: cannot put %s in place: %s\n", path, strerror(errno));
         unlink(tmp);
         goto out;
     }

@@ -1,11 +1,15 @@
 /* Text for people: the root cause on top in a few lines, then its
  * consequences, other findings, the per-rank table and what was wrong with
  * the input. A finding's lines (ta_out_finding) serve --markdown too
- * (out_md.c, which writes the rest of that document itself). */
+ * (out_md.c, which writes the rest of that document itself).
+ * Every string of a trace is written escaped (ta_esc.h): in text by
+ * ta_esc_printf, its %s arguments, and the document once more when whole. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "ta_crash.h"
+#include "ta_esc.h"
+#include "ta_clock.h"
 #include "ta_out.h"
 #include "ta_seq.h"
 #include "ta_site.h"
@@ -23,7 +27,13 @@ static void members_lines(ta_an *a, FILE *o, const char *indent, const ta_findin
         for (int p = 0; p < f->nmem && !what; p++)
             if (f->mem[p].call >= 0) what = ta_call_text_replay(a, a->tr[f->mem[p].trace], f->mem[p].call);
     if (!what) what = xasprintf("collective #%lld on comm %s", (long long)f->at_seq, ta_comm_name(a, f->at_g));
-    fprintf(o, md ? "%s- at `%s`:\n" : "%sat %s:\n", indent, what);
+    if (md) {
+        fprintf(o, "%s- at ", indent);
+        ta_esc_code(o, what, strlen(what), strlen(what), 0);
+        fputs(":\n", o);
+    } else {
+        ta_esc_printf(o, "%sat %s:\n", indent, what);
+    }
     free(what);
     int *r = xmalloc(sizeof(int) * (size_t)(f->nmem + 1));
     for (int st = 0; st < MS_N; st++) {
@@ -68,19 +78,27 @@ void ta_out_finding(ta_an *a, FILE *o, const ta_finding *f, int md, int top)
     if (ta_kinds[f->kind].text) ta_kinds[f->kind].text(&x, f);   /* the heading and the kind's own lines */
     else ta_tx_head(&x, f, NULL);
     if (f->stop_g >= 0)
-        fprintf(o, "%sthe job stopped later, at collective #%lld of comm %s\n", ind, (long long)f->stop_seq,
+        ta_esc_printf(o, "%sthe job stopped later, at collective #%lld of comm %s\n", ind, (long long)f->stop_seq,
                 ta_comm_name(a, f->stop_g));
     members_lines(a, o, ind, f, md);
     if (md) fputc('\n', o);
-    if (f->hint) fprintf(o, md ? "%s**Fix:** %s\n" : "%sfix: %s\n", ind, f->hint);
+    if (f->hint && md) {       /* (a hint is the analyzer's own words, Markdown as they are: `code`) */
+        fprintf(o, "%s**Fix:** ", ind);
+        ta_esc_puts(o, f->hint, TA_ESC_TEXT);
+        fputc('\n', o);
+    } else if (f->hint) {
+        ta_esc_printf(o, "%sfix: %s\n", ind, f->hint);
+    }
     if (f->ncons) {
         fprintf(o, md ? "\nConsequences (ranks waiting because of this):\n\n" : "%sconsequences (waiting because of this):\n", ind);
         int shown = f->ncons < 12 ? f->ncons : 12;
         for (int k = 0; k < shown; k++) {
             const ta_conseq *c = &f->cons[k];
             char *wr = ta_ranks_text(c->waiting, c->nwaiting), *wf = ta_ranks_text(c->waitfor, c->nwaitfor);
+            char *what = ta_esc(c->what ? c->what : "?", md ? TA_ESC_MD : TA_ESC_TEXT);
             fprintf(o, "%s  - rank%s %s wait%s in %s for rank%s %s\n", md ? "" : ind, c->nwaiting > 1 ? "s" : "", wr,
-                    c->nwaiting > 1 ? "" : "s", c->what ? c->what : "?", c->nwaitfor > 1 ? "s" : "", wf);
+                    c->nwaiting > 1 ? "" : "s", what, c->nwaitfor > 1 ? "s" : "", wf);
+            free(what);
             free(wr); free(wf);
         }
         if (shown < f->ncons) fprintf(o, "%s  - ... and %d more\n", md ? "" : ind, f->ncons - shown);
@@ -105,7 +123,7 @@ static void rank_table(ta_an *a, FILE *o)
         char seqs[128] = "";
         for (int k = 0; k < t->ncomms && k < nfam; k++)
             snprintf(seqs + strlen(seqs), sizeof seqs - strlen(seqs), "%s%u", k ? " " : "", t->comms[k].nseq);
-        fprintf(o, "  %-5d %-16.16s %-8lld %-10s %-24s %s%s\n", t->rank, t->host, (long long)t->pid, p, seqs, e,
+        ta_esc_printf(o, "  %-5d %-16.16s %-8lld %-10s %-24s %s%s\n", t->rank, t->host ? t->host : "?", (long long)t->pid, p, seqs, e,
                 a->root && a->root[i] ? "  <- root cause" : "");
         free(p); free(e);
     }
@@ -124,7 +142,7 @@ static void rank_table(ta_an *a, FILE *o)
         char rk[32];
         if (k - i > 1) snprintf(rk, sizeof rk, "%d-%d", a->missing_ranks[i], a->missing_ranks[k - 1]);
         else snprintf(rk, sizeof rk, "%d", a->missing_ranks[i]);
-        fprintf(o, "  %-5s %-16s %-8s %-10s %-24s %s\n", rk, "-", "-", "-", "-", e);
+        ta_esc_printf(o, "  %-5s %-16s %-8s %-10s %-24s %s\n", rk, "-", "-", "-", "-", e);
         free(e);
         i = k;
     }
@@ -136,7 +154,7 @@ static void warnings(ta_an *a, FILE *o)
 {
     if (!a->nwarns) return;
     fprintf(o, "WARNINGS\n");
-    for (int i = 0; i < a->nwarns; i++) fprintf(o, "  %s\n", a->warns[i].text);
+    for (int i = 0; i < a->nwarns; i++) ta_esc_printf(o, "  %s\n", a->warns[i].text ? a->warns[i].text : "");
     fputc('\n', o);
 }
 
@@ -146,7 +164,8 @@ static void notes(ta_an *a, FILE *o)
     fprintf(o, "INPUT PROBLEMS\n");
     for (int i = 0; i < a->nnotes; i++) {
         const ta_note *n = &a->notes[i];
-        fprintf(o, "  %s%s%s%s\n", n->file ? n->file : "", n->file ? ": " : "", n->text, n->fatal ? " (skipped)" : "");
+        ta_esc_printf(o, "  %s%s%s%s\n", n->file ? n->file : "", n->file ? ": " : "", n->text ? n->text : "",
+                      n->fatal ? " (skipped)" : "");
     }
     fputc('\n', o);
 }
@@ -158,18 +177,21 @@ const char *ta_job_choice(const ta_an *a)
 
 static void header(ta_an *a, FILE *o)
 {
-    fprintf(o, "tranalyze: job %s: %d of %d ranks traced (%d file%s)", a->job, a->ntr, a->world, a->nfiles,
+    ta_esc_printf(o, "tranalyze: job %s: %d of %d ranks traced (%d file%s)", a->job ? a->job : "?", a->ntr, a->world, a->nfiles,
             a->nfiles == 1 ? "" : "s");
     if (a->nother_jobs) {
         fprintf(o, "\n  the folder holds %d jobs; %s; the other%s: ", a->njobs, ta_job_choice(a),
                 a->nother_jobs > 1 ? "s" : "");
-        for (int i = 0; i < a->nother_jobs; i++) fprintf(o, "%s%s", i ? ", " : "", a->other_jobs[i]);
+        for (int i = 0; i < a->nother_jobs; i++) ta_esc_printf(o, "%s%s", i ? ", " : "", a->other_jobs[i]);
         if (!a->job_wanted) fprintf(o, " (--job ID analyses %s)", a->nother_jobs > 1 ? "another" : "it");
     }
+    char *ck = ta_clocks_text(a);        /* how the ranks' clocks were put on one: NULL when they share one */
+    if (ck) ta_esc_printf(o, "\n  %s", ck);
+    free(ck);
     fputs("\n\n", o);
 }
 
-void ta_out_text(ta_an *a, FILE *o)
+static void text_doc(ta_an *a, FILE *o)
 {
     header(a, o);
     int nroot = 0;
@@ -180,7 +202,7 @@ void ta_out_text(ta_an *a, FILE *o)
     for (int i = 0; i < a->nf; i++)
         if (a->f[i].root) ta_out_finding(a, o, &a->f[i], 0, 1);
     char *ab = ta_abort_text(a);
-    if (ab) fprintf(o, "ENDED BY ABORT: %s.\n\n", ab);
+    if (ab) ta_esc_printf(o, "ENDED BY ABORT: %s.\n\n", ab);
     free(ab);
     if (a->nf > nroot) {
         fprintf(o, "OTHER FINDINGS\n");
@@ -190,4 +212,18 @@ void ta_out_text(ta_an *a, FILE *o)
     warnings(a, o);
     rank_table(a, o);
     notes(a, o);
+}
+
+/* the document in memory, then escaped once more as a whole (ta_esc.h: TA_ESC_DOC changes nothing
+ * the writers escaped; a string one of them wrote raw cannot reach the terminal but as text) */
+void ta_out_text(ta_an *a, FILE *o)
+{
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *m = open_memstream(&buf, &n);
+    if (!m) { fputs("tranalyze: out of memory\n", stderr); exit(2); }
+    text_doc(a, m);
+    if (fclose(m) != 0) { fputs("tranalyze: out of memory\n", stderr); exit(2); }
+    ta_esc_write(o, buf, n, TA_ESC_DOC);
+    free(buf);
 }

@@ -5,7 +5,7 @@
  * work (enqueue to completion, when the trace tracked it), collectives
  * linked across ranks by flow arrows, the root cause and the calls ranks
  * are stuck in marked. Times in microseconds on one axis: each rank's
- * monotonic times put on the wall clock by its own realtime clock sample.
+ * monotonic times on the job's one clock (clocks.c).
  * Bounded for big jobs: calls per rank (the last ones and those around a
  * root cause) and flow events in all.
  * Also what --html shares with it (ta_out.h): the wall clock of a trace,
@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "ta_align.h"
+#include "ta_esc.h"
 #include "ta_finding.h"
 #include "ta_jw.h"
 #include "ta_out.h"
@@ -50,6 +51,7 @@ static int64_t wall_s_ns(double s) { return s >= 0 && s <= 9.0e9 ? llround(s * 1
 
 int64_t ta_tl_wall_ns(const ta_trace *t, int64_t ns)
 {
+    if (t->clk_set) return sat_add(ns, t->clk_off_ns);     /* the job's one clock (clocks.c) */
     int64_t r = wall_s_ns(t->clock_real);
     return sat_add(ns, sat_sub(r == INT64_MIN ? 0 : r, t->clock_mono));
 }
@@ -680,7 +682,7 @@ int ta_out_timeline(ta_an *a, const char *path)
 {
     char *tmp;
     FILE *o = ta_file_create(path, &tmp);
-    if (!o) { fprintf(stderr, "tranalyze: --timeline %s: %s\n", path, strerror(errno)); return -1; }
+    if (!o) { ta_esc_printf(stderr, "tranalyze: --timeline %s: %s\n", path, strerror(errno)); return -1; }
     setvbuf(o, NULL, _IOFBF, 1 << 20);
     tl x = {.a = a, .w = {o, {1}, 0}};
     x.r = xcalloc((size_t)a->ntr + 1, sizeof *x.r);
@@ -761,7 +763,8 @@ int ta_out_timeline(ta_an *a, const char *path)
     jw_str(w, "version", TA_VERSION);
     jw_str(w, "job", a->job);
     jw_int(w, "time_base_unix_ns", x.base);
-    jw_str(w, "clock", "each rank's CLOCK_MONOTONIC times on the wall clock by its trace's realtime sample");
+    jw_str(w, "clock", "each rank's CLOCK_MONOTONIC times on the job's one clock, the reference ranks' wall clock "
+                      "(tranalyze --json: clocks)");
     jw_int(w, "ranks", a->ntr);
     jw_int(w, "calls", ncalls);
     jw_int(w, "calls_omitted", nall - ncalls);
@@ -772,7 +775,7 @@ int ta_out_timeline(ta_an *a, const char *path)
     jw_close(w, '}');
     fputc('\n', o);
     int bad = ta_file_commit(o, path, tmp) != 0;
-    if (bad) fprintf(stderr, "tranalyze: --timeline %s: could not be written whole: %s\n", path, strerror(errno));
+    if (bad) ta_esc_printf(stderr, "tranalyze: --timeline %s: could not be written whole: %s\n", path, strerror(errno));
     for (int t = 0; t < a->ntr; t++) { free(x.r[t].sp); free(x.r[t].hend); free(x.r[t].lane); }
     free(x.r);
     free(x.stuck);

@@ -714,8 +714,15 @@ static void read_records(rd *r)
     /* the window is at most two runs of slots: [s0, s0 + len) wrapping at cap */
     uint64_t s0 = first % cap;
     uint64_t runs[2][3] = {{s0, s0 + len < cap ? s0 + len : cap, first}, {0, s0 + len > cap ? s0 + len - cap : 0, first + (cap - s0)}};
+    /* slots from file_records on were never in the file: the shim kept them in memory when the folder
+     * could not take more (lost, not torn: the finding trace_lost says so) */
+    uint64_t infile = h->file_records && h->file_records < cap ? h->file_records : cap;
     for (int k = 0; k < 2; k++) {
         uint64_t from = runs[k][0], to = runs[k][1], idx0 = runs[k][2];
+        if (to > infile) {
+            r->lost_folder += (int64_t)(to - (from > infile ? from : infile));
+            to = from > infile ? from : infile;
+        }
         if (to > readable) {
             gone += (int64_t)(to - (from > readable ? from : readable));
             to = readable;

@@ -59,6 +59,7 @@ typedef struct {
     char *nccl_lib;
     const char **nccl_unknown; int nnccl_unknown;
     rcall *calls; int64_t ncalls;
+    int64_t lost_folder;    /* records of the window in slots past the header's file_records (not in the file) */
     int64_t last_ns;
     uint64_t streams[256]; int nstreams;
     struct ring_crash *crash;             /* CRASH and ERROR blobs (crash.c), NULL */

@@ -134,6 +134,9 @@ static ta_trace *build(rd *r, int dev, int trace_dev, int rank, const char *rank
     t->nan_mode = NM_ABSENT;
     t->ring_capacity = (int64_t)h->capacity;
     t->ring_lost = t->dropped = h->head > h->capacity ? (int64_t)(h->head - h->capacity) : 0;
+    t->lost_folder = r->lost_folder;
+    t->lost_errno = h->lost_errno < 4096 ? (int)h->lost_errno : 0;
+    t->lost_comms_from = h->file_comms && h->file_comms < h->max_comms ? (int)h->file_comms : 0;
     t->heartbeat_ns = r->last_ns;
     t->write_time = r->last_ns != TA_NULL64 ? ta_wall(t, r->last_ns) : t->start_time;
     /* job: as the shim names it (tr_writer.c) */
@@ -494,6 +497,9 @@ static void merge_ring(ta_an *a, ta_trace *j, ta_trace *r)
     j->ring_lost = r->ring_lost;
     j->unloaded = r->unloaded;                    /* the call budget's part of ring_lost */
     j->dropped = r->ring_lost - r->unloaded;
+    j->lost_folder = r->lost_folder;
+    j->lost_errno = r->lost_errno;
+    j->lost_comms_from = r->lost_comms_from;
     j->heartbeat_ns = r->heartbeat_ns;
     j->end_state = r->end_state;
     j->end_signal = r->end_signal;

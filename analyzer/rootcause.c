@@ -15,13 +15,15 @@
  * signal (SP_SIG, a `signal` finding).
  *
  * A root finding then moves to the earliest point of divergence of its
- * culprit (diverge.c); where the job stopped is kept as stop_comm/stop_seq. */
+ * culprit (diverge.c); where the job stopped is kept as stop_comm/stop_seq.
+ * What its message says of each side (the culprits' end, the members that
+ * issued a missing collective, those behind): hang_sides.c. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "ta_crash.h"
 #include "ta_align.h"
 #include "ta_finding.h"
+#include "ta_hang.h"
 #include "ta_seq.h"
 #include "ta_site.h"
 
@@ -89,42 +91,6 @@ static void ranks_of(ta_an *a, const int *tv, int n, int **out)
     for (int i = 0; i < n; i++) (*out)[i] = a->tr[tv[i]]->rank;
 }
 
-static void add_end_info(ta_an *a, ta_finding *f, const int *cul_t, int ncul)
-{
-    char *extra = xstrdup("");
-    for (int k = 0; k < ncul && k < 4; k++) {
-        ta_trace *t = a->tr[cul_t[k]];
-        char *cr = ta_crash_text(a, t);      /* crash.c: where it crashed, NULL */
-        char *e0 = cr ? cr : ta_pyexc_text(a, t);   /* crash.c: the uncaught Python exception, NULL */
-        if (!e0) e0 = ta_end_text(a, t);
-        char *es = ta_errors_suffix(a, t);
-        char *e = xasprintf("%s%s", e0, es);
-        free(e0); free(es);
-        int64_t lc;
-        char *last;
-        if (ta_last_call(t, &lc)) {
-            char *c = ta_call_text(a, t, lc), *s = ta_call_site_text(a, t, lc);
-            const ta_call *lcall = &t->calls[lc];
-            /* a culprit may itself be waiting inside its last call: say so */
-            int w = ta_call_waiting(t, lcall);
-            char *in = w && lcall->gpu == GPU_PENDING ? xasprintf(", enqueued on the GPU and not complete %.1f s later",
-                                                                  ta_pending_s(t, lcall))
-                       : w ? xstrdup(", which had not returned") : xstrdup("");
-            last = xasprintf("its last call was %s at %s%s", c, s, in);
-            free(c); free(s); free(in);
-        } else {
-            last = xstrdup("it made no NCCL call");
-        }
-        char *n = xasprintf("%s; rank %d %s%s, %s", extra, t->rank, t->end_state == END_SIGNAL && !cr ? "was " : "", e, last);
-        free(extra); free(e); free(last);
-        extra = n;
-    }
-    char *pe = ta_peer_errors_text(a, cul_t, ncul);     /* crash.c: the others' NCCL errors */
-    char *m = xasprintf("%s%s%s", f->message, extra, pe);
-    free(f->message); free(extra); free(pe);
-    f->message = m;
-}
-
 static int sinkish(const int *stuck, int t) { return !stuck[t]; }
 
 /* trace t has g suspended (ncclCommSuspend, not resumed) and was still running at its last write */
@@ -179,7 +145,7 @@ static int parallel_p2p(ta_an *a, ta_finding *f, const spoint *sp)
         for (int t = 0; t < a->ntr; t++)
             if (a->tr[t]->rank == f->culprit.ranks[k]) cul_t[ncul++] = t;
     ta_finding_describe(a, f);
-    add_end_info(a, f, cul_t, ncul);
+    ta_hang_end_info(a, f, cul_t, ncul);
     free(cr); free(orr); free(cul_t);
     return 1;
 }
@@ -287,7 +253,7 @@ static ta_finding *root_finding(ta_an *a, spoint *sp, const int *stuck)
             free(cr);
             f->t = sp->t;
             ta_finding_describe(a, f);
-            add_end_info(a, f, N, nn);
+            ta_hang_end_info(a, f, N, nn);
         } else {
             f = ta_finding_new(a, K_MISSING);
             f->g = sp->g;
@@ -311,7 +277,16 @@ static ta_finding *root_finding(ta_an *a, spoint *sp, const int *stuck)
                 }
             }
             if (f->kind == K_MISSING) ta_move_earlier(a, f, N[0], sp->wt, sp->nwt, sp->g);
+            /* the others: the members that issued it (hang_sides.c), never one that did not */
+            if (f->kind == K_MISSING) ta_hang_missing_others(a, f, sp->rep_t, sp->rep_c);
             ta_finding_describe(a, f);
+            char *behind = f->kind == K_MISSING ? ta_hang_behind_text(a, f) : NULL;
+            if (behind) {
+                char *m = xasprintf("%s%s", f->message, behind);
+                free(f->message);
+                f->message = m;
+                free(behind);
+            }
             char *su = f->kind == K_MISSING ? suspended_text(a, N, nn, sp->g) : NULL;
             if (su) {
                 snprintf(f->subkind, sizeof f->subkind, "suspended");
@@ -320,7 +295,7 @@ static ta_finding *root_finding(ta_an *a, spoint *sp, const int *stuck)
                 f->message = m;
                 free(su);
             }
-            if (f->kind == K_MISSING) add_end_info(a, f, N, nn);
+            if (f->kind == K_MISSING) ta_hang_end_info(a, f, N, nn);
         }
         free(N);
     } else if (sp->type == SP_SIG) {
@@ -342,7 +317,7 @@ static ta_finding *root_finding(ta_an *a, spoint *sp, const int *stuck)
         ta_side_set(&f->other, &r2, 1, wt, sp->rep_c);
         f->t = sp->t;
         ta_finding_describe(a, f);
-        add_end_info(a, f, &st, 1);
+        ta_hang_end_info(a, f, &st, 1);
     } else if (sp->type == SP_P2P) {
         f = ta_finding_new(a, K_P2P);
         f->g = sp->g;
@@ -364,7 +339,7 @@ static ta_finding *root_finding(ta_an *a, spoint *sp, const int *stuck)
             ta_side_set(&f->culprit, &r1, 1, cu, last);
             ta_side_set(&f->other, &r2, 1, ot, sp->rep_c);
             ta_finding_describe(a, f);
-            add_end_info(a, f, &cu, 1);
+            ta_hang_end_info(a, f, &cu, 1);
             f->t = sp->t;
             return f;
         }
@@ -425,7 +400,7 @@ static ta_finding *root_finding(ta_an *a, spoint *sp, const int *stuck)
                           "or port, firewall, wrong network interface NCCL_SOCKET_IFNAME) or crashed; ranks that never "
                           "return wait for those, or were given a different unique id or number of ranks");
         free(c); free(o); free(site);
-        if (sp->nwf) add_end_info(a, f, sp->wf, sp->nwf);
+        if (sp->nwf) ta_hang_end_info(a, f, sp->wf, sp->nwf);
         f->t = sp->t;
     }
     return f;

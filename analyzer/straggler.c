@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ta_clock.h"
 #include "ta_finding.h"
 #include "ta_jw.h"
 #include "ta_seq.h"
@@ -38,11 +39,10 @@
 #define LAST_FRACTION_DEN 4
 #define NOISE_FACTOR 3
 
-const char *const ta_strag_clock_names[3] = {"monotonic", "init", "wall"};
 
 /* straggler: ranks that enter the collectives of a communicator consistently late */
 typedef struct {
-    int clock;               /* SC_* */
+    int clock;               /* TC_* */
     int64_t examined;        /* collectives every member issued (outside groups, not failed) */
     int64_t last;            /* of those, the ones where these ranks were the last to enter */
     int64_t median_ns;       /* median over them of: first entry of these ranks - median entry of the others */
@@ -54,19 +54,6 @@ typedef struct {
     int64_t spread_ns;       /* median of: last entry - first entry */
     int *also; int nalso;    /* smaller communicators where the same ranks are late (global indices) */
 } ta_straggler;
-
-static int cmp64(const void *x, const void *y)
-{
-    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
-    return (a > b) - (a < b);
-}
-
-/* median of v[0..n) (reorders v); n > 0 */
-static int64_t median64(int64_t *v, int64_t n)
-{
-    if (n > 1) qsort(v, (size_t)n, sizeof *v, cmp64);
-    return n % 2 ? v[n / 2] : v[n / 2 - 1] + (v[n / 2] - v[n / 2 - 1]) / 2;
-}
 
 typedef struct { int64_t e; int p; } entry;
 
@@ -103,54 +90,40 @@ typedef struct {
     int64_t *e;           /* [row * n + place]: entry time */
     uint32_t *seq;        /* [row] */
     int *ord;             /* [row * n + i]: place of the i-th to enter */
-    int clock;            /* SC_* */
+    int clock;            /* TC_* */
+    int64_t clock_err;    /* the uncertainty between the members' clocks: no lateness below it counts */
 } table;
 
-/* Offsets that put each place's CLOCK_MONOTONIC times on a common clock; 0
- * when the communicator cannot be examined (a place without a trace). */
-typedef struct { const char *host; int p; } hostplace;
-
-static int cmp_hostplace(const void *x, const void *y)
+/* Offsets that put each place's CLOCK_MONOTONIC times on one clock (clocks.c);
+ * 0 when the communicator cannot be examined (a place without a trace, or
+ * members whose clocks could not be checked against each other). *clock: the
+ * worst placement among the members' domains (TC_REFERENCE: all on one
+ * domain, times as they are); *err: the uncertainty between the members'
+ * clocks. */
+static int clock_bases(ta_an *a, const ta_gcomm *gc, int64_t *base, int *clock, int64_t *err)
 {
-    const hostplace *a = x, *b = y;
-    int c = strcmp(a->host, b->host);
-    return c ? c : (a->p > b->p) - (a->p < b->p);
-}
-
-static int clock_bases(ta_an *a, const ta_gcomm *gc, int64_t *base, int *clock)
-{
-    int n = gc->npos, same_host = 1, have_init = 1;
+    int n = gc->npos, one = 1;
     for (int p = 0; p < n; p++) {
         if (gc->member[p] < 0) return 0;
+        if (a->tr[gc->member[p]]->clk_dom != a->tr[gc->member[0]]->clk_dom) one = 0;
+    }
+    *clock = TC_REFERENCE;
+    *err = 0;
+    for (int p = 0; p < n; p++) base[p] = 0;
+    if (one || !a->clk) return 1;
+    /* errors of two domains against the reference add up: the two largest */
+    int64_t e1 = 0, e2 = 0;
+    int d1 = -1;
+    for (int p = 0; p < n; p++) {
         const ta_trace *t = a->tr[gc->member[p]];
-        if (strcmp(t->host, a->tr[gc->member[0]]->host)) same_host = 0;
-        if (t->comms[gc->local[p]].init_exit == TA_NULL64) have_init = 0;
+        const ta_clock_domain *D = &a->clk->d[t->clk_dom];
+        if (D->method > *clock) *clock = D->method;
+        if (D->err_ns < 0) return 0;           /* never checked: a lateness could be the clocks' */
+        if (D->err_ns > e1 && t->clk_dom != d1) { e2 = e1; e1 = D->err_ns; d1 = t->clk_dom; }
+        else if (D->err_ns > e2 && t->clk_dom != d1) e2 = D->err_ns;
+        base[p] = -t->clk_off_ns;
     }
-    if (same_host) {
-        *clock = SC_MONOTONIC;
-        for (int p = 0; p < n; p++) base[p] = 0;
-    } else if (have_init) {
-        /* one offset per host: the median of its members' init exits, so
-         * that ranks of one host keep their exact relative times */
-        *clock = SC_INIT;
-        hostplace *hp = xmalloc(sizeof *hp * (size_t)n);
-        int64_t *v = xmalloc(sizeof(int64_t) * (size_t)n);
-        for (int p = 0; p < n; p++) hp[p] = (hostplace){a->tr[gc->member[p]]->host, p};
-        if (n > 1) qsort(hp, (size_t)n, sizeof *hp, cmp_hostplace);
-        for (int i = 0, j; i < n; i = j) {     /* hp[i..j): one host */
-            for (j = i; j < n && !strcmp(hp[j].host, hp[i].host); j++)
-                v[j - i] = a->tr[gc->member[hp[j].p]]->comms[gc->local[hp[j].p]].init_exit;
-            int64_t m = median64(v, j - i);
-            for (int q = i; q < j; q++) base[hp[q].p] = m;
-        }
-        free(hp); free(v);
-    } else {
-        *clock = SC_WALL;
-        for (int p = 0; p < n; p++) {
-            const ta_trace *t = a->tr[gc->member[p]];
-            base[p] = t->clock_mono - llround(t->clock_real * 1e9);
-        }
-    }
+    *err = e1 + e2;
     return 1;
 }
 
@@ -174,7 +147,7 @@ static int table_build(ta_an *a, int g, table *tb)
     if (lo > hi) return 0;
     uint32_t i0 = ta_gseq_lower(gc, lo), m = ta_gseq_lower(gc, (uint64_t)hi + 1) - i0;
     int64_t *base = xmalloc(sizeof(int64_t) * (size_t)n);
-    if (!m || !clock_bases(a, gc, base, &tb->clock)) { free(base); return 0; }
+    if (!m || !clock_bases(a, gc, base, &tb->clock, &tb->clock_err)) { free(base); return 0; }
     tb->n = n;
     tb->e = xmalloc(sizeof(int64_t) * (size_t)n * m);
     tb->seq = xmalloc(sizeof(uint32_t) * m);
@@ -210,7 +183,7 @@ static int table_build(ta_an *a, int g, table *tb)
 static int64_t row_median(const table *tb, int64_t r, int64_t *scratch)
 {
     memcpy(scratch, tb->e + r * tb->n, sizeof(int64_t) * (size_t)tb->n);
-    return median64(scratch, tb->n);
+    return ta_median64(scratch, tb->n);
 }
 
 static int64_t interval_mean(const table *tb)
@@ -262,7 +235,7 @@ static int64_t spread_summary(ta_gcomm *gc, const table *tb, int64_t min_ns)
         if (v[r] > gc->spread_max_ns) { gc->spread_max_ns = v[r]; gc->spread_max_seq = tb->seq[r]; }
     }
     gc->spread_n = tb->nrows;
-    gc->spread_median_ns = median64(v, tb->nrows);
+    gc->spread_median_ns = ta_median64(v, tb->nrows);
     gc->spread_clock = tb->clock;
     free(v);
     return wide;
@@ -345,7 +318,7 @@ static int find_late_set(const table *tb, int64_t min_ns, result *res)
         if ((big + (N - q)) * 2 < N) continue;
         for (int64_t r = 0; r < N; r++)
             if (!is_last[r]) row_gap(tb, r, in_s, k, 0, &gap[r], &jit[r]);
-        int64_t med_gap = median64(gap, N), med_jit = median64(jit, N);
+        int64_t med_gap = ta_median64(gap, N), med_jit = ta_median64(jit, N);
         int64_t thr = med_jit * NOISE_FACTOR > min_ns ? med_jit * NOISE_FACTOR : min_ns;
         if (thr < 1) thr = 1;             /* late means later: entries that tie are not */
         if (med_gap < thr) continue;
@@ -381,7 +354,7 @@ static int find_late_set(const table *tb, int64_t min_ns, result *res)
             }
             sp[r] = e[tb->ord[r * n + n - 1]] - e[tb->ord[r * n]];
         }
-        res->spread = median64(sp, N);
+        res->spread = ta_median64(sp, N);
         free(o); free(op);
     }
     free(h); free(in_s); free(is_last); free(gap); free(jit);
@@ -422,7 +395,7 @@ static void describe(ta_an *a, ta_finding *f)
                            "others%s (max %s, %sat %s #%lld at %s)%s%s",
                            many ? "ranks" : "rank", who, many ? "" : "s", ta_comm_name(a, f->g), last, med, share, mx,
                            which, call, (long long)f->seq, site, also,
-                           st->clock == SC_WALL ? "; clocks of different hosts aligned by wall time, which may be "
+                           st->clock == TC_WALL ? "; clocks of different hosts aligned by wall time, which may be "
                                                   "off by milliseconds" : "");
     if (many)
         f->hint = xstrdup("the other members wait for these ranks in every collective, so the job runs at their pace: "
@@ -459,6 +432,7 @@ void ta_detect_straggler(ta_an *a, int look)
         int64_t interval = interval_mean(&tb);
         int64_t floor_ns = a->straggler_ns;
         if ((double)interval * a->straggler_frac > (double)floor_ns) floor_ns = llround((double)interval * a->straggler_frac);
+        if (tb.clock_err > floor_ns) floor_ns = tb.clock_err;      /* what the clocks' alignment cannot support */
         int64_t wide = spread_summary(gc, &tb, floor_ns);
         result res;
         if (tb.nrows < MIN_COLLECTIVES || wide * 2 < tb.nrows) { table_free(&tb); continue; }
@@ -538,7 +512,7 @@ void ta_json_straggler(ta_jw *w, ta_an *a, const ta_finding *f)
     jw_int(w, "threshold_ns", st->threshold_ns);
     jw_int(w, "interval_ns", st->interval_ns);
     jw_int(w, "spread_median_ns", st->spread_ns);
-    jw_str(w, "clock", ta_strag_clock_names[st->clock]);
+    jw_str(w, "clock", ta_clock_method_names[st->clock]);
     jw_key(w, "also_comms");
     jw_open(w, '[');
     for (int k = 0; k < st->nalso; k++) { jw_sep(w); jw_string(w->o, ta_comm_name(a, st->also[k])); }

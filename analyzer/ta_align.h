@@ -20,7 +20,8 @@ int ta_sig_sent(const ta_an *a, int st, int lc, int to, uint32_t seq, double wal
 int ta_sig_equal(const ta_call *x, const ta_call *y);
 /* ring windows: what a trace that lost its oldest records still covers */
 uint32_t ta_window_start(const ta_trace *t, int lc);                  /* lowest seq of comm lc covered: 1 all */
-int ta_coll_lost(const ta_an *a, int t, int g, uint32_t seq);          /* 1: seq of g is older than t's window */
+/* 1: seq of g is older than t's window, or t numbered it but the full folder kept no record of it */
+int ta_coll_lost(const ta_an *a, int t, int g, uint32_t seq);
 int ta_p2p_lost(const ta_an *a, int t, int lc, int peer, int dir_send, uint32_t seq, double wall);
 
 #endif

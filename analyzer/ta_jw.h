@@ -9,9 +9,9 @@
 
 typedef struct ta_jw { FILE *o; int first[64]; int depth; } ta_jw;   /* first: {1}, depth 0 */
 
-/* length of the valid UTF-8 sequence at p, 0 if invalid (the writers' escaping) */
-int ta_utf8_len(const unsigned char *p);
-void jw_string(FILE *o, const char *s);     /* a string value (NULL: null), escaped, UTF-8 made valid */
+/* a string value (NULL: null): the true value, escaped as JSON (hidden characters as \uXXXX: ta_esc.h),
+ * bytes that are not UTF-8 made U+FFFD */
+void jw_string(FILE *o, const char *s);
 void jw_sep(ta_jw *w);                      /* the comma before a member or element */
 void jw_key(ta_jw *w, const char *k);
 void jw_open(ta_jw *w, char c);             /* '{' or '[' */

@@ -53,7 +53,9 @@ enum { TA_LOOK_CALLS, TA_LOOK_FINDINGS, TA_LOOKS };
     X(INIT,       "init",             6,   0,                NULL,                 NULL,               ta_text_init)       \
     X(NO_TRACE,   "no_trace",         8,   0,                NULL,                 NULL,               NULL)               \
     X(SIGNAL,     "signal",           5,   0,                NULL,                 ta_json_signal,     ta_text_signal)     \
-    X(CONFIG,     "config_mismatch",  6,   0,                ta_detect_config,     ta_json_config,     ta_text_config)
+    X(CONFIG,     "config_mismatch",  6,   0,                ta_detect_config,     ta_json_config,     ta_text_config)     \
+    X(TRACE_LOST, "trace_lost",       10,  TA_KF_NEVER_ROOT, ta_detect_lost,       ta_json_lost,       ta_text_lost)       \
+    X(DEAD,       "dead",             3,   0,                ta_detect_dead,       ta_json_dead,       ta_text_dead)
 
 #define TA_KIND_ENUM_(id, name, rank, flags, detect, json, text) K_##id,
 enum { TA_KINDS(TA_KIND_ENUM_) K_N };
@@ -108,6 +110,14 @@ void ta_text_nan(struct ta_tx *x, const struct ta_finding *f);
 void ta_detect_straggler(struct ta_an *a, int look);
 void ta_json_straggler(struct ta_jw *w, struct ta_an *a, const struct ta_finding *f);
 void ta_text_straggler(struct ta_tx *x, const struct ta_finding *f);
+/* kind_lost.c: calls the full trace folder could not take */
+void ta_detect_lost(struct ta_an *a, int look);
+void ta_json_lost(struct ta_jw *w, struct ta_an *a, const struct ta_finding *f);
+void ta_text_lost(struct ta_tx *x, const struct ta_finding *f);
+/* kind_dead.c: a rank that died outside the hang */
+void ta_detect_dead(struct ta_an *a, int look);
+void ta_json_dead(struct ta_jw *w, struct ta_an *a, const struct ta_finding *f);
+void ta_text_dead(struct ta_tx *x, const struct ta_finding *f);
 /* kind_hang.c: the kinds only the hang analysis finds */
 void ta_text_missing(struct ta_tx *x, const struct ta_finding *f);
 void ta_text_init(struct ta_tx *x, const struct ta_finding *f);

@@ -15,6 +15,7 @@
  *                 the job's graphs identified across ranks)
  *   ta_align.h    align.c: communicator table, per-seq tables built, p2p matching,
  *                 completion simulation (what could never finish), ring windows
+ *   ta_clock.h    clocks.c: every rank's clock put on one (what the collectives prove)
  *   ta_site.h     pystack.c (Python call sites), symbolize.c (libdw) or symbolize_plain.c (without),
  *                 replay.c (a replayed call named: replay N of graph G, captured at, launched at)
  *   ta_finding.h  the findings: ta_finding, findings.c (constructors, messages),
@@ -33,7 +34,7 @@
  *   main.c        options, the order of the phases
  * Layers, lowest first (each file calls only into its own layer's lower
  * files or lower layers; tests/common/callgraph.py checks there is no
- * circle): model, seq; site; load, ring; align; findings, the hang
+ * circle): model, seq; site; load, ring; align, clocks; findings, the hang
  * analysis, the kinds' detectors and writers (over jw, tx); kinds.c;
  * out_*; main.c.
  * Traces are parsed one file at a time with cJSON and converted into the
@@ -349,6 +350,14 @@ typedef struct {
     int64_t pid;
     double start_time, write_time, clock_real;
     int64_t clock_mono;
+    /* the clock sample of the trace's last write (clock_write; absent in older traces: has_clock_w 0) */
+    double clock_real_w;
+    int64_t clock_mono_w;
+    int has_clock_w;
+    /* clocks.c: this trace's place on the job's one clock (common = CLOCK_MONOTONIC + clk_off_ns);
+     * clk_set 0 until then: its own clock sample */
+    int64_t clk_off_ns;
+    int clk_dom, clk_set;
     int end_state, end_signal, end_in_call;
     char *cmdline;        /* joined with spaces */
     char **env; int nenv; /* "NAME=value" */
@@ -364,6 +373,12 @@ typedef struct {
     int64_t ring_capacity, ring_lost;    /* records before the kept window (overwritten in the ring, or
                                             not loaded: unloaded): 0 none */
     int64_t unloaded;     /* oldest calls not loaded: past the call budget (budget.c) */
+    /* what the trace folder could not take (the ring header's lost_errno, file_records, file_comms):
+     * lost_folder records at the window's end were never in the ring file (newer than every call kept
+     * after the folder filled: unknown, not missing), communicator slots from lost_comms_from on
+     * neither (0: none); lost_errno the first error (ENOSPC...), 0 */
+    int64_t lost_folder;
+    int lost_errno, lost_comms_from;
     /* operations a communicator's abort released (ta_aborts_resolve): counted as not complete */
     int64_t aborted_ops;
     int64_t abort_enter;  /* the first abort (ncclCommAbort, Revoke) of a communicator, TA_NULL64 */
@@ -442,12 +457,14 @@ typedef struct {
     int rank;             /* -1: unknown */
     int err;              /* errno, 0 unknown */
     int64_t pid, bytes;   /* -1: not given */
+    int empty;            /* an empty marker (the folder had no room for its line): job (as file names
+                             write it), rank, host and pid are its name's */
 } ta_wfail;
 
 /* ---- global communicator table ------------------------------------------------ */
-/* how the members' entry times were put on one clock (straggler.c; entry_spread) */
-enum { SC_MONOTONIC, SC_INIT, SC_WALL };
-extern const char *const ta_strag_clock_names[3];
+/* how the members' entry times were put on one clock (straggler.c; entry_spread): a TC_*
+ * of ta_clock.h, whose names are ta_clock_method_names */
+extern const char *const ta_clock_method_names[];
 typedef struct {
     uint64_t id, parent;
     int has_parent;
@@ -468,7 +485,7 @@ typedef struct {
     int64_t spread_n;        /* collectives measured; 0: none */
     int64_t spread_median_ns, spread_max_ns;
     uint32_t spread_max_seq;
-    int spread_clock;        /* SC_* */
+    int spread_clock;        /* TC_* (ta_clock.h) */
 } ta_gcomm;
 
 typedef struct {
@@ -524,6 +541,7 @@ typedef struct ta_an {
     ta_jgraph *graphs; int ngraphs;   /* the job's CUDA graphs (graphs.c) */
     /* results */
     struct ta_finding *f; int nf;
+    struct ta_clocks *clk;       /* clocks.c: how the ranks' clocks were put on one, NULL before */
     int *stuck;                  /* per trace: 1 when it waits on something */
     int *root;                   /* per trace: 1 when a root of the hang */
 } ta_an;
@@ -542,6 +560,7 @@ void ta_note_cut(ta_an *a, const char *file, int64_t bytes, const char *fmt, ...
 const char *ta_intern(const char *s);
 int ta_module_intern(ta_an *a, const char *path, const char *build_id);
 uint64_t ta_hash64(uint64_t h, uint64_t v);
+int64_t ta_median64(int64_t *v, int64_t n);    /* median of v[0..n) (sorts v); n > 0 */
 const char *ta_signame(int sig);
 char *ta_end_text(const ta_an *a, const ta_trace *t);
 char *ta_missing_text(const ta_an *a, int i);   /* missing rank i: "no trace" or "write failed (...)" */

@@ -10,6 +10,8 @@
 
 void ta_out_text(ta_an *a, FILE *o);
 void ta_out_json(ta_an *a, FILE *o);
+struct ta_jw;
+void ta_json_clocks(struct ta_jw *w, const ta_an *a);   /* out_clocks.c: --json's "clocks" */
 void ta_out_markdown(ta_an *a, FILE *o);   /* at most TA_MD_LIMIT characters, whatever the job */
 #define TA_MD_LIMIT 60000
 /* --reports PREFIX (out_reports.c): PREFIX.txt (text: ta_text_capture's, the document stdout got),
@@ -28,15 +30,23 @@ const char *ta_job_choice(const ta_an *a);
  * user1, user2, ... (json: the document's keys are left alone), and the
  * same in the --html and --timeline files written (html, timeline: NULL
  * none). ta_anon_begin: 0 done;
- * -1: ta_anon_begin could not hold the output back (a message said so). */
+ * -1: ta_anon_begin could not hold the output back (a message said so). ta_anon_end: 0, or -1 when
+ * a file could not be rewritten (a message said so; standard output: the caller checks it). */
 int ta_anon_begin(void);
-void ta_anon_end(ta_an *a, int json, const char *html, const char *timeline);
+int ta_anon_end(ta_an *a, int json, const char *html, const char *timeline);
 
 /* a file tranalyze writes where it is told (out_file.c): made new under a temporary name (*tmp),
  * mode 0600, no link followed (NULL: errno says why), then ta_file_commit: closed and renamed over
  * path when whole (0), else removed (-1, errno says why); tmp freed either way */
 FILE *ta_file_create(const char *path, char **tmp);
 int ta_file_commit(FILE *o, const char *path, char *tmp);
+/* standard output flushed: 1 when what was written to it is not whole, said once on stderr
+ * ("tranalyze: cannot write the report to standard output: <errno's text>"; ta_stdout_said: err's);
+ * ta_stdout_open (first thing): stdout made a stream that keeps the errno of its first failed write */
+void ta_stdout_open(void);
+int ta_stdout_failed(void);
+int ta_stdout_done(void);     /* ... and a file system's error at close (stdout stays open): -1, else 0 */
+void ta_stdout_said(int err);
 
 /* --timeline FILE (out_timeline.c): the Chrome/Perfetto trace-event JSON; --html FILE
  * (out_html.c): one self-contained page, its diagnosis the text document (text: from

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ta_esc.h"
 #include "ta_site.h"
 #include "ta_tx.h"
 
@@ -101,7 +102,9 @@ static void head(ta_tx *x, const ta_finding *f, const char *at, const char *mess
         else fprintf(o, "ROOT CAUSE: ");
         fprintf(o, "%s%s%s%s\n", name, f->subkind[0] ? " / " : "", f->subkind, w);
     } else fprintf(o, "- %s%s%s%s\n", name, f->subkind[0] ? " / " : "", f->subkind, w);
-    fprintf(o, "%s%s\n", x->ind, message ? message : "");
+    fputs(x->ind, o);       /* the message: its strings as the traces had them (ta_esc.h) */
+    ta_esc_puts(o, message ? message : "", md ? TA_ESC_MD : TA_ESC_TEXT);
+    fputc('\n', o);
     if (md) fputc('\n', o);
     free(w);
 }
@@ -121,8 +124,16 @@ void ta_tx_side(ta_tx *x, const ta_side *s, const char *label)
     /* a replayed call says which replay of which graph it is */
     char *site = s->call >= 0 ? ta_call_site_text(a, t, s->call) : ta_site_text(a, t, stack, py);
     char *sig = s->call >= 0 ? ta_call_sig(t, s->call) : xstrdup("");
-    if (md) fprintf(o, "%s- rank%s %s%s: `%s` at `%s`\n", indent, s->nranks > 1 ? "s" : "", r, label, sig, site);
-    else fprintf(o, "%srank%s %s%s: %s at %s\n", indent, s->nranks > 1 ? "s" : "", r, label, sig, site);
+    if (md) {
+        fprintf(o, "%s- rank%s %s%s: ", indent, s->nranks > 1 ? "s" : "", r, label);
+        if (*sig) ta_esc_code(o, sig, strlen(sig), strlen(sig), 0);
+        else fputs("``", o);
+        fputs(" at ", o);
+        ta_esc_code(o, site, strlen(site), strlen(site), 0);
+        fputc('\n', o);
+    } else {
+        ta_esc_printf(o, "%srank%s %s%s: %s at %s\n", indent, s->nranks > 1 ? "s" : "", r, label, sig, site);
+    }
     free(r); free(site); free(sig);
 }
 

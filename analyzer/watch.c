@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ta_esc.h"
 #include "ta_model.h"
 #include "ta_watch.h"
 
@@ -328,7 +329,7 @@ static void report_stall(watcher *w, const trigger *t, double now)
         for (int i = 0; i < w->s.n; i++)
             if (tw_rank_of(&w->s.r[i]) == 0 && memchr(w->s.r[i].h.host, 0, sizeof w->s.r[i].h.host))
                 zero = w->s.r[i].h.host;
-        fprintf(stderr, "trshim: %s: the job stalls; the watcher on %s (rank 0's) gives the job-wide answer\n",
+        ta_esc_printf(stderr, "trshim: %s: the job stalls; the watcher on %s (rank 0's) gives the job-wide answer\n",
                 who, zero);
         return;
     }
@@ -353,7 +354,7 @@ static void report_stall(watcher *w, const trigger *t, double now)
         fprintf(stderr, "trshim: partial answer: %d of %d ranks' rings are in %s (the others' are on their "
                 "nodes: a trace folder all nodes share gives the whole job)\n", w->s.n, world, w->o->dir);
     if (rc == 0 || rc == 1)
-        fprintf(stderr, "trshim: full report: %s.txt (.json, .md); again: tranalyze --job %s %s\n", prefix, w->s.job,
+        ta_esc_printf(stderr, "trshim: full report: %s.txt (.json, .md); again: tranalyze --job %s %s\n", prefix, w->s.job,
                 w->o->dir);
     fflush(stderr);
     free(text);
@@ -374,7 +375,7 @@ static int final_verdict(watcher *w, int open_stall)
     char *prefix = w->quiet ? NULL : report_prefix(w, NULL), *text = NULL;
     int rc = analyse(w, prefix, &text);
     if (rc == 2 && !w->s.n) {
-        fprintf(stderr, "trshim: verdict: no trace of job %s in %s: nothing was recorded (was libtrshim.so "
+        ta_esc_printf(stderr, "trshim: verdict: no trace of job %s in %s: nothing was recorded (was libtrshim.so "
                 "preloaded into the ranks? trshim doctor checks)\n", w->s.job, w->o->dir);
         free(text);
         free(prefix);
@@ -392,7 +393,7 @@ static int final_verdict(watcher *w, int open_stall)
         else
             fprintf(stderr, "trshim: verdict: %s (the reports: from the watcher on rank 0's host)\n", verdict_of(text));
     } else {
-        fprintf(stderr, "trshim: verdict: the traces in %s could not be analysed (tranalyze --job %s %s says why)\n",
+        ta_esc_printf(stderr, "trshim: verdict: the traces in %s could not be analysed (tranalyze --job %s %s says why)\n",
                 w->o->dir, w->s.job, w->o->dir);
     }
     fflush(stderr);

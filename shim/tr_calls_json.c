@@ -171,7 +171,15 @@ int tr_nccl_write_json(tr_json *j, const tr_rank_view *view, tr_nan_snap *checks
     uint8_t *p = buf;
     uint64_t pos = 0, in_buf = 0;
     for (uint64_t i = first; i < next && map; i++) {
-        if (!tr_ring_read(i, &rec)) continue;   /* not committed yet, or overwritten */
+        if (!tr_ring_read(i, &rec)) {
+            /* not committed yet (a thread is filling it: still in the ring's window), or overwritten.
+             * The window this write covers ends before a record not committed yet: "next" must not
+             * claim a call the trace lacks (a reader would take this trace as holding everything
+             * up to next, and miss that call once its record is complete in the ring file) */
+            uint64_t head = tr_ring_head();
+            if (i >= (head > cap ? head - cap : 0) && i < g_win_next) g_win_next = i;
+            continue;
+        }
         const trr_record *r = &rec;
         if (!rec_in_view(r, view, map, ncomm, gm, ng)) continue;
         int32_t comm = r->comm >= 0 && r->comm < ncomm ? map[r->comm] : -1;

@@ -207,6 +207,39 @@ static int to_memory(uint64_t off, uint64_t end)
 static uint32_t first_comms(uint64_t comms) { return comms < COMM_STEP ? (uint32_t)comms : COMM_STEP; }
 static uint64_t first_records(uint64_t cap) { return cap < REC_STEP ? cap : REC_STEP; }
 
+/* The header's note of what the folder could not take: lost_errno once (the
+ * first error), after the area's limit (file_records, file_comms) when the
+ * file stopped growing. */
+static void note_lost(int err)
+{
+    uint32_t none = 0;
+    __atomic_compare_exchange_n(&g_hdr->lost_errno, &none, (uint32_t)err, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+}
+
+static atomic_int g_full_said;       /* the folder-full line was given */
+
+int tr_ring_folder_full(int err)
+{
+    if (g_hdr) note_lost(err);
+    if (err != ENOSPC && err != EDQUOT) return -1;
+    return !atomic_exchange(&g_full_said, 1);
+}
+
+/* The file cannot grow (error e): one line, "the folder is full" when it is
+ * (once per process, whatever failed first); what stays in memory says what. */
+static void cannot_grow(int e, const char *what)
+{
+    int full = tr_ring_folder_full(e);
+    if (full == 1)
+        tr_warn("the trace folder %s is full (%s): the ring file %s cannot grow: newer %s are kept in memory only, "
+                "lost unless room is made before this process's traces are written (a trace that cannot be written "
+                "leaves a .write-failed marker)",
+                tr_dir_path(), strerror(e), g_path, what);
+    else if (full < 0)
+        tr_warn("the ring file %s cannot grow (%s): newer %s are kept in memory only, lost if the process is killed",
+                g_path, strerror(e), what);
+}
+
 /* Record slots up to slot `upto` (exclusive, at most the capacity) backed,
  * g_back_mu held. 1, or 0 when they can be had in no way. */
 static int back_records_locked(uint64_t upto)
@@ -216,9 +249,8 @@ static int back_records_locked(uint64_t upto)
     if (want > g_cap) want = g_cap;
     int e = back_file(g_hdr->off_records + g_rec_backed * TRR_RECORD_BYTES, (want - g_rec_backed) * TRR_RECORD_BYTES);
     if (e) {
-        tr_warn("the ring file %s cannot grow (%s): newer calls are kept in memory only, lost if the process is "
-                "killed",
-                g_path, strerror(e));
+        __atomic_store_n(&g_hdr->file_records, g_rec_backed, __ATOMIC_RELAXED);
+        cannot_grow(e, "calls");
         if (to_memory(g_hdr->off_records + g_rec_backed * TRR_RECORD_BYTES, g_hdr->off_blobs) != 0) return 0;
         want = g_cap;
     }
@@ -256,9 +288,8 @@ static int back_comm(int32_t slot)
         if (want > g_max_comms) want = g_max_comms;
         int e = back_file(g_hdr->off_comms + (uint64_t)backed * TRR_COMM_BYTES, (uint64_t)(want - backed) * TRR_COMM_BYTES);
         if (e) {
-            tr_warn("the ring file %s cannot grow (%s): newer communicators are kept in memory only, lost if the "
-                    "process is killed",
-                    g_path, strerror(e));
+            __atomic_store_n(&g_hdr->file_comms, backed, __ATOMIC_RELAXED);
+            cannot_grow(e, "communicators");
             ok = to_memory(g_hdr->off_comms + (uint64_t)backed * TRR_COMM_BYTES, g_hdr->off_records) == 0;
             want = g_max_comms;
         }

@@ -83,6 +83,13 @@ void tr_ring_name_job(int dfd, const char *job_part);
  * mapping stays for whatever still records). */
 void tr_ring_retire(void);
 
+/* Something could not be written to the trace folder (err: the ring file
+ * could not grow, a trace write failed): the header's lost_errno keeps the
+ * first such error. Returns -1 when err is not a full folder (ENOSPC,
+ * EDQUOT); else 1 the first time in this process, when the caller says so
+ * in its one line, and 0 afterwards (said already: the caller says
+ * nothing, whatever else fails for lack of room). */
+int tr_ring_folder_full(int err);
 /* Process state in the header; async-signal-safe. */
 void tr_ring_set_state(int state, int signo);
 /* "Still alive": the header's heartbeat_ns := now; async-signal-safe. */

@@ -43,7 +43,13 @@ static trr_blob *blob_reserve(size_t payload)
         int e = tr_ring_back_file(a->hdr->off_blobs + g_blob_disk, want - g_blob_disk);
         if (e) {
             /* a store into a hole of a full disk would be SIGBUS: stop here */
-            tr_warn("the ring file's stack area cannot grow (%s): later stacks are not kept in it", strerror(e));
+            int full = tr_ring_folder_full(e);
+            if (full == 1)
+                tr_warn("the trace folder %s is full (%s): the ring file's stack area cannot grow: later stacks are "
+                        "not kept in it (a trace that cannot be written leaves a .write-failed marker)",
+                        tr_dir_path(), strerror(e));
+            else if (full < 0)
+                tr_warn("the ring file's stack area cannot grow (%s): later stacks are not kept in it", strerror(e));
             g_blob_full = 1;
             return NULL;
         }

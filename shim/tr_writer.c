@@ -163,11 +163,14 @@ static void marker_name(char *out, size_t cap, const char *name)
 
 /* A file of the folder dfd written through a temporary name (exclusive,
  * 0600, random part) and renamed to name; fill writes its content. 0, or
- * -1 with *err (errno value) and *bytes (written before the failure). */
+ * -1 with *err (errno value) and *bytes (written before the failure);
+ * *taken_by: the owner of another user's file at name (EEXIST), else -1. */
 typedef void (*fill_fn)(FILE *f, const void *arg);
 
-static int write_file(int dfd, const char *name, fill_fn fill, const void *arg, int *err, uint64_t *bytes)
+static int write_file(int dfd, const char *name, fill_fn fill, const void *arg, int *err, uint64_t *bytes,
+                      long *taken_by)
 {
+    *taken_by = -1;
     char tmp[800], prefix[800];
     snprintf(prefix, sizeof prefix, "%s.tmp.", name);
     *bytes = 0;
@@ -189,6 +192,15 @@ static int write_file(int dfd, const char *name, fill_fn fill, const void *arg, 
     if (fclose(f) != 0) bad = 1;
     *bytes = o.bytes;
     *err = o.err ? o.err : EIO;
+    /* another user's file at the name (a shared folder): left as it is, even
+     * where this process could replace it (root); a link is replaced, never
+     * followed */
+    struct stat st;
+    if (!bad && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) && st.st_uid != geteuid()) {
+        bad = 1;
+        *err = EEXIST;
+        *taken_by = (long)st.st_uid;
+    }
     if (!bad && renameat(dfd, tmp, dfd, name) != 0) {
         bad = 1;
         *err = errno;
@@ -215,6 +227,7 @@ static void fill_trace(FILE *f, const void *arg)
     const tr_settings *cfg = tr_cfg();
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
+    uint64_t now_mono = tr_now_ns();     /* read with `now`: a second clock sample (clock_write) */
 
     tr_json j;
     trj_init(&j, f);
@@ -261,6 +274,10 @@ static void fill_trace(FILE *f, const void *arg)
     trj_object_begin(&j, "clock");
     trj_double(&j, "realtime", proc->start_realtime);
     trj_uint(&j, "monotonic_ns", proc->start_mono_ns);
+    trj_object_end(&j);
+    trj_object_begin(&j, "clock_write");
+    trj_double(&j, "realtime", (double)now.tv_sec + (double)now.tv_nsec * 1e-9);
+    trj_uint(&j, "monotonic_ns", now_mono);
     trj_object_end(&j);
     tr_nan_snap *checks = tr_nan_snapshot();
     int in_call = tr_nccl_write_json(&j, view, checks);
@@ -332,9 +349,10 @@ static int write_trace(int dfd, const char *name, const tr_rank_view *view, cons
     trace_arg ta = {view, w};
     int err = 0;
     uint64_t bytes = 0;
+    long taken_by = -1, mtaken = -1;
     char mname[800];
     marker_name(mname, sizeof mname, name);
-    if (write_file(dfd, name, fill_trace, &ta, &err, &bytes) == 0) {
+    if (write_file(dfd, name, fill_trace, &ta, &err, &bytes, &taken_by) == 0) {
         for (int k = 0; k < g_nmarkers; k++)
             if (!strcmp(g_markers[k], mname)) {
                 unlinkat(dfd, mname, 0);      /* that trace is complete now */
@@ -348,7 +366,7 @@ static int write_trace(int dfd, const char *name, const tr_rank_view *view, cons
     uint64_t mbytes = 0;
     for (int k = 0; k < g_nmarkers && !known; k++) known = !strcmp(g_markers[k], mname);
     char note[1000];
-    if (write_file(dfd, mname, fill_marker, &ma, &merr, &mbytes) == 0) {
+    if (write_file(dfd, mname, fill_marker, &ma, &merr, &mbytes, &mtaken) == 0) {
         made = 1;
         snprintf(note, sizeof note, "marker %s left", mname);
     } else if (known) {
@@ -367,9 +385,14 @@ static int write_trace(int dfd, const char *name, const tr_rank_view *view, cons
         }
     }
     if (made && !known && g_nmarkers < MAX_VIEWS && (g_markers[g_nmarkers] = strdup(mname))) g_nmarkers++;
-    /* one format: one line per process, however many writes fail */
-    tr_warn("cannot write trace %s/%s: %s (after %llu bytes); %s", tr_dir_path(), name, strerror(err),
-            (unsigned long long)bytes, note);
+    /* one format: one line per process, however many writes fail; none when
+     * this process said already that the folder is full (the ring's line) */
+    if (taken_by >= 0)
+        tr_warn("cannot write trace %s/%s: the name is taken by a file of uid %ld, not this process's (left as it is); "
+                "%s", tr_dir_path(), name, taken_by, note);
+    else if (tr_ring_folder_full(err) != 0)
+        tr_warn("cannot write trace %s/%s: %s (after %llu bytes); %s", tr_dir_path(), name, strerror(err),
+                (unsigned long long)bytes, note);
     return -1;
 }
 

@@ -239,6 +239,14 @@ typedef struct {
     uint64_t pass_ns;               /* atomic: CLOCK_MONOTONIC of the poller's last pass */
     trr_mem mem[TRR_MEM_DEVICES];   /* device memory, by device (the first TRR_MEM_DEVICES used) */
     uint64_t mem_devices_dropped;   /* atomic: devices used beyond TRR_MEM_DEVICES */
+    /* Appended after the live fields (zeros in an older shim's file: nothing
+     * said). What the trace folder could not take (docs/trace-format.md
+     * "Lost to the folder"): file_records and file_comms are stored before
+     * lost_errno (release). */
+    uint32_t lost_errno;            /* atomic: the first error that kept something out of the folder (the ring
+                                     * file could not grow, a trace write failed): ENOSPC, EDQUOT, EFBIG...; 0 */
+    uint32_t file_comms;            /* comm slots [file_comms, max_comms) are in memory only; 0: none */
+    uint64_t file_records;          /* record slots [file_records, capacity) are in memory only; 0: none */
 } trr_header;
 
 typedef struct {

@@ -243,7 +243,10 @@ def case_system(c, ta, gen_traces, workdir):
         "- NVIDIA kernel driver differs: 580.65.06 on ranks 0-3; 580.95.05 on ranks 4, 5, 7; (not known) on rank 6",
         "- GPUs: 7 x NVIDIA H100 80GB HBM3 on 2 hosts",
         "- trshim 0.1.0",
-        "- transformers differs: 4.57.1 on 7 ranks; (not known) on rank 6"], "### System")
+        "- transformers differs: 4.57.1 on 7 ranks; (not known) on rank 6",
+        # two hosts: two clock domains, node1's placed by the world communicator's init (clocks.c)
+        "- clocks: 2 clock domains; times are on the clock of ranks 0-3 (node0); ranks 4-7 on node1: placed by "
+        "their communicators' inits, as well as they leave an init together"], "### System")
     rc2, text, _ = run(ta, [d])
     check("### System" not in text and "PyTorch" not in text and "580.65.06" not in text, "the text output changed")
 

@@ -169,7 +169,8 @@ def same_diagnosis(tranalyze, exe, work):
 
 def live(tranalyze, work):
     """A ring still RUNNING on this host whose process runs (this one) is a
-    live look, not a kill; one whose pid is gone was killed."""
+    live look, not a kill; one whose pid is gone was killed: it died (kind
+    dead), the live one is no finding."""
     import socket
     import time
     sys.path.insert(0, HERE)
@@ -186,10 +187,14 @@ def live(tranalyze, work):
         rg = gr.rank_ring(r)
         rg.h["start_mono_ns"] = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
         rg.write(os.path.join(out, gr.ring_name(r)))
-    res = json.loads(run(tranalyze, ["--json", out], 0).stdout)
+    res = json.loads(run(tranalyze, ["--json", out], 1).stdout)
     got = {r["rank"]: r["ended"]["state"] for r in res["ranks"]}
     if got != {0: "snapshot", 1: "killed"}:
         fail("end states %r, expected rank 0 (this process) snapshot, rank 1 (gone) killed" % got)
+    # issue 33: the killed one died while nothing waited for it: a finding
+    f = [(x["kind"], x["ranks"], x["others"]) for x in res["findings"]]
+    if f != [("dead", [1], [0])]:
+        fail("findings %r, expected rank 1 dead (others: rank 0)" % f)
     print("ok: a live ring is a snapshot, a dead one a kill")
 
 

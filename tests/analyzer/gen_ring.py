@@ -58,7 +58,8 @@ LAYOUTS = {
                ("heartbeat_ns", "Q"), ("end_ns", "Q"), ("blob_used", "Q"), ("stacks_dropped", "Q"),
                ("comms_dropped", "Q"), ("hang_sec", "I"), ("stalls", "I"), ("stall_ns", "Q"), ("stall_rec", "Q"),
                ("stall_since_ns", "Q"), ("pending", "I"), ("pad2", "I"), ("pending_since_ns", "Q"),
-               ("pass_ns", "Q"), ("mem", "%ds" % (MEM_DEVICES * MEM_BYTES)), ("mem_devices_dropped", "Q")],
+               ("pass_ns", "Q"), ("mem", "%ds" % (MEM_DEVICES * MEM_BYTES)), ("mem_devices_dropped", "Q"),
+               ("lost_errno", "I"), ("file_comms", "I"), ("file_records", "Q")],
     # trr_mem: header.mem holds MEM_DEVICES of them (packed by mem_slots)
     "mem": [("used", "I"), ("device", "i"), ("live", "Q"), ("peak", "Q"), ("allocs", "Q"), ("frees", "Q"),
             ("peak_ns", "Q"), ("failures", "Q"), ("fail_bytes", "Q"), ("fail_live", "Q"), ("fail_free", "Q"),
@@ -719,7 +720,9 @@ def sc_ring_snapshot_killed(out):
 
 def sc_ring_torn(out):
     """rank 3 was killed while writing its last record (stamp not set): it
-    is read up to the record before, and the note counts it"""
+    is read up to the record before, and the note counts it. Every rank was
+    killed (rings alone) while nobody waited: they died (kind dead, issue 33),
+    the first by its last sign of life named, the others as well"""
     ranks, wid = g.world_job("torn", 4)
     for step in range(5):
         for r in ranks:
@@ -731,7 +734,9 @@ def sc_ring_torn(out):
         if r.rank == 3:
             rg.torn.add(len(r.calls) - 1)
         rg.write(os.path.join(out, ring_name(r)))
-    expect(out, 0, [], nranks=4, ranks={"3": {"calls": 5, "ended.state": "killed"}, "0": {"calls": 5}},
+    expect(out, 1, [g.F("dead", wid, 5, [0, 1, 2, 3], "train_step", others=[],
+                        message_contains=["died outside any collective the others waited in", "died as well"])],
+           nranks=4, ranks={"3": {"calls": 5, "ended.state": "killed"}, "0": {"calls": 5}},
            notes=[[ring_name(ranks[3]), "torn"], [ring_name(ranks[3]), "the last one included"]])
 
 
@@ -822,14 +827,17 @@ def sc_ring_other_job(out):
 
 def sc_ring_signaled(out):
     """a ring whose process died of SIGABRT before its JSON write completed;
-    no job variable, no rank variable: job and rank from the communicator"""
+    no job variable, no rank variable: job and rank from the communicator.
+    Both died of SIGABRT while nothing hung: kind dead (issue 33)"""
     ranks, wid = g.world_job("abrt", 2)
     for r in ranks:
         r.coll(0, count=16, site="train_step", caller="train_step")
     os.makedirs(out, exist_ok=True)
     for r in ranks:
         rank_ring(r, state=SIGNALED, signo=6, env_rank=False, job=False).write(os.path.join(out, ring_name(r)))
-    expect(out, 0, [], nranks=2, job="0x%x" % int(wid, 16),
+    expect(out, 1, [g.F("dead", wid, 1, [0, 1], "train_step", others=[],
+                        message_contains=["killed by SIGABRT", "rank 1 died as well"])],
+           nranks=2, job="0x%x" % int(wid, 16),
            ranks={"0": {"ended.state": "signal", "ended.signal_name": "SIGABRT", "ring.from_ring": True}})
 
 

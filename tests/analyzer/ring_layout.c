@@ -28,6 +28,7 @@ int main(void)
     F(trr_header, hang_sec); F(trr_header, stalls); F(trr_header, stall_ns); F(trr_header, stall_rec);
     F(trr_header, stall_since_ns); F(trr_header, pending); F(trr_header, pad2); F(trr_header, pending_since_ns);
     F(trr_header, pass_ns); F(trr_header, mem); F(trr_header, mem_devices_dropped);
+    F(trr_header, lost_errno); F(trr_header, file_comms); F(trr_header, file_records);
     END(trr_header);
     BEGIN("mem");
     F(trr_mem, used); F(trr_mem, device); F(trr_mem, live); F(trr_mem, peak); F(trr_mem, allocs); F(trr_mem, frees);

@@ -70,14 +70,15 @@ MEM_DEVICES = 8               # TRR_MEM_DEVICES
 MEM = struct.Struct("<IiQQQQQQQQQQQiii28s")
 MEM_FIELDS = ["used", "device", "live", "peak", "allocs", "frees", "peak_ns", "failures", "fail_bytes", "fail_live",
               "fail_free", "fail_total", "fail_ns", "fail_stack", "fail_pystack", "fail_code", "fail_api"]
-HEADER = struct.Struct("<8sIIIIQII5Q4idQ64s256s32s32s16sIIQIiiIQQQQQIIQQQIIQQ%dsQ" % (MEM_DEVICES * MEM.size))
+HEADER = struct.Struct("<8sIIIIQII5Q4idQ64s256s32s32s16sIIQIiiIQQQQQIIQQQIIQQ%dsQIIQ" % (MEM_DEVICES * MEM.size))
 HEADER_FIELDS = ["magic", "version", "header_bytes", "record_bytes", "comm_bytes", "capacity", "max_comms",
                  "fp_interval", "off_comms", "off_records", "off_blobs", "blob_bytes", "file_bytes", "pid",
                  "env_rank", "world_size", "local_rank", "start_realtime", "start_mono_ns", "host", "job_id",
                  "job_source", "rank_source", "trshim_version", "stack_depth", "pad0", "head", "ncomms",
                  "state", "signo", "writes", "heartbeat_ns", "end_ns", "blob_used", "stacks_dropped",
                  "comms_dropped", "hang_sec", "stalls", "stall_ns", "stall_rec", "stall_since_ns", "pending", "pad2",
-                 "pending_since_ns", "pass_ns", "mem", "mem_devices_dropped"]
+                 "pending_since_ns", "pass_ns", "mem", "mem_devices_dropped", "lost_errno", "file_comms",
+                 "file_records"]
 RECORD = struct.Struct("<QIBBBBiiiiiiiiIiQQQQQQQQQ")
 RECORD_FIELDS = ["stamp", "state", "op", "depth", "capturing", "gpu", "comm", "dtype", "redop", "root", "stack",
                  "tid", "device", "rc", "group", "pystack", "seq", "count", "sendbuff", "recvbuff", "stream",
@@ -97,7 +98,7 @@ STACK = struct.Struct("<II")
 PYCODE = struct.Struct("<IiII")
 PYSTACK = struct.Struct("<II")
 
-assert HEADER.size == 1736 and MEM.size == 136 and RECORD.size == 128 and COMM.size + CHECKPOINTS * CHECKPOINT.size == 920 and COMM_TAIL.size == 24
+assert HEADER.size == 1752 and MEM.size == 136 and RECORD.size == 128 and COMM.size + CHECKPOINTS * CHECKPOINT.size == 920 and COMM_TAIL.size == 24
 assert MODULE.size == 80 and STACK.size == 8 and PYCODE.size == 16 and PYSTACK.size == 8
 assert GRAPH.size == 56 and GRAPH_CALL.size == 80
 

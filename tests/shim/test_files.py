@@ -474,8 +474,9 @@ def case_ring_full(c):
     w = warnings(p.stderr)
     eq(len(w), 1, "one trshim: line (%s)" % w)
     path = os.path.join(d, ring_name(pid))
-    eq(w[0], "trshim: the ring file %s cannot grow (No space left on device): newer calls are kept in memory only, "
-       "lost if the process is killed" % path, "the line")
+    eq(w[0], "trshim: the trace folder %s is full (No space left on device): the ring file %s cannot grow: newer "
+       "calls are kept in memory only, lost unless room is made before this process's traces are written (a trace "
+       "that cannot be written leaves a .write-failed marker)" % (d, path), "the line")
     eq(sorted(os.listdir(d)), sorted([ring_name(pid), trace_name(pid)]), "the folder's files")
     t = read_trace(os.path.join(d, trace_name(pid)), Failure)
     eq(len(t["calls"]), 100 + n, "calls in the trace")

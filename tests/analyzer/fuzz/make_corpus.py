@@ -15,7 +15,10 @@ ring/: small ring files made with tests/analyzer/gen_ring.py (a killed rank
        among JSON traces, a wrapped ring, Python stacks in blobs, a JSON
        snapshot merged with its ring, a process that died of a signal, a
        torn record, a ring alone), each ring cut to what it holds
-       (a few records, communicator slots and blob bytes).
+       (a few records, communicator slots and blob bytes); huge_slots_*:
+       rings whose communicator slots claim 1,048,575 ranks each (alone,
+       among a job's rings, in a file cut short of the 65535 slots its
+       header claims).
 
 Run it again when the trace or ring format changes (the seeds are then of
 the new format); the files are small (a few hundred KB in all). Stdlib only."""
@@ -235,6 +238,45 @@ def crash_seeds():
                                       blobs)}
 
 
+BIG = 1048575          # the largest communicator size a trace may give (TA_COMM_PLACES_MAX - 1)
+
+
+def huge_slots(r, n, cut=None, **kw):
+    """Rank r's small ring with n more communicator slots, each claiming BIG
+    ranks (ids of its own, no calls): places the analysis must not make
+    from a file of a few KiB (issue 33, item 5). cut: the header says
+    max_comms = ncomms = cut (far more than the file holds; the file ends
+    after its slots)."""
+    rg, _ = small_ring(r, **kw)
+    for i in range(n):
+        rg.comms.append(dict(rg.comms[0], id=0x7e57000000000000 + (r.rank << 16) + i, size=BIG, rank=r.rank,
+                             parent=-1, parent_id=0, kind=0, colls=0, fp_seq=0, fp_hash=0, fp_step=0,
+                             ncheckpoints=0, checkpoints=[]))
+    rg.h["max_comms"] = len(rg.comms)
+    data = rg.to_bytes()
+    if cut:
+        # the header's max_comms and ncomms say `cut` slots; the file holds the header and its real slots only
+        rg.h["max_comms"] = cut
+        full = bytearray(rg.to_bytes())
+        data = bytes(full[:4096 + len(rg.comms) * 1024])
+    return data
+
+
+def huge_seeds():
+    """rings whose communicator slots claim BIG ranks each: one alone, one
+    among a job's rings (its peers' world communicator real), and one whose
+    header claims 65535 slots in a file cut after its 40"""
+    g.random.seed(4323)
+    ranks, _ = g.world_job("fzhuge", 2)
+    for step in range(3):
+        for r in ranks:
+            r.coll(0, count=64, site="train_step", caller="train_step")
+    return {"huge_slots_alone": [(gr.ring_name(ranks[0]), huge_slots(ranks[0], 64))],
+            "huge_slots_job": [(gr.ring_name(r), huge_slots(r, 32) if r.rank == 1 else small_ring(r)[1])
+                               for r in ranks],
+            "huge_slots_cut": [(gr.ring_name(ranks[1]), huge_slots(ranks[1], 40, cut=65535))]}
+
+
 def main():
     corpus = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "tests", "analyzer", "corpus")
     # the generated seeds are rewritten; others (crafted by hand: crafted_*) stay
@@ -265,7 +307,8 @@ def main():
         with open(os.path.join(corpus, "json", name), "wb") as f:
             f.write(data)
         total += len(data)
-    for name, files in list(ring_seeds().items()) + list(crash_seeds().items()) + list(pyexc_seeds().items()):
+    for name, files in (list(ring_seeds().items()) + list(crash_seeds().items()) + list(pyexc_seeds().items()) +
+                        list(huge_seeds().items())):
         data = seed(files)
         with open(os.path.join(corpus, "ring", name), "wb") as f:
             f.write(data)

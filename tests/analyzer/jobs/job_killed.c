@@ -5,7 +5,10 @@
  * KILL_AFTER_MS (default 1000): how long rank 2 lives after its stream
  * synchronized; 0: killed at once, before the completion poller's next look,
  * yet its ring must say its last collective completed (the synchronization
- * proved it). */
+ * proved it).
+ * KILL_AT=end: rank 2 is killed after the last step instead, once every
+ * rank passed the final barrier, outside any NCCL call (die_after_training());
+ * the others finish cleanly: nobody waits for it, yet it died. */
 #include <signal.h>
 #include "job.h"
 
@@ -19,6 +22,14 @@ static NOINLINE void die_suddenly(int step)
     }
 }
 
+static NOINLINE void die_after_training(void)
+{
+    if (rank == 2) {
+        trtest_sleep_ms(trtest_env_int("KILL_AFTER_MS", 1000));   /* the poller has seen its last call complete */
+        kill(getpid(), SIGKILL);
+    }
+}
+
 static NOINLINE void train_step(void)
 {
     NCCLCHECK(ncclAllReduce(buf, buf, 65536, ncclFloat32, ncclSum, wcomm, stream));
@@ -26,12 +37,17 @@ static NOINLINE void train_step(void)
 
 int main(void)
 {
+    const char *at = getenv("KILL_AT");
+    int at_end = at && !strcmp(at, "end");
     job_setup();
     for (int step = 0; step < 5; step++) {
-        die_suddenly(step);
+        if (!at_end) die_suddenly(step);
         train_step();
         job_sync();
     }
-    job_finish();
+    job_sync();
+    trtest_file_barrier("done", rank, world);
+    if (at_end) die_after_training();
+    NCCLCHECK(ncclCommDestroy(wcomm));
     return 0;
 }

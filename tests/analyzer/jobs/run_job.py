@@ -118,6 +118,10 @@ def main():
         # issue 30: what a finding must not say (a completed operation called not complete)
         if "message_lacks" in w and w["message_lacks"] in (g.get("message") or ""):
             fail("finding %d: the message says %r: %r" % (i, w["message_lacks"], g.get("message")), log)
+        # issue 33: how a dead rank died (kind dead), each key given exactly
+        for k, v in w.get("died", {}).items():
+            if (g.get("died") or {}).get(k) != v:
+                fail("finding %d: died.%s is %r, expected %r" % (i, k, (g.get("died") or {}).get(k), v), log)
         for r, state in w.get("ended", {}).items():
             ended = [x.get("ended", {}).get("state") for x in res["ranks"] if x.get("rank") == int(r)]
             if ended != [state]:
