@@ -34,9 +34,9 @@ ALLOWED_NEEDED = {"libc.so.6", "libm.so.6", "libdl.so.2", "libpthread.so.0", "li
 
 
 def _elf_reader():
-    """the Elf class of the trshim command (python/trshim/cli.py)"""
+    """the Elf class of the trshim command (python/trshim/elf.py, loaded by its path: standard library only)"""
     import importlib.util
-    spec = importlib.util.spec_from_file_location("_trshim_cli", os.path.join(HERE, "..", "python", "trshim", "cli.py"))
+    spec = importlib.util.spec_from_file_location("_trshim_elf", os.path.join(HERE, "..", "python", "trshim", "elf.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod.Elf

@@ -1,3 +1,4 @@
+"""python -m trshim: the trshim command (trshim.cli)."""
 import sys
 
 from .cli import entry

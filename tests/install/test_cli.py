@@ -54,7 +54,7 @@ def test_help(tmp):
         check(named == list(COMMANDS), "the exit status table names %s, not every command %s" % (named, COMMANDS))
         check("Every command: 130: interrupted" in epilog[1] and "without a command: 2" in epilog[1],
               "the statuses of every command: %r" % epilog[1])
-    mod = inst.module()
+    mod = inst.module("cli")
     p = mod.parser()
     subs = [a for a in p._actions if a.__class__.__name__ == "_SubParsersAction"][0]
     check(sorted(subs.choices) == sorted(COMMANDS), "commands %s" % sorted(subs.choices))
@@ -147,7 +147,7 @@ def test_completion(tmp):
     inst = Installed(tmp)
     with open(os.path.join(SOURCE, "packaging", "completion", "trshim.bash")) as f:
         script = f.read()
-    datadir = os.path.dirname(os.path.dirname(inst.final["packed_rows.py"]))     # DATADIR/trshim/packed_rows.py
+    datadir = inst.datadir_final
     for cmd in ("trshim", "tranalyze"):
         p = inst.d(os.path.join(datadir, "bash-completion", "completions", cmd))
         check(os.path.isfile(p) and open(p).read() == script, "installed completion %s" % p)
@@ -188,7 +188,7 @@ def test_completion(tmp):
         got = complete(path, words, "_tranalyze")
         check(got == want, "completion of %r: %r, want %r" % (words, got, want))
     # every command's options: exactly those of its --help (its parser), and tranalyze's
-    p = inst.module().parser()
+    p = inst.module("cli").parser()
     subs = [a for a in p._actions if a.__class__.__name__ == "_SubParsersAction"][0]
     for name, q in subs.choices.items():
         if name == "analyze":

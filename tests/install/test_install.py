@@ -7,8 +7,7 @@
 Each test installs the build folder (meson install --destdir) into a
 temporary folder of its own and uses what was installed there."""
 import glob
-import importlib.machinery
-import importlib.util
+import importlib
 import json
 import os
 import re
@@ -66,22 +65,30 @@ class Installed:
         self.libdir_final = os.path.join(self.prefix, opts["libdir"])
         self.bindir_final = os.path.join(self.prefix, opts["bindir"])
         self.includedir_final = os.path.join(self.prefix, opts["includedir"])
+        self.datadir_final = os.path.join(self.prefix, opts["datadir"])
         self.libdir = self.d(self.libdir_final)
         self.bindir = self.d(self.bindir_final)
         self.includedir = self.d(self.includedir_final)
         self.lib = os.path.join(self.libdir, "libtrshim.so")
         self.trshim = os.path.join(self.bindir, "trshim")
         self.tranalyze = os.path.join(self.bindir, "tranalyze")
+        self.pydir = self.d(os.path.join(self.datadir_final, "trshim"))     # the package: pydir/trshim
 
     def d(self, path):
         return self.destdir + path
 
-    def module(self):
-        """the installed bin/trshim, imported (its ELF reader, its lists)"""
-        loader = importlib.machinery.SourceFileLoader("trshim_installed", self.trshim)
-        spec = importlib.util.spec_from_loader("trshim_installed", loader)
-        mod = importlib.util.module_from_spec(spec)
-        loader.exec_module(mod)
+    def module(self, name):
+        """trshim.NAME of the installed package (what bin/trshim runs), imported from the DESTDIR in
+        place of any trshim package imported before (the source tree's, through tests/common)"""
+        for k in [k for k in sys.modules if k == "trshim" or k.startswith("trshim.")]:
+            del sys.modules[k]
+        sys.path.insert(0, self.pydir)
+        try:
+            mod = importlib.import_module("trshim." + name)
+        finally:
+            sys.path.remove(self.pydir)
+        if not os.path.realpath(mod.__file__).startswith(os.path.realpath(self.pydir) + os.sep):
+            sys.exit("trshim.%s imported from %s, not from the installation %s" % (name, mod.__file__, self.pydir))
         return mod
 
 
@@ -107,7 +114,16 @@ def test_destdir(tmp):
         if shutil.which("readelf"):
             dyn = run(["readelf", "-d", p]).stdout
             check(BUILD not in dyn, "%s: no RPATH/RUNPATH into the build folder" % p)
-    mod = inst.module()
+    # the package: every module of python/trshim, where.py configured; bin/trshim runs it
+    have = sorted(os.listdir(os.path.join(inst.pydir, "trshim")))
+    want = sorted(os.path.basename(p) for p in glob.glob(os.path.join(SOURCE, "python", "trshim", "*.py")))
+    check(have == want, "%s holds python/trshim's modules: missing %s, others %s" %
+          (inst.pydir, sorted(set(want) - set(have)), sorted(set(have) - set(want))))
+    where = inst.module("where")
+    check(where.version() == VERSION and where.library_path() == inst.lib and
+          where.tranalyze_path() == inst.tranalyze, "the installed trshim.where: %s, %s, %s" %
+          (where.version(), where.library_path(), where.tranalyze_path()))
+    mod = inst.module("elf")
     elf = mod.Elf(inst.lib)
     defined, _ = elf.dynamic_symbols()
     check("ncclAllReduce" in defined and not any(s.startswith("unw_") or s.startswith("_Unwind") for s in defined),
@@ -160,7 +176,7 @@ def test_destdir(tmp):
         with open(traces_in(traces)[0]) as f:
             tr = json.load(f)
         check(tr["versions"]["trshim"] == VERSION, "trace's trshim version %s" % tr["versions"]["trshim"])
-        # trshim unpack (bin/trshim finds packed_rows.py where meson installed it): the trace of
+        # trshim unpack (the installed package's packed_rows.py): the trace of
         # version 2 (calls and checks packed) printed as version 1; one of version 1 as it is
         sys.path.insert(0, os.path.join(SOURCE, "tests", "common"))
         import trace as trfile
@@ -216,7 +232,7 @@ def test_versions(tmp):
 
 def test_job_vars(tmp):
     inst = Installed(tmp)
-    mod = inst.module()
+    mod = inst.module("env")
     found = None
     for p in sorted(glob.glob(os.path.join(SOURCE, "shim", "*.c"))):
         with open(p) as f:

@@ -73,12 +73,18 @@ def skip(why):
     sys.exit(77)
 
 
-def cli_module():
+def elf_module():
+    """python/trshim/elf.py (the trshim command's ELF reader), loaded by its path"""
     import importlib.util
-    spec = importlib.util.spec_from_file_location("trshim_cli_src", os.path.join(SOURCE, "python", "trshim", "cli.py"))
+    spec = importlib.util.spec_from_file_location("trshim_elf_src", os.path.join(SOURCE, "python", "trshim", "elf.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def package_modules():
+    """every module of the package trshim in the source (python/trshim/*.py): the wheel holds each"""
+    return sorted(os.path.basename(p) for p in glob.glob(os.path.join(SOURCE, "python", "trshim", "*.py")))
 
 
 def pypi_reachable():
@@ -117,13 +123,17 @@ def build_wheel(src, arch, out):
 
 
 def check_wheel(path, arch, tmp, auditwheel):
-    mod = cli_module()
+    mod = elf_module()
     name = os.path.basename(path)
     check(name == "trshim-%s-py3-none-manylinux_2_28_%s.whl" % (VERSION, arch), "wheel name %s" % name)
     with zipfile.ZipFile(path) as z:
         names = z.namelist()
-        for want in ("trshim/libtrshim.so", "trshim/__init__.py", "trshim/cli.py", "trshim/__main__.py",
-                     "trshim/packed_rows.py", "trshim/trshim.bash", "trshim-%s.data/scripts/tranalyze" % VERSION,
+        modules = {"trshim/" + m for m in package_modules()}
+        packed = {n for n in names if re.match(r"^trshim/[^/]+\.py$", n)}
+        check(packed == modules, "%s: the package's modules, missing %s, not in python/trshim %s" %
+              (name, sorted(modules - packed), sorted(packed - modules)))
+        for want in ("trshim/cli.py", "trshim/where.py", "trshim/libtrshim.so", "trshim/trshim.bash",
+                     "trshim-%s.data/scripts/tranalyze" % VERSION,
                      "trshim-%s.data/data/share/bash-completion/completions/trshim" % VERSION,
                      "trshim-%s.data/data/share/bash-completion/completions/tranalyze" % VERSION,
                      "trshim-%s.dist-info/entry_points.txt" % VERSION, "trshim-%s.dist-info/licenses/LICENSE" % VERSION):
