@@ -12,15 +12,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ta_align.h"
-#include "ta_clock.h"
-#include "ta_esc.h"
-#include "ta_finding.h"
-#include "ta_load.h"
-#include "ta_out.h"
-#include "ta_ring.h"
-#include "ta_site.h"
-#include "ta_watch.h"
+#include "align/ta_align.h"
+#include "findings/ta_finding.h"
+#include "load/ta_load.h"
+#include "model/ta_model.h"
+#include "report/ta_out.h"
+#include "site/ta_site.h"
+#include "watch/ta_watch.h"
 
 static double t_start;
 static int timing;

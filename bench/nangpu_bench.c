@@ -1,5 +1,5 @@
 /* bench/nangpu_bench: speed of the GPU engine of the NaN/Inf check
- * (shim/tr_nangpu.cu, launched through shim/tr_nangpu.c exactly as the shim
+ * (shim/nan/tr_nangpu.cu, launched through shim/nan/tr_nangpu.c exactly as the shim
  * does) against a device-to-device copy on the same GPU. Needs a GPU; built
  * only when nvcc is found (tests/gpu/run.sh builds and runs it).
  *

@@ -1,4 +1,4 @@
-/* bench/nanscan: speed of the host engine's scanners (shim/tr_nanscan.c)
+/* bench/nanscan: speed of the host engine's scanners (shim/nan/tr_nanscan.c)
  * against a plain read of the same buffer in the same run.
  *
  * For each checked datatype, a buffer of MiB finite values (a mix of

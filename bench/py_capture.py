@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The cost of reading the calling thread's Python stack (shim/tr_python.c):
+"""The cost of reading the calling thread's Python stack (shim/stacks/python/tr_python.c):
 
     python3 bench/py_capture.py [--lib libpyprobe.so] [--iters N]
 

@@ -1,4 +1,4 @@
-/* bench/stack_capture: tr_stack_capture alone (shim/tr_stack.c linked
+/* bench/stack_capture: tr_stack_capture alone (shim/stacks/tr_stack.c linked
  * directly, with the stand-in wrapper of tests/shim_stack), called from 30
  * frames deep: the cost of a capture whose stack was seen before, and (with
  * TRSHIM_STACK_CACHE=0, as bench/run runs it) of a full unwind.
@@ -10,6 +10,7 @@
 #include "tr_core.h"
 #include "stack_test.h"
 #include "bench_time.h"
+#include "tr_stacks.h"
 
 #define ROUNDS 9
 static volatile int sink;

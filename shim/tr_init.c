@@ -1,16 +1,17 @@
 /* The init room: activation on the first recorded call and the exit write,
- * at the top of the shim's layers (tr_core.h), below only the wrappers that
+ * shim/'s own file, above every folder but wrap/ (tr_core.h), whose wrappers
  * call it (tr_enter, tr_init.h). It calls down into the trace folder, the
  * ring, the Python stacks, the completion poller and the writer; nothing
  * below calls it. */
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "tr_complete.h"
+#include "tr_record.h"
 #include "tr_core.h"
 #include "tr_init.h"
-#include "tr_pyexit.h"
+#include "tr_stacks.h"
 #include "tr_ring.h"
+#include "tr_write.h"
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 

@@ -1,5 +1,5 @@
-/* Activation, for the wrappers (tr_init.c). Entry layer only: the files
- * below it (tr_core.h's layers) never activate the shim nor call tr_enter;
+/* Activation, for the wrappers (tr_init.c). wrap/ only: the folders below
+ * it (tr_core.h's folders) never activate the shim nor call tr_enter;
  * the shim's own threads use tr_nest. */
 #ifndef TR_INIT_H
 #define TR_INIT_H

@@ -1,7 +1,7 @@
 /* The ring file: the binary, memory-mapped half of a trace, shared by the
- * writer (libtrshim.so, shim/tr_ring.c) and the reader (tranalyze,
- * analyzer/ring.c). It is written as events happen, by stores into a
- * MAP_SHARED mapping, so the kernel keeps everything up to the last store
+ * writer (libtrshim.so, shim/ring/tr_ring.c) and the reader (tranalyze,
+ * analyzer/load/ring/ring.c). It is written as events happen, by stores into
+ * a MAP_SHARED mapping, so the kernel keeps everything up to the last store
  * when the process is killed (SIGKILL, OOM killer, scheduler). Documented in
  * docs/trace-format.md ("Ring file"); a change an older reader would misread
  * bumps TRSHIM_RING_VERSION.
@@ -164,7 +164,7 @@ typedef struct {
 } trr_graph_call;
 
 /* One device's memory in the ring header: the application's bytes, as the
- * trace's memory.devices counts them (shim/tr_memory.c: for a device with
+ * trace's memory.devices counts them (shim/wrap/tr_memory.c: for a device with
  * a slot, its counters are the slot's own live, peak, allocs and frees),
  * so that a killed or still running rank's ring says them. `used` is
  * stored last (release) when the slot is claimed for `device`; pinned host
@@ -226,7 +226,7 @@ typedef struct {
      * watcher reading the ring while the rank runs needs (tranalyze --watch,
      * docs/live.md): this rank's own hang watchdog, its pending GPU
      * operations (the completion poller's last pass) and its memory
-     * (shim/tr_ring_live.c; docs/trace-format.md "Live header fields"). */
+     * (shim/ring/tr_ring_live.c; docs/trace-format.md "Live header fields"). */
     uint32_t hang_sec;              /* TRSHIM_HANG_SEC of this rank's watchdog, 0: off */
     uint32_t stalls;                /* atomic: hangs this rank's watchdog started */
     uint64_t stall_ns;              /* atomic: CLOCK_MONOTONIC when the watchdog found the current hang's
@@ -369,7 +369,7 @@ typedef struct {
 
 /* TRR_BLOB_CRASH payload: the fatal signal a thread of the process died
  * of (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT), filled in by the signal
- * handler itself (shim/tr_crash.c). One per ring, reserved (all zero) when
+ * handler itself (shim/stacks/tr_crash.c). One per ring, reserved (all zero) when
  * the shim starts recording, so that the handler stores into it without a
  * lock or an allocation; `state` says how far it got:
  *   0   no crash
@@ -417,7 +417,7 @@ typedef struct {
 } trr_error;
 
 /* TRR_BLOB_PYEXC payload: the uncaught Python exception the process was
- * about to exit with (shim/tr_pyexit.c): read at CPython's "sys.excepthook"
+ * about to exit with (shim/stacks/python/tr_pyexit.c): read at CPython's "sys.excepthook"
  * audit event, which PyErr_Print raises before it prints the traceback.
  * One per ring, reserved (all zero) at activation in a Python process where
  * the shim's audit hook was registered, then filled in place: `state` 0
@@ -439,7 +439,7 @@ typedef struct {
     char function[TRR_PYEXC_FUNCTION]; /* its co_qualname (3.10: co_name) */
 } trr_pyexc;
 
-/* TRR_BLOB_PYROOTS payload: the interpreter's install folders (shim/tr_pyroots.c),
+/* TRR_BLOB_PYROOTS payload: the interpreter's install folders (shim/stacks/python/tr_pyroots.c),
  * stored once per process by the writer thread soon after activation */
 typedef struct {
     uint32_t n;                     /* folders */

@@ -48,7 +48,7 @@ def _ranks_text(ranks):
 
 
 def find_trace_files(top, notes):
-    """(JSON traces, ring files) below top as tranalyze finds them (analyzer/load.c walk): names
+    """(JSON traces, ring files) below top as tranalyze finds them (analyzer/load/load.c walk): names
     starting with '.' skipped, 16 levels; a symbolic link is never followed (noted)"""
     traces, rings = [], []
 
@@ -111,7 +111,7 @@ def calls_count(calls):
 
 
 def same_process(t, h):
-    """a JSON trace and a ring of one process (analyzer/ring_trace.c same_process)"""
+    """a JSON trace and a ring of one process (analyzer/load/ring/ring_trace.c same_process)"""
     host = t["host"] == h["host"] or (len(h["host"]) >= 63 and t["host"].startswith(h["host"]))
     return host and t["pid"] == h["pid"] and abs(t["start"] - h["start_realtime"]) < 1e-6
 
@@ -128,7 +128,7 @@ def run_tranalyze(ta, args, timeout=900):
 
 def process_alive(h):
     """the ring's process still runs here (its pid exists and started before the ring: tranalyze's
-    still_alive, analyzer/ring.c)"""
+    still_alive, analyzer/load/ring/ring.c)"""
     if h["host"] != socket.gethostname()[:63] or h["pid"] <= 0:
         return False
     try:

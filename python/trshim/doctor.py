@@ -16,7 +16,7 @@ from trshim.env import SHIM_DEFAULT_DIR, check_library_path, preload_with_shim
 from trshim.folders import folder_problem
 from trshim.where import library_path, tranalyze_path, version
 
-# CPython versions whose frames the shim reads (Python call sites; shim/tr_python*.c)
+# CPython versions whose frames the shim reads (Python call sites; shim/stacks/python/tr_python*.c)
 PY_SUPPORTED = ((3, 10), (3, 14))
 
 

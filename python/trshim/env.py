@@ -11,13 +11,13 @@ import time
 from trshim.messages import say
 from trshim.where import LIBNAME, library_path, version
 
-# The shim's job identity (shim/tr_core.c read_identity, docs/trace-format.md
+# The shim's job identity (shim/base/tr_core.c read_identity, docs/trace-format.md
 # "Job identity"): the first of these that is set names the job.
 SHIM_JOB_VARS = ("TRSHIM_JOB_ID", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "OMPI_MCA_ess_base_jobid",
                  "PMIX_NAMESPACE", "TRSIM_SHM_TAG")
 # ... of which these are a launcher's (TRSIM_SHM_TAG is the simulator's, set per job by trsim-launch)
 LAUNCHER_JOB_VARS = ("TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE")
-# The shim's settings (shim/tr_core.c read_settings and the others' getenv): trshim run and env
+# The shim's settings (shim/base/tr_core.c read_settings and the others' getenv): trshim run and env
 # carry those set here to every rank
 SHIM_SETTINGS = ("TRSHIM", "TRSHIM_DIR", "TRSHIM_JOB_ID", "TRSHIM_STACK_DEPTH", "TRSHIM_PYSTACK_DEPTH", "TRSHIM_RING",
                  "TRSHIM_HANG_SEC", "TRSHIM_SNAPSHOT_SIGNAL", "TRSHIM_COMPLETION", "TRSHIM_NANCHECK",

@@ -1,4 +1,4 @@
-"""The trace folder and the shim's rules for it (shim/tr_files.c): a folder of this user or
+"""The trace folder and the shim's rules for it (shim/base/tr_files.c): a folder of this user or
 root, not writable by others without the sticky bit, no link of another user on the way.
 trshim run makes the folder (prepare_folder); trshim doctor checks it (folder_problem)."""
 import os
@@ -17,7 +17,7 @@ def prepare_folder(d):
 
 
 def folder_problem(d):
-    """None when d, an existing folder, passes the shim's rules (shim/tr_files.c) and takes a new file,
+    """None when d, an existing folder, passes the shim's rules (shim/base/tr_files.c) and takes a new file,
     else why not"""
     me = os.geteuid()
     path = "/"

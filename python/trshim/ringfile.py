@@ -47,8 +47,8 @@ def _struct(fields):
 RING_HEADER, RING_COMM, RING_BLOB = _struct(HEADER_FIELDS), _struct(COMM_FIELDS), _struct(BLOB_FIELDS)
 RING_FIELDS = tuple(name for name, _ in HEADER_FIELDS)
 COMM_NAMES = tuple(name for name, _ in COMM_FIELDS)
-PAGE_BYTES = 4096                                   # the areas start on a page (shim/tr_ring.c)
-RING_AREA_MAX, RING_COMMS_MAX = 1 << 56, 1 << 16    # analyzer/ring_int.h: beyond them is damage
+PAGE_BYTES = 4096                                   # the areas start on a page (shim/ring/tr_ring.c)
+RING_AREA_MAX, RING_COMMS_MAX = 1 << 56, 1 << 16    # analyzer/load/ring/ring_int.h: beyond them is damage
 RING_CHUNK = 1 << 20
 
 
@@ -86,7 +86,7 @@ def read_at(fd, n, off, path):
 
 def ring_header(path, fd, size):
     """a ring file's header (a dict) and its communicator slots' identity; FileError naming the
-    file when the header cannot be trusted (tranalyze's checks, analyzer/ring.c check_header)"""
+    file when the header cannot be trusted (tranalyze's checks, analyzer/load/ring/ring.c check_header)"""
     if size < RING_HEADER.size:
         raise FileError("%s: damaged ring file: %d bytes, shorter than a ring header" % (path, size))
     raw = read_at(fd, HEADER_BYTES, 0, path)
@@ -124,7 +124,7 @@ def ring_header(path, fd, size):
 
 
 def ring_job(h):
-    """the job of a ring's own trace, as tranalyze names it (analyzer/ring_trace.c build)"""
+    """the job of a ring's own trace, as tranalyze names it (analyzer/load/ring/ring_trace.c build)"""
     if h["job_id"]:
         return h["job_id"]
     for s in h["slots"]:

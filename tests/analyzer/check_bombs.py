@@ -7,7 +7,7 @@ is refused with a note naming the file and the claim.
 
 Each communicator costs the analysis a table of its places (its size, a
 member's rank + 1): all of a job's communicators together get at most
-4194304 places plus 2 per byte of input (analyzer/load_bounds.c). Cases,
+4194304 places plus 2 per byte of input (analyzer/load/load_bounds.c). Cases,
 each with its exact outcome and a peak RSS (os.wait4's ru_maxrss) below
 64 MiB + 20 x the input's bytes:
 
@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "common"))
 import gen_ring as gr  # noqa: E402
 from trace import pack_trace  # noqa: E402
 
-PLACES_FLOOR, PLACES_PER_BYTE = 1 << 22, 2      # analyzer/ta_bounds.h
+PLACES_FLOOR, PLACES_PER_BYTE = 1 << 22, 2      # analyzer/load/ta_bounds.h
 BIG = 1048575                                    # TA_COMM_PLACES_MAX - 1: the largest size accepted
 MIB = 1 << 20
 

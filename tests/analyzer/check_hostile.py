@@ -76,7 +76,7 @@ def hidden(cp):
 
 
 def esc_text(s):
-    """analyzer/esc.c's TA_ESC_TEXT of s (a str whose surrogates stand for bytes that are not UTF-8)"""
+    """analyzer/model/esc.c's TA_ESC_TEXT of s (a str whose surrogates stand for bytes that are not UTF-8)"""
     out = []
     for ch in s:
         cp = ord(ch)
@@ -102,7 +102,7 @@ def true_json(s):
 
 
 def py_kept(s):
-    """a Python name as the loader keeps it (analyzer/pystack.c: control characters and bytes that are
+    """a Python name as the loader keeps it (analyzer/site/pystack.c: control characters and bytes that are
     not UTF-8 made '?')"""
     return re.sub("[\x00-\x1f\x7f\udc80-\udcff]", "?", s)
 

@@ -99,8 +99,8 @@ sys.path.insert(0, HERE)
 from html_dom import WIN_H, WIN_W, browser, no_network, parse, png_pixels  # noqa: E402
 
 MIB64 = 64 << 20
-FLOW_LAST, FLOW_AROUND = 16, 4      # analyzer/out_timeline.c
-ROWS, BARS = 32, 64                 # analyzer/out_html.c
+FLOW_LAST, FLOW_AROUND = 16, 4      # analyzer/report/out_timeline.c
+ROWS, BARS = 32, 64                 # analyzer/report/out_html.c
 
 
 class Case:
@@ -535,7 +535,7 @@ def bars_of(dom):
     return svg[0].find("rect", cls="bar")
 
 
-# analyzer/out_html.c: the timeline's window, a label's character and margin
+# analyzer/report/out_html.c: the timeline's window, a label's character and margin
 TL_XMAX, CHAR_W, PAD = 170 + (1200 - 170 - 20), 6.4, 3.0
 # ... the memory chart: a bar's row by their number, the label column, the room right of the bars
 BAR_PITCH, BAR_L, BAR_R = (lambda n: 24 if n <= 8 else 18 if n <= 32 else 14), 120, 90

@@ -1,4 +1,4 @@
-/* Unit test of analyzer/pystack.c and pyroots.c: which files are folded
+/* Unit test of analyzer/site/pystack.c and pyroots.c: which files are folded
  * (older traces: site-packages, dist-packages, torch/ & co., the standard
  * library; traces with recorded install folders: by those, torch/ & co. no
  * longer; --fold and --no-fold), strings made safe, the call site text
@@ -11,8 +11,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "ta_model.h"
-#include "ta_site.h"
+#include "model/ta_model.h"
+#include "site/ta_site.h"
 
 /* what pystack.c uses from the rest of tranalyze (symbolize.c) */
 char *ta_native_site_text(ta_an *a, const ta_trace *t, int stack)

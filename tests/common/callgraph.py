@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The file-level call graph of a program's objects, and its circles.
 
-    callgraph.py [--nm NM] [--edges] OBJ.o... | --target BUILD/PATH/TARGET
+    callgraph.py [--nm NM] [--edges] [--order DIR,DIR,... [--root ROOT]] OBJ.o... | --target BUILD/PATH/TARGET
 
 An object calls (or reads the data of) another when one of its undefined
 symbols (nm: U) is a global symbol the other defines (T, D, B, R, ...,
@@ -21,6 +21,14 @@ calls that close it). Exit status 1 when there is one,
 PATH.p/*.o), only those the build's compile_commands.json still lists
 (an object of a source removed since stays behind in the folder).
 --edges: also print the whole graph (file -> file: symbols).
+--order DIR,DIR,... (lowest first; with --root ROOT, else the folder all the
+sources are in): the folders of a tree in their layers' order, each a path
+below ROOT ("." for ROOT's own files, not its subfolders; a folder holds
+its subfolders unless they are listed). Each object is put in the folder of its source (from the
+build's compile_commands.json; a source generated in the build folder is in
+the folder of the same path in the source tree); a call from a file into a folder above its
+own, or a source in none of the folders, is printed (the call, both files)
+and the exit status is 1.
 Python 3 standard library and binutils' nm only."""
 import glob
 import json
@@ -168,9 +176,96 @@ def target_objects(target):
     return [o for o in objs if os.path.normpath(os.path.abspath(o)) in listed]
 
 
+def compile_db(start):
+    """the entries of the compile_commands.json in start or the nearest folder above it ([] none)"""
+    d = os.path.abspath(start)
+    while True:
+        cc = os.path.join(d, "compile_commands.json")
+        if os.path.isfile(cc):
+            with open(cc) as f:
+                return [dict(e, directory=e.get("directory", d)) for e in json.load(f)]
+        up = os.path.dirname(d)
+        if up == d:
+            return []
+        d = up
+
+
+def generated_source(src, build):
+    """src, or for a source generated in meson build folder build (its meson-info/meson-info.json
+    names the source tree) the path of the same name in the source tree: its folder is the folder of
+    the meson.build that made it"""
+    try:
+        with open(os.path.join(build, "meson-info", "meson-info.json")) as f:
+            tree = json.load(f)["directories"]["source"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return src
+    rel = os.path.relpath(src, build)
+    return src if rel.startswith("..") else os.path.normpath(os.path.join(tree, rel))
+
+
+def object_sources(objects):
+    """{node name: absolute path of its source} for the objects the build's compile_commands.json lists"""
+    srcs, dbs = {}, {}
+    for o in objects:
+        d = os.path.dirname(os.path.abspath(o))
+        if d not in dbs:
+            dbs[d] = {os.path.normpath(os.path.join(e["directory"], e["output"])):
+                      generated_source(os.path.normpath(os.path.join(e["directory"], e["file"])), e["directory"])
+                      for e in compile_db(d) if "output" in e and "file" in e}
+        src = dbs[d].get(os.path.normpath(os.path.abspath(o)))
+        if src is not None:
+            srcs[node_name(o)] = src
+    return srcs
+
+
+def folder_of(rel, folders):
+    """the longest of folders (paths below the root, "." the root's own files) that holds rel, None"""
+    best = None
+    for f in folders:
+        inside = "/" not in rel if f == "." else rel.startswith(f.rstrip("/") + "/")
+        if inside and (best is None or best == "." or len(f) > len(best)):
+            best = f
+    return best
+
+
+def order_check(g, objects, order, root):
+    """prints each call into a folder above the caller's (order: folders, lowest first) and each
+    source in none of them; returns how many there were"""
+    srcs = object_sources(objects)
+    if root is None:
+        root = os.path.commonpath([os.path.dirname(p) for p in srcs.values()]) if srcs else "."
+    root = os.path.abspath(root)
+    rank = {f: i for i, f in enumerate(order)}
+    where, bad = {}, 0
+    for n in sorted(g):
+        src = srcs.get(n)
+        if src is None:
+            print("callgraph: %s: no source in compile_commands.json (its folder is not known)" % n)
+            bad += 1
+            continue
+        rel = os.path.relpath(src, root)
+        f = folder_of(rel, order) if not rel.startswith("..") else None
+        if f is None:
+            print("callgraph: %s is in none of the folders of --order (%s, below %s)" % (rel, ",".join(order), root))
+            bad += 1
+            continue
+        where[n] = (rel, f)
+    for n in sorted(where):
+        for m in sorted(g[n]):
+            if m in where and rank[where[m][1]] > rank[where[n][1]]:
+                print("callgraph: %s (folder %s) calls %s (folder %s, above its own): %s" %
+                      (where[n][0], where[n][1], where[m][0], where[m][1], syms_text(g[n][m])))
+                bad += 1
+    print("callgraph: folders %s (lowest first): %d file%s placed, %d call%s or file%s out of order" %
+          (" < ".join(order), len(where), "" if len(where) == 1 else "s", bad, "" if bad == 1 else "s",
+           "" if bad == 1 else "s"))
+    return bad
+
+
 def main(argv):
     nm = os.environ.get("NM", "nm")
     edges = False
+    order, root = None, None
     objects = []
     i = 1
     while i < len(argv):
@@ -180,6 +275,12 @@ def main(argv):
             i += 1
         elif a == "--edges":
             edges = True
+        elif a == "--order" and i + 1 < len(argv):
+            order = [f.strip().rstrip("/") or "." for f in argv[i + 1].split(",") if f.strip()]
+            i += 1
+        elif a == "--root" and i + 1 < len(argv):
+            root = argv[i + 1]
+            i += 1
         elif a == "--target" and i + 1 < len(argv):
             objects += target_objects(argv[i + 1])
             i += 1
@@ -190,7 +291,8 @@ def main(argv):
             objects.append(a)
         i += 1
     if not objects:
-        sys.stderr.write("callgraph: no objects (usage: callgraph.py [--nm NM] [--edges] OBJ.o... | --target PATH)\n")
+        sys.stderr.write("callgraph: no objects (usage: callgraph.py [--nm NM] [--edges] [--order DIR,... [--root ROOT]] "
+                         "OBJ.o... | --target PATH)\n")
         return 2
     g, dups = graph(nm, objects)
     nedges = sum(len(v) for v in g.values())
@@ -214,7 +316,8 @@ def main(argv):
                     print("  %s -> %s: %s" % (n, m, syms_text(g[n][m])))
     print("callgraph: %d files, %d calls between files, %d circle%s" %
           (len(g), nedges, len(circles), "" if len(circles) == 1 else "s"))
-    return 1 if circles else 0
+    misplaced = order_check(g, objects, order, root) if order else 0
+    return 1 if circles or misplaced else 0
 
 
 if __name__ == "__main__":

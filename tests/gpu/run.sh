@@ -4,7 +4,7 @@
 # One prepared script for a lent GPU machine (nvcc, NCCL and PyTorch there,
 # no package registry, no meson needed). It
 #   1. builds libtrshim.so with gcc and the GPU kernel with nvcc (for the
-#      GPU's own architecture), as shim/meson.build does;
+#      GPU's own architecture), as shim/nan/meson.build does;
 #   2. runs tests/gpu/nan_gpu.c (one rank of real NCCL) under the shim: a NaN
 #      born on the rank, an fp16 overflow from finite inputs (PreMulSum x2),
 #      bfloat16 in place in a group, 64 MiB clean, a CUDA error pending in
@@ -144,15 +144,18 @@ case "$cap" in
     [0-9][0-9]|[0-9][0-9][0-9]) ARCH=(-gencode "arch=compute_$cap,code=sm_$cap") ;;
     *) ARCH=(-arch=native) ;;
 esac
-timeout 300 "$NVCC" --fatbin -O3 "${ARCH[@]}" -o "$B/tr_nangpu.fatbin" shim/tr_nangpu.cu ||
-    stop "nvcc could not build shim/tr_nangpu.cu (${ARCH[*]})"
-python3 shim/embed_fatbin.py "$B/tr_nangpu.fatbin" "$B/tr_nangpu_image.c" || stop "embed_fatbin.py failed"
+timeout 300 "$NVCC" --fatbin -O3 "${ARCH[@]}" -o "$B/tr_nangpu.fatbin" shim/nan/tr_nangpu.cu ||
+    stop "nvcc could not build shim/nan/tr_nangpu.cu (${ARCH[*]})"
+python3 shim/nan/embed_fatbin.py "$B/tr_nangpu.fatbin" "$B/tr_nangpu_image.c" || stop "embed_fatbin.py failed"
 CFLAGS=(-std=c11 -O2 -g -D_GNU_SOURCE -fno-strict-aliasing -fPIC -Wall -Wextra
         -isystem "$NCCL_INC" -isystem "$CUDA/include")
-SHIM_FLAGS=(-fvisibility=hidden -fno-omit-frame-pointer -DUNW_LOCAL_ONLY -DTR_NANGPU_IMAGE -isystem "$UNWIND_INC")
+SHIM_INC=(-Ishim -Ishim/base -Ishim/ring -Ishim/stacks/python -Ishim/stacks -Ishim/record -Ishim/nan -Ishim/write
+          -Ishim/wrap)   # every folder of the shim (shim/meson.build's trshim_folders)
+SHIM_FLAGS=(-fvisibility=hidden -fno-omit-frame-pointer -DUNW_LOCAL_ONLY -DTR_NANGPU_IMAGE -isystem "$UNWIND_INC"
+            "${SHIM_INC[@]}")
 objs=()
 pids=()
-for f in shim/*.c "$B/tr_nangpu_image.c"; do
+for f in shim/*.c shim/*/*.c shim/*/*/*.c "$B/tr_nangpu_image.c"; do
     o=$B/$(basename "${f%.c}").o
     objs+=("$o")
     timeout 300 gcc "${CFLAGS[@]}" "${SHIM_FLAGS[@]}" -c "$f" -o "$o" 2>"$o.err" &
@@ -169,9 +172,9 @@ timeout 120 gcc -shared -o "$SHIM" "${objs[@]}" "$UNWIND_A" -Wl,--exclude-libs,A
     -Wl,--version-script=shim/trshim.map -Wl,-z,defs -lpthread -ldl -lm || stop "linking libtrshim.so failed"
 LINK=(-L"$CUDART_DIR" "-Wl,-rpath,$CUDART_DIR" -lcudart "$NCCL_SO" "-Wl,-rpath,$(dirname "$NCCL_SO")")
 timeout 120 gcc "${CFLAGS[@]}" tests/gpu/nan_gpu.c -o "$B/nan_gpu" "${LINK[@]}" -lm || stop "building nan_gpu failed"
-timeout 120 gcc "${CFLAGS[@]}" -DTR_NANGPU_IMAGE -Ishim bench/nangpu_bench.c shim/tr_nangpu.c shim/tr_real.c \
-    shim/tr_dlreal.c shim/tr_dynsym.c \
-    shim/tr_nanscan.c "$B/tr_nangpu_image.c" -o "$B/nangpu_bench" "${LINK[@]}" -ldl -lpthread -lm ||
+timeout 120 gcc "${CFLAGS[@]}" -DTR_NANGPU_IMAGE "${SHIM_INC[@]}" bench/nangpu_bench.c shim/nan/tr_nangpu.c shim/base/tr_real.c \
+    shim/base/tr_dlreal.c shim/base/tr_dynsym.c \
+    shim/nan/tr_nanscan.c "$B/tr_nangpu_image.c" -o "$B/nangpu_bench" "${LINK[@]}" -ldl -lpthread -lm ||
     stop "building nangpu_bench failed"
 row "build: gcc + nvcc ${ARCH[*]}" "ok ($((SECONDS - t)) s)"
 

@@ -214,8 +214,8 @@ def test_versions(tmp):
     check(inst.lib in r.stdout, "trshim --version names the library: %r" % r.stdout)
     r = run([inst.tranalyze, "--version"])
     check(r.returncode == 0 and r.stdout.strip() == "tranalyze " + VERSION, "tranalyze --version: %r" % r.stdout)
-    check(grep_define("shim/*.h", "TR_VERSION") == VERSION, "shim's TR_VERSION is %s" % VERSION)
-    check(grep_define("analyzer/*.h", "TA_VERSION") == VERSION, "tranalyze's TA_VERSION is %s" % VERSION)
+    check(grep_define("shim/base/*.h", "TR_VERSION") == VERSION, "shim's TR_VERSION is %s" % VERSION)
+    check(grep_define("analyzer/model/*.h", "TA_VERSION") == VERSION, "tranalyze's TA_VERSION is %s" % VERSION)
     with open(os.path.join(SOURCE, "pyproject.toml")) as f:
         pyproject = f.read()
     m = re.search(r'^version\s*=\s*"([^"]+)"', pyproject, re.M)
@@ -234,18 +234,18 @@ def test_job_vars(tmp):
     inst = Installed(tmp)
     mod = inst.module("env")
     found = None
-    for p in sorted(glob.glob(os.path.join(SOURCE, "shim", "*.c"))):
+    for p in sorted(glob.glob(os.path.join(SOURCE, "shim", "**", "*.c"), recursive=True)):
         with open(p) as f:
             text = f.read()
         m = re.search(r'\{\s*("TRSHIM_JOB_ID"[^}]*)\}', text)
         if m:
             found = tuple(re.findall(r'"([A-Za-z_]+)"', m.group(1)))
-    check(found is not None, "the shim's list of job variables found in shim/*.c")
+    check(found is not None, "the shim's list of job variables found in shim/**/*.c")
     check(found == tuple(mod.SHIM_JOB_VARS), "trshim's SHIM_JOB_VARS %s == the shim's %s" % (mod.SHIM_JOB_VARS, found))
     check(set(mod.LAUNCHER_JOB_VARS) <= set(mod.SHIM_JOB_VARS), "LAUNCHER_JOB_VARS within the shim's")
     # every TRSHIM_* variable the shim reads is a setting trshim carries to the ranks
     names = set()
-    for p in glob.glob(os.path.join(SOURCE, "shim", "*.c")):
+    for p in glob.glob(os.path.join(SOURCE, "shim", "**", "*.c"), recursive=True):
         with open(p) as f:
             names |= set(re.findall(r'"(TRSHIM(?:_[A-Z_]+)?)"', f.read()))
     names.discard("TRSHIM_TRACE_PREFIX")

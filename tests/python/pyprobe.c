@@ -1,4 +1,4 @@
-/* A test library around shim/tr_python.c alone (no other part of the shim):
+/* A test library around shim/stacks/python/tr_python.c alone (no other part of the shim):
  * Python programs load it with ctypes and call it from the code whose frames
  * they check (tests/python/test_frames.py, bench/py_capture.py). ctypes.CDLL
  * releases the GIL around the call, as PyTorch does around NCCL calls.

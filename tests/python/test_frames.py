@@ -1,4 +1,4 @@
-"""Python frames read by shim/tr_python.c, checked against the interpreter.
+"""Python frames read by shim/stacks/python/tr_python.c, checked against the interpreter.
 
 Run with the Python under test: python3.X test_frames.py path/to/libpyprobe.so
 The library (tests/python/pyprobe.c) is loaded with ctypes.CDLL, so every

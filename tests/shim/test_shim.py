@@ -27,7 +27,7 @@ from trace import load_trace, shim_versions  # noqa: E402  (calls and checks of 
 
 
 # Assert that the innermost frame of each call's stack is the test function
-# that issued it (needs shim/tr_stack.c). Set to False to skip.
+# that issued it (needs shim/stacks/tr_stack.c). Set to False to skip.
 CHECK_CALL_SITES = True
 
 CALL_FIELDS = ["op", "comm", "seq", "count", "dtype", "redop", "root", "peer", "sendbuff", "recvbuff",

@@ -29,6 +29,7 @@
 #include "tr_core.h"
 #include "standins.h"
 #include "unit_mirror.h"
+#include "tr_memjson.h"
 
 #define GiB (1024ull * 1024 * 1024)
 #define MiB (1024ull * 1024)

@@ -1,4 +1,4 @@
-/* The ring header's memory mirror (shim/tr_ring_live.c, trr_mem), checked
+/* The ring header's memory mirror (shim/ring/tr_ring_live.c, trr_mem), checked
  * by unit_memory.c against the trace's "memory" object: every device the
  * JSON lists has its header slot with exactly the same live, peak,
  * allocations, frees and peak time, and every slot with allocations is

@@ -1,4 +1,4 @@
-/* Just enough CUDA, on the CPU, to run shim/tr_nangpu.cu's kernels in a
+/* Just enough CUDA, on the CPU, to run shim/nan/tr_nangpu.cu's kernels in a
  * test (emu_nangpu.cpp): blocks one after the other, the threads of a block
  * as pthreads; __syncthreads is a barrier, __syncthreads_or and
  * __shfl_down_sync go through shared arrays between barriers (every thread

@@ -1,5 +1,5 @@
-// shim/tr_nangpu.cu's kernels run on the CPU (cuda_emu.h) against the host
-// scanner (shim/tr_nanscan.c, itself checked against a reference by
+// shim/nan/tr_nangpu.cu's kernels run on the CPU (cuda_emu.h) against the host
+// scanner (shim/nan/tr_nanscan.c, itself checked against a reference by
 // unit_nanscan): random sizes from 0 to ~30000 elements, every datatype,
 // misaligned starts (head), tails, NaN/Inf at the first and last element,
 // grids of 1 to 3 blocks of 256 threads (grid stride, block reductions,

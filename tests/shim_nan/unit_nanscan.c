@@ -1,4 +1,4 @@
-/* The host scanners of the NaN/Inf check (shim/tr_nanscan.c) against a
+/* The host scanners of the NaN/Inf check (shim/nan/tr_nanscan.c) against a
  * scalar reference that shares no code with them: every one of the 65536
  * float16 and bfloat16 patterns and the 256 patterns of each float8 type,
  * decoded to float by the simulator's conversions (tests/sim/dtype.c; the

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks of shim/tr_stack.c through stack_prog.c:
+"""Checks of shim/stacks/tr_stack.c through stack_prog.c:
 
     check_stack.py basic  PROG   symbols of the innermost frames, dedup, one key
                                  with two stacks, threads, the fast path is used

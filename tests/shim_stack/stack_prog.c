@@ -14,6 +14,7 @@
 
 #include "tr_core.h"
 #include "stack_test.h"
+#include "tr_stacks.h"
 
 static _Thread_local volatile int sink;   /* thread-local: no race between the test threads */
 

@@ -2,6 +2,7 @@
  * they call tr_stack_capture directly, or through a helper. */
 #include "tr_core.h"
 #include "stack_test.h"
+#include "tr_stacks.h"
 
 NOIPA int32_t tw_capture(void)
 {
