@@ -47,12 +47,19 @@ static int op_all(int op)
     return op == OP_ALLREDUCE || op == OP_ALLGATHER || op == OP_REDUCESCATTER || op == OP_ALLTOALL;
 }
 
+/* Times and offsets of real clocks are far below TIME_LIMIT_NS (73 years of
+ * nanoseconds); a crafted trace's beyond it are not used, so that sums of a
+ * time and an offset, and differences of those, never overflow. */
+#define TIME_LIMIT_NS (INT64_C(1) << 61)
+
 static int64_t wall_off(const ta_trace *t)
 {
-    double r = t->clock_real * 1e9;
-    if (!isfinite(r) || fabs(r) > 9e18) return -t->clock_mono;
-    return llround(r) - t->clock_mono;
+    double w = t->clock_real * 1e9 - (double)t->clock_mono;
+    if (!isfinite(w) || fabs(w) > (double)TIME_LIMIT_NS) return 0;
+    return llround(w);
 }
+
+static int time_ok(int64_t x) { return x >= 0 && x <= TIME_LIMIT_NS; }
 
 /* one member's part of a collective (or of an init): enter and completion, TA_NULL64 unknown */
 typedef struct { int64_t enter, done; } part;
@@ -66,9 +73,9 @@ static int coll_part(const ta_an *a, const ta_gcomm *gc, int p, uint32_t seq, pa
     int64_t ci = ta_comm_call(&t->comms[gc->local[p]], seq);
     if (ci < 0) return 0;
     const ta_call *c = &t->calls[ci];
-    if (!op_all(c->op) || ta_rc_failed(c->rc) || c->enter_ns == TA_NULL64) return 0;
+    if (!op_all(c->op) || ta_rc_failed(c->rc) || !time_ok(c->enter_ns)) return 0;
     out->enter = c->enter_ns;
-    out->done = c->gpu == GPU_DONE ? c->done_ns : TA_NULL64;
+    out->done = c->gpu == GPU_DONE && time_ok(c->done_ns) ? c->done_ns : TA_NULL64;
     if (out->done != TA_NULL64 && out->done < out->enter) out->done = TA_NULL64;
     return 1;
 }
@@ -78,7 +85,7 @@ static int init_part(const ta_an *a, const ta_gcomm *gc, int p, part *out)
     int ti = gc->member[p];
     if (ti < 0) return 0;
     const ta_comm *k = &a->tr[ti]->comms[gc->local[p]];
-    if (k->init_enter == TA_NULL64 || k->init_exit == TA_NULL64 || k->init_exit < k->init_enter) return 0;
+    if (!time_ok(k->init_enter) || !time_ok(k->init_exit) || k->init_exit < k->init_enter) return 0;
     if (k->init_rc != TA_NULL64 && k->init_rc != 0 && k->init_rc != 7) return 0;
     out->enter = k->init_enter;
     out->done = k->init_exit;
@@ -266,8 +273,8 @@ static void place(ta_clock_domain *D, acc *x, int64_t woff, int same_host_as_ref
     } else if (bounded && wall_ok) {
         D->method = TC_WALL; est = woff; D->samples = 0;
         err = 0;
-        if (lo != UNB_LO && woff - lo > err) err = woff - lo;
-        if (hi != UNB_HI && hi - woff > err) err = hi - woff;
+        if (lo != UNB_LO && sat_add(woff, -lo) > err) err = sat_add(woff, -lo);
+        if (hi != UNB_HI && sat_add(hi, -woff) > err) err = sat_add(hi, -woff);
         if (lo == UNB_LO || hi == UNB_HI) err = -1;
     } else {
         D->method = TC_UNCHECKED; est = woff; err = -1; D->samples = 0;
@@ -276,13 +283,16 @@ static void place(ta_clock_domain *D, acc *x, int64_t woff, int same_host_as_ref
         err = -1;                              /* no offset satisfies every bound: the traces disagree */
     } else if (lo != UNB_LO && est < lo) {
         est = lo;
-        if (err >= 0) err = hi != UNB_HI ? hi - lo : -1;
+        if (err >= 0) err = hi != UNB_HI ? sat_add(hi, -lo) : -1;
     } else if (hi != UNB_HI && est > hi) {
         est = hi;
-        if (err >= 0) err = lo != UNB_LO ? hi - lo : -1;
+        if (err >= 0) err = lo != UNB_LO ? sat_add(hi, -lo) : -1;
     }
-    if (err >= 0 && base_err >= 0) err += base_err;
+    if (err >= 0 && base_err >= 0) err = sat_add(err, base_err);
     else err = -1;
+    /* a crafted trace's: kept where sums with its times cannot overflow */
+    if (est > TIME_LIMIT_NS) est = TIME_LIMIT_NS;
+    if (est < -TIME_LIMIT_NS) est = -TIME_LIMIT_NS;
     D->off_ns = est;
     D->err_ns = err;
     D->lo_ns = lo == UNB_LO ? INT64_MIN : lo - est;

@@ -38,6 +38,7 @@
 #define LAST_FRACTION_NUM 3          /* last in at least 3/4 of the collectives examined */
 #define LAST_FRACTION_DEN 4
 #define NOISE_FACTOR 3
+#define TIME_LIMIT_NS (INT64_C(1) << 61)   /* an entry time on the common clock beyond this is no real clock's */
 
 
 /* straggler: ranks that enter the collectives of a communicator consistently late */
@@ -162,7 +163,14 @@ static int table_build(ta_an *a, int g, table *tb)
             if (ci < 0) { ok[r] = 0; continue; }
             const ta_call *c = &t->calls[ci];
             if (c->group || ta_rc_failed(c->rc)) { ok[r] = 0; continue; }
-            tb->e[(size_t)r * n + p] = c->enter_ns - base[p];
+            /* crafted times far from any clock would overflow what follows (gaps, spreads): such a
+             * collective is not examined */
+            int64_t e;
+            if (__builtin_sub_overflow(c->enter_ns, base[p], &e) || e > TIME_LIMIT_NS || e < -TIME_LIMIT_NS) {
+                ok[r] = 0;
+                continue;
+            }
+            tb->e[(size_t)r * n + p] = e;
         }
     }
     for (uint32_t r = 0; r < m; r++) {
