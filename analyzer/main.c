@@ -146,6 +146,19 @@ static int analyse(ta_an *a, char **paths, int npaths)
     return 0;
 }
 
+/* everything an analysis made, stage by stage (the options stay) */
+static void analysis_free(ta_an *a)
+{
+    ta_findings_free(a);
+    ta_clocks_free(a);
+    ta_align_free(a);
+    ta_load_free(a);
+    ta_model_free(a);
+    free(a->anchors);
+    a->anchors = NULL;
+    a->nanchors = 0;
+}
+
 /* The call budget left out the calls of a divergence the fingerprints placed
  * (docs/analysis-format.md, "Memory: the call budget"): the traces are read
  * once more with their windows widened back to it, for the calls themselves.
@@ -203,7 +216,7 @@ int main(int argc, char **argv)
             char *o = xmalloc(strlen(opts[li].name) + 3);
             sprintf(o, "--%s", opts[li].name);
             wo.pass[wo.npass++] = o;
-            if (optarg) wo.pass[wo.npass++] = optarg;
+            if (optarg) wo.pass[wo.npass++] = xstrdup(optarg);
         }
         li = -1;
         switch (c) {
@@ -299,12 +312,13 @@ int main(int argc, char **argv)
     timing = getenv("TRANALYZE_TIMING") != NULL;
     t_start = now();
     ta_an given = a;                 /* the options alone: a second reading starts from them */
-    int lrc = analyse(&a, argv + optind, argc - optind);
+    int rc, lrc = analyse(&a, argv + optind, argc - optind);
     if (lrc == 0 && wants_second_reading(&a)) {
         ta_an b = given;
         b.anchors = a.anchors;
         b.nanchors = a.nanchors;
-        for (int i = 0; i < a.nall; i++) ta_trace_free(a.all[i]);   /* the bulk of the first reading */
+        a.anchors = NULL;
+        analysis_free(&a);           /* the first reading */
         a = b;
         lrc = analyse(&a, argv + optind, argc - optind);
     }
@@ -318,7 +332,8 @@ int main(int argc, char **argv)
                               a.notes[i].text ? a.notes[i].text : "");
         }
         if (anonymize) ta_anon_end(&a, a.json, NULL, NULL);
-        return finish(2);
+        rc = finish(2);
+        goto done;
     }
     ta_module_notes(&a);
     ta_warnings_nccl(&a);
@@ -335,6 +350,14 @@ int main(int argc, char **argv)
     free(text);
     phase("output");
     if (anonymize && ta_anon_end(&a, a.json, html_path, timeline_path) < 0) vis = 2;   /* the files written too */
+    rc = finish(vis ? vis : a.nf ? 1 : 0);
+done:
+    /* nothing outlives the analysis: main may run again in one process (the fuzzer's harness) */
     ta_symbolize_done();
-    return finish(vis ? vis : a.nf ? 1 : 0);
+    analysis_free(&a);
+    ta_py_fold_reset();
+    ta_intern_reset();
+    for (int i = 0; i < wo.npass; i++) free(wo.pass[i]);
+    free(wo.pass);
+    return rc;
 }

@@ -57,9 +57,7 @@ int ta_sig_equal(const ta_call *x, const ta_call *y)
 /* p2p index per trace: sorted (comm, dir, peer, seq) -> call; dir 0 recv, 1
  * send, 2 signal sent (PutSignal/Signal: peer the target), 3 WaitSignal
  * (peer the sender) */
-typedef struct { int32_t comm, peer; uint32_t seq; int32_t dir; int64_t call; } p2pkey;
-static p2pkey **p2p_idx;
-static int64_t *p2p_n;
+typedef struct ta_p2pkey { int32_t comm, peer; uint32_t seq; int32_t dir; int64_t call; } p2pkey;
 
 static int cmp_p2p(const void *x, const void *y)
 {
@@ -76,7 +74,7 @@ int64_t ta_p2p_find(const ta_an *a, int t, int lc, int peer, int dir_send, uint3
     (void)a;
     if (lc < 0) return -1;
     p2pkey k = {lc, peer, seq, dir_send, 0};
-    p2pkey *r = p2p_n[t] > 0 ? bsearch(&k, p2p_idx[t], (size_t)p2p_n[t], sizeof k, cmp_p2p) : NULL;
+    p2pkey *r = a->p2p_n[t] > 0 ? bsearch(&k, a->p2p_idx[t], (size_t)a->p2p_n[t], sizeof k, cmp_p2p) : NULL;
     return r ? r->call : -1;
 }
 
@@ -85,14 +83,14 @@ int64_t ta_sig_find_from(const ta_an *a, int t, int lc, int peer, uint32_t seq, 
     (void)a;
     if (lc < 0) return -1;
     p2pkey k = {lc, peer, seq, 2, 0};
-    size_t lo = 0, hi = (size_t)p2p_n[t];
+    size_t lo = 0, hi = (size_t)a->p2p_n[t];
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (cmp_p2p(&p2p_idx[t][mid], &k) < 0) lo = mid + 1;
+        if (cmp_p2p(&a->p2p_idx[t][mid], &k) < 0) lo = mid + 1;
         else hi = mid;
     }
-    if (lo >= (size_t)p2p_n[t]) return -1;
-    const p2pkey *r = &p2p_idx[t][lo];
+    if (lo >= (size_t)a->p2p_n[t]) return -1;
+    const p2pkey *r = &a->p2p_idx[t][lo];
     if (r->comm != lc || r->dir != 2 || r->peer != peer) return -1;
     if (got) *got = r->seq;
     return r->call;
@@ -104,14 +102,14 @@ int64_t ta_sig_last(const ta_an *a, int t, int lc, int peer, uint32_t *seq)
     /* the entry before the upper bound of (lc, signal sent, peer, UINT32_MAX) */
     if (lc < 0) return -1;
     p2pkey k = {lc, peer, UINT32_MAX, 2, 0};
-    size_t lo = 0, hi = (size_t)p2p_n[t];
+    size_t lo = 0, hi = (size_t)a->p2p_n[t];
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (cmp_p2p(&p2p_idx[t][mid], &k) <= 0) lo = mid + 1;
+        if (cmp_p2p(&a->p2p_idx[t][mid], &k) <= 0) lo = mid + 1;
         else hi = mid;
     }
     if (!lo) return -1;
-    const p2pkey *r = &p2p_idx[t][lo - 1];
+    const p2pkey *r = &a->p2p_idx[t][lo - 1];
     if (r->comm != lc || r->dir != 2 || r->peer != peer) return -1;
     *seq = r->seq;
     return r->call;
@@ -157,14 +155,14 @@ int ta_p2p_lost(const ta_an *a, int t, int lc, int peer, int dir_send, uint32_t 
     const ta_trace *tr = a->tr[t];
     if (tr->ring_lost <= 0 || lc < 0) return 0;
     p2pkey k = {lc, peer, 0, dir_send, 0};
-    size_t lo = 0, hi = (size_t)p2p_n[t];
+    size_t lo = 0, hi = (size_t)a->p2p_n[t];
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (cmp_p2p(&p2p_idx[t][mid], &k) < 0) lo = mid + 1;
+        if (cmp_p2p(&a->p2p_idx[t][mid], &k) < 0) lo = mid + 1;
         else hi = mid;
     }
-    if (lo < (size_t)p2p_n[t]) {
-        const p2pkey *r = &p2p_idx[t][lo];
+    if (lo < (size_t)a->p2p_n[t]) {
+        const p2pkey *r = &a->p2p_idx[t][lo];
         if (r->comm == lc && r->dir == dir_send && r->peer == peer) return seq < r->seq;
     }
     return !tr->ncalls || wall < ta_wall(tr, tr->calls[0].enter_ns);
@@ -315,6 +313,21 @@ static void grow_join(ta_an *a)
     free(parent);
 }
 
+void ta_align_free(ta_an *a)
+{
+    for (int g = 0; g < a->ngc; g++) {
+        ta_gcomm *n = &a->gc[g];
+        free(n->member); free(n->local); free(n->seqv); free(n->sigbad);
+    }
+    free(a->gc);
+    a->gc = NULL;
+    a->ngc = 0;
+    for (int t = 0; a->p2p_idx && t < a->ntr; t++) free(a->p2p_idx[t]);
+    free(a->p2p_idx); free(a->p2p_n);
+    a->p2p_idx = NULL;
+    a->p2p_n = NULL;
+}
+
 void ta_align(ta_an *a)
 {
     grow_join(a);
@@ -367,8 +380,8 @@ void ta_align(ta_an *a)
     free(m.keys); free(m.vals);
 
     /* per (trace, comm) collectives by seq; p2p index */
-    p2p_idx = xcalloc((size_t)a->ntr, sizeof *p2p_idx);
-    p2p_n = xcalloc((size_t)a->ntr, sizeof *p2p_n);
+    a->p2p_idx = xcalloc((size_t)a->ntr, sizeof *a->p2p_idx);
+    a->p2p_n = xcalloc((size_t)a->ntr, sizeof *a->p2p_n);
     for (int ti = 0; ti < a->ntr; ti++) {
         ta_trace *t = a->tr[ti];
         int64_t np2p = 0;
@@ -389,7 +402,7 @@ void ta_align(ta_an *a)
             byseq_alloc(&t->comms[i]);
         }
         int dup = 0;
-        p2p_idx[ti] = xmalloc(sizeof(p2pkey) * (size_t)(np2p ? np2p : 1));
+        a->p2p_idx[ti] = xmalloc(sizeof(p2pkey) * (size_t)(np2p ? np2p : 1));
         for (int64_t i = 0; i < t->ncalls; i++) {
             const ta_call *c = &t->calls[i];
             if (c->seq == 0 || c->comm < 0) continue;
@@ -399,16 +412,16 @@ void ta_align(ta_an *a)
                 else if (k->byseq[c->seq - k->seq0] >= 0) dup++;
                 else k->byseq[c->seq - k->seq0] = (int32_t)i;
             } else if (ta_op_is_p2p(c->op)) {
-                p2p_idx[ti][p2p_n[ti]++] = (p2pkey){c->comm, c->rp, c->seq, c->op == OP_SEND, i};
+                a->p2p_idx[ti][a->p2p_n[ti]++] = (p2pkey){c->comm, c->rp, c->seq, c->op == OP_SEND, i};
             } else if (ta_op_is_onesided(c->op) && (ta_op_sends(c->op) || c->count > 0)) {
                 /* (a wait for no signal waits for nothing) */
-                p2p_idx[ti][p2p_n[ti]++] = (p2pkey){c->comm, c->rp, c->seq, ta_op_sends(c->op) ? 2 : 3, i};
+                a->p2p_idx[ti][a->p2p_n[ti]++] = (p2pkey){c->comm, c->rp, c->seq, ta_op_sends(c->op) ? 2 : 3, i};
             }
         }
         for (int i = 0; i < t->ncomms; i++) dup += sparse_sort(&t->comms[i]);
-        if (p2p_n[ti] > 1) qsort(p2p_idx[ti], (size_t)p2p_n[ti], sizeof(p2pkey), cmp_p2p);
-        for (int64_t i = 1; i < p2p_n[ti]; i++)
-            if (!cmp_p2p(&p2p_idx[ti][i - 1], &p2p_idx[ti][i])) dup++;
+        if (a->p2p_n[ti] > 1) qsort(a->p2p_idx[ti], (size_t)a->p2p_n[ti], sizeof(p2pkey), cmp_p2p);
+        for (int64_t i = 1; i < a->p2p_n[ti]; i++)
+            if (!cmp_p2p(&a->p2p_idx[ti][i - 1], &a->p2p_idx[ti][i])) dup++;
         if (dup) ta_note_add(a, t->file, 0, "%d call(s) repeat a sequence number already used; the first is used", dup);
     }
 

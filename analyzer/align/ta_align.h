@@ -9,6 +9,7 @@
 #include "ta_clock.h"
 
 void ta_align(ta_an *a);
+void ta_align_free(ta_an *a);      /* what ta_align made (before the traces are freed) */
 /* completion simulation: per trace, per call: 1 when the call never completed */
 void ta_simulate(ta_an *a, uint8_t ***stuck_calls);
 int64_t ta_p2p_find(const ta_an *a, int t, int lc, int peer, int dir_send, uint32_t seq);

@@ -8,7 +8,7 @@
 #include "site/ta_site.h"
 #include "ta_finding.h"
 
-#define TA_KIND_NAME_(id, name, rank, flags, detect, json, text) [K_##id] = name,
+#define TA_KIND_NAME_(id, name, rank, flags, detect, json, text, drop) [K_##id] = name,
 const char *const ta_kind_names[K_N] = {TA_KINDS(TA_KIND_NAME_)};
 #undef TA_KIND_NAME_
 

@@ -245,3 +245,11 @@ void ta_json_config(ta_jw *w, ta_an *a, const ta_finding *f)
 }
 
 void ta_text_config(ta_tx *x, const ta_finding *f) { ta_tx_head(x, f, ""); }
+
+void ta_drop_config(void *data)
+{
+    ta_cfgmis *m = data;
+    for (int i = 0; i < m->n; i++) { free(m->it[i].name); free(m->it[i].usual); free(m->it[i].odd); free(m->it[i].odd_value); }
+    free(m->it);
+    free(m);
+}

@@ -246,3 +246,14 @@ void ta_text_lost(ta_tx *x, const ta_finding *f)
     }
     if (x->md) fputc('\n', x->o);
 }
+
+void ta_drop_lost(void *data)
+{
+    lost_data *d = data;
+    for (int i = 0; i < d->n; i++) {
+        for (int k = 0; k < d->r[i].nc; k++) free(d->r[i].c[k].r);
+        free(d->r[i].c);
+    }
+    free(d->r);
+    free(d);
+}

@@ -1,13 +1,14 @@
 /* The table of finding kinds (ta_kinds.h), the detectors run in its order,
- * and the findings ordered by it, root causes first. */
+ * the findings ordered by it, root causes first, and freed by it (each
+ * kind's data by its drop). */
 #include <stdlib.h>
 
 #include "ta_finding.h"
 #include "ta_jw.h"
 #include "ta_tx.h"
 
-#define TA_KIND_ROW_(id, name_, rank_, flags_, detect_, json_, text_) \
-    [K_##id] = {.rank = rank_, .flags = flags_, .detect = detect_, .json = json_, .text = text_},
+#define TA_KIND_ROW_(id, name_, rank_, flags_, detect_, json_, text_, drop_) \
+    [K_##id] = {.rank = rank_, .flags = flags_, .detect = detect_, .json = json_, .text = text_, .drop = drop_},
 const ta_kind ta_kinds[K_N] = {TA_KINDS(TA_KIND_ROW_)};
 #undef TA_KIND_ROW_
 
@@ -63,4 +64,49 @@ void ta_kinds_rank(ta_an *a)
                 for (int t = 0; t < a->ntr; t++)
                     if (a->tr[t]->rank == a->f[0].culprit.ranks[k]) a->root[t] = 1;
     }
+}
+
+/* ---- freeing: a finding's common parts, then its kind's data (the table's drop) ---- */
+static void side_free(ta_side *s)
+{
+    free(s->ranks);
+    free(s->what);
+}
+
+void ta_finding_free(ta_finding *f)
+{
+    side_free(&f->culprit);
+    side_free(&f->other);
+    free(f->message);
+    free(f->hint);
+    for (int k = 0; k < f->ncons; k++) { free(f->cons[k].what); free(f->cons[k].waiting); free(f->cons[k].waitfor); }
+    free(f->cons);
+    free(f->mem);
+    for (int k = 0; k < f->nfpg; k++) free(f->fpg[k].ranks);
+    free(f->fpg);
+    if (f->glaunch) {
+        for (int k = 0; k < f->glaunch->ngroups; k++) free(f->glaunch->groups[k].ranks);
+        free(f->glaunch->groups);
+        free(f->glaunch);
+    }
+    if (f->data && f->kind >= 0 && f->kind < K_N && ta_kinds[f->kind].drop) ta_kinds[f->kind].drop(f->data);
+    else free(f->data);
+}
+
+void ta_findings_free(ta_an *a)
+{
+    for (int i = 0; i < a->nf; i++) ta_finding_free(&a->f[i]);
+    free(a->f);
+    a->f = NULL;
+    a->nf = 0;
+    free(a->stuck);
+    free(a->root);
+    a->stuck = a->root = NULL;
+    for (int i = 0; i < a->nwarns; i++) {
+        ta_warning *w = &a->warns[i];
+        free(w->kind); free(w->text); free(w->library); free(w->functions); free(w->ranks);
+    }
+    free(a->warns);
+    a->warns = NULL;
+    a->nwarns = 0;
 }

@@ -384,3 +384,21 @@ out:
     free(off); free(absent); free(ringonly);
 }
 
+static void nanev_free(ta_nanev *ev)
+{
+    free(ev->reason);
+    free(ev->ranks);
+    free(ev->unchecked);
+    free(ev->unknown_text);
+    free(ev->mem);
+}
+
+void ta_drop_nan(void *data)
+{
+    ta_nanfinding *nf = data;
+    nanev_free(&nf->ev);
+    free(nf->later);
+    for (int i = 0; i < nf->nindep; i++) nanev_free(&nf->indep[i]);
+    free(nf->indep);
+    free(nf);
+}

@@ -773,6 +773,7 @@ void ta_rootcause(ta_an *a)
     int w = 0;
     for (int i = 0; i < a->nf; i++)
         if (a->f[i].kind >= 0) a->f[w++] = a->f[i];
+        else ta_finding_free(&a->f[i]);   /* (its consequences moved: ncons 0) */
     a->nf = w;
 
     a->stuck = stuck;

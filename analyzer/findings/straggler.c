@@ -529,3 +529,10 @@ void ta_json_straggler(ta_jw *w, ta_an *a, const ta_finding *f)
 
 /* text: the heading names no collective (all of them are late) */
 void ta_text_straggler(ta_tx *x, const ta_finding *f) { ta_tx_head(x, f, ""); }
+
+void ta_drop_straggler(void *data)
+{
+    ta_straggler *st = data;
+    free(st->also);
+    free(st);
+}

@@ -101,6 +101,8 @@ ta_finding *ta_finding_new(ta_an *a, int kind);                    /* added to a
 void ta_finding_init(ta_finding *f, int kind);                       /* a finding of one's own, empty */
 ta_finding *ta_finding_add(ta_an *a, const ta_finding *f);          /* a copy of f added (f's strings move) */
 void ta_side_set(ta_side *s, const int *ranks, int n, int trace, int64_t call);
+/* kinds.c: what f holds (not f), its kind's data by the table's drop */
+void ta_finding_free(ta_finding *f);
 void ta_finding_describe(ta_an *a, ta_finding *f);                  /* message and hint (divergence, missing, p2p, signal) */
 void ta_warnings_nccl(ta_an *a);            /* NCCL host functions the shim does not record */
 

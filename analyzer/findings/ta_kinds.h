@@ -29,6 +29,8 @@
  *   text    void (ta_tx *x, const ta_finding *f): the heading (ta_tx_head)
  *           and the kind's own lines, text and Markdown; NULL: the heading
  *           and message alone
+ *   drop    void (void *data): frees the kind's own data (ta_finding.data) and
+ *           what it holds; NULL: data, when set, is one block (free)
  * The common parts of a finding (culprit and others, message, hint, where
  * the job stopped, the members of a stuck collective, consequences) are
  * written by out_json.c and out_text.c for every kind.
@@ -42,23 +44,23 @@
 #define TA_KF_NEVER_ROOT 2u
 enum { TA_LOOK_CALLS, TA_LOOK_FINDINGS, TA_LOOKS };
 
-/*   id           name                rank flags             detect                json                text */
-#define TA_KINDS(X)                                                                                                   \
-    X(OOM,        "oom",              3,   TA_KF_ROOT_RANK,  ta_detect_oom,        ta_json_oom,        ta_text_memory)     \
-    X(IMBALANCE,  "memory_imbalance", 7,   0,                ta_detect_imbalance,  ta_json_imbalance,  ta_text_memory)     \
-    X(DIVERGENCE, "divergence",       4,   0,                ta_detect_divergence, ta_json_divergence, ta_text_divergence) \
-    X(P2P,        "p2p",              5,   0,                ta_detect_p2p,        NULL,               ta_text_p2p)        \
-    X(NAN,        "nan",              2,   0,                ta_detect_nan,        ta_json_nan,        ta_text_nan)        \
-    X(STRAGGLER,  "straggler",        9,   TA_KF_NEVER_ROOT, ta_detect_straggler,  ta_json_straggler,  ta_text_straggler)  \
-    X(MISSING,    "missing",          8,   0,                NULL,                 NULL,               ta_text_missing)    \
-    X(INIT,       "init",             6,   0,                NULL,                 NULL,               ta_text_init)       \
-    X(NO_TRACE,   "no_trace",         8,   0,                NULL,                 NULL,               NULL)               \
-    X(SIGNAL,     "signal",           5,   0,                NULL,                 ta_json_signal,     ta_text_signal)     \
-    X(CONFIG,     "config_mismatch",  6,   0,                ta_detect_config,     ta_json_config,     ta_text_config)     \
-    X(TRACE_LOST, "trace_lost",       10,  TA_KF_NEVER_ROOT, ta_detect_lost,       ta_json_lost,       ta_text_lost)       \
-    X(DEAD,       "dead",             3,   0,                ta_detect_dead,       ta_json_dead,       ta_text_dead)
+/*   id           name                rank flags              detect                 json                 text                 drop */
+#define TA_KINDS(X)                                                                                                                               \
+    X(OOM,        "oom",              3,   TA_KF_ROOT_RANK,   ta_detect_oom,         ta_json_oom,         ta_text_memory,      NULL)              \
+    X(IMBALANCE,  "memory_imbalance", 7,   0,                 ta_detect_imbalance,   ta_json_imbalance,   ta_text_memory,      NULL)              \
+    X(DIVERGENCE, "divergence",       4,   0,                 ta_detect_divergence,  ta_json_divergence,  ta_text_divergence,  NULL)              \
+    X(P2P,        "p2p",              5,   0,                 ta_detect_p2p,         NULL,                ta_text_p2p,         NULL)              \
+    X(NAN,        "nan",              2,   0,                 ta_detect_nan,         ta_json_nan,         ta_text_nan,         ta_drop_nan)       \
+    X(STRAGGLER,  "straggler",        9,   TA_KF_NEVER_ROOT,  ta_detect_straggler,   ta_json_straggler,   ta_text_straggler,   ta_drop_straggler) \
+    X(MISSING,    "missing",          8,   0,                 NULL,                  NULL,                ta_text_missing,     NULL)              \
+    X(INIT,       "init",             6,   0,                 NULL,                  NULL,                ta_text_init,        NULL)              \
+    X(NO_TRACE,   "no_trace",         8,   0,                 NULL,                  NULL,                NULL,                NULL)              \
+    X(SIGNAL,     "signal",           5,   0,                 NULL,                  ta_json_signal,      ta_text_signal,      NULL)              \
+    X(CONFIG,     "config_mismatch",  6,   0,                 ta_detect_config,      ta_json_config,      ta_text_config,      ta_drop_config)    \
+    X(TRACE_LOST, "trace_lost",       10,  TA_KF_NEVER_ROOT,  ta_detect_lost,        ta_json_lost,        ta_text_lost,        ta_drop_lost)      \
+    X(DEAD,       "dead",             3,   0,                 ta_detect_dead,        ta_json_dead,        ta_text_dead,        NULL)
 
-#define TA_KIND_ENUM_(id, name, rank, flags, detect, json, text) K_##id,
+#define TA_KIND_ENUM_(id, name, rank, flags, detect, json, text, drop) K_##id,
 enum { TA_KINDS(TA_KIND_ENUM_) K_N };
 #undef TA_KIND_ENUM_
 
@@ -72,6 +74,7 @@ typedef struct {
     void (*detect)(struct ta_an *a, int look);
     void (*json)(struct ta_jw *w, struct ta_an *a, const struct ta_finding *f);
     void (*text)(struct ta_tx *x, const struct ta_finding *f);
+    void (*drop)(void *data);
 } ta_kind;
 extern const ta_kind ta_kinds[K_N];      /* kinds.c: the rows' rank, flags and functions */
 extern const char *const ta_kind_names[K_N];   /* findings.c: their names (below the writers, which use them) */
@@ -82,6 +85,8 @@ extern const char *const ta_kind_names[K_N];   /* findings.c: their names (below
  * cause (unless TA_KF_NEVER_ROOT) */
 void ta_kinds_detect(struct ta_an *a, void (*done)(const char *what));
 void ta_kinds_rank(struct ta_an *a);
+/* kinds.c: every finding freed, with its kind's data (drop) */
+void ta_findings_free(struct ta_an *a);
 
 /* ---- the kinds' functions, by file ---- */
 /* kind_memory.c */
@@ -100,6 +105,7 @@ void ta_findings_fingerprint(struct ta_an *a);   /* fingerprint.c: divergences o
 void ta_detect_config(struct ta_an *a, int look);
 void ta_json_config(struct ta_jw *w, struct ta_an *a, const struct ta_finding *f);
 void ta_text_config(struct ta_tx *x, const struct ta_finding *f);
+void ta_drop_config(void *data);
 /* kind_p2p.c */
 void ta_detect_p2p(struct ta_an *a, int look);
 void ta_text_p2p(struct ta_tx *x, const struct ta_finding *f);
@@ -107,14 +113,17 @@ void ta_text_p2p(struct ta_tx *x, const struct ta_finding *f);
 void ta_detect_nan(struct ta_an *a, int look);
 void ta_json_nan(struct ta_jw *w, struct ta_an *a, const struct ta_finding *f);
 void ta_text_nan(struct ta_tx *x, const struct ta_finding *f);
+void ta_drop_nan(void *data);
 /* straggler.c */
 void ta_detect_straggler(struct ta_an *a, int look);
 void ta_json_straggler(struct ta_jw *w, struct ta_an *a, const struct ta_finding *f);
 void ta_text_straggler(struct ta_tx *x, const struct ta_finding *f);
+void ta_drop_straggler(void *data);
 /* kind_lost.c: calls the full trace folder could not take */
 void ta_detect_lost(struct ta_an *a, int look);
 void ta_json_lost(struct ta_jw *w, struct ta_an *a, const struct ta_finding *f);
 void ta_text_lost(struct ta_tx *x, const struct ta_finding *f);
+void ta_drop_lost(void *data);
 /* kind_dead.c: a rank that died outside the hang */
 void ta_detect_dead(struct ta_an *a, int look);
 void ta_json_dead(struct ta_jw *w, struct ta_an *a, const struct ta_finding *f);

@@ -12,7 +12,8 @@ typedef struct ta_tx {
     ta_an *a;
     FILE *o;
     int md;                  /* Markdown */
-    int top;                 /* a root cause, at the top (text: "ROOT CAUSE: ") */
+    int top;                 /* a root cause, at the top: which (1 the first; text: "ROOT CAUSE: ",
+                                then "ROOT CAUSE (2): "...), 0 not one */
     const char *ind;         /* indent of a finding's lines: "  " in text, "" in Markdown */
 } ta_tx;
 

@@ -90,7 +90,6 @@ void ta_tx_head_sides(ta_tx *x, const ta_finding *f, const char *at)
 
 static void head(ta_tx *x, const ta_finding *f, const char *at, const char *message)
 {
-    static int nroot;
     FILE *o = x->o;
     int md = x->md, top = x->top;
     const char *name = ta_kind_names[f->kind];
@@ -98,7 +97,7 @@ static void head(ta_tx *x, const ta_finding *f, const char *at, const char *mess
     if (md) fprintf(o, "%s **%s%s%s**%s\n\n", top ? "####" : "-", name, f->subkind[0] ? " / " : "",
                     f->subkind, w);
     else if (top) {
-        if (nroot++) fprintf(o, "ROOT CAUSE (%d): ", nroot);
+        if (top > 1) fprintf(o, "ROOT CAUSE (%d): ", top);
         else fprintf(o, "ROOT CAUSE: ");
         fprintf(o, "%s%s%s%s\n", name, f->subkind[0] ? " / " : "", f->subkind, w);
     } else fprintf(o, "- %s%s%s%s\n", name, f->subkind[0] ? " / " : "", f->subkind, w);

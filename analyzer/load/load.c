@@ -584,6 +584,33 @@ static void grow_jobs(ta_an *a)
     }
 }
 
+void ta_load_free(ta_an *a)
+{
+    for (int i = 0; i < a->nall; i++) ta_trace_free(a->all[i]);
+    free(a->all); free(a->tr);
+    a->all = a->tr = NULL;
+    a->nall = a->ntr = 0;
+    free(a->job);
+    a->job = NULL;
+    for (int i = 0; i < a->nother_jobs; i++) free(a->other_jobs[i]);
+    free(a->other_jobs);
+    a->other_jobs = NULL;
+    a->nother_jobs = 0;
+    free(a->missing_ranks); free(a->missing_wfail); free(a->missing_cut);
+    a->missing_ranks = a->missing_wfail = a->missing_cut = NULL;
+    a->nmissing = 0;
+    for (int i = 0; i < a->nwfail; i++) {
+        ta_wfail *m = &a->wfail[i];
+        free(m->file); free(m->job); free(m->host); free(m->error);
+    }
+    free(a->wfail);
+    a->wfail = NULL;
+    a->nwfail = 0;
+    free(a->graphs);
+    a->graphs = NULL;
+    a->ngraphs = 0;
+}
+
 int ta_load(ta_an *a, char **paths, int npaths)
 {
     ta_filevec files = {0}, markers = {0};

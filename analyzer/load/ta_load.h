@@ -8,6 +8,7 @@
 #include "model/ta_model.h"
 
 int ta_load(ta_an *a, char **paths, int npaths);   /* 0 ok, -1 nothing usable */
+void ta_load_free(ta_an *a);                       /* what ta_load made: the traces, jobs, markers */
 /* ring/ring_trace.c: everything a trace owns, and the trace */
 void ta_trace_free(ta_trace *t);
 

@@ -190,6 +190,27 @@ const char *ta_intern(const char *s)
     return r;
 }
 
+void ta_intern_reset(void)
+{
+    pthread_mutex_lock(&intern_lock);
+    for (size_t i = 0; i < icap; i++) free(itab[i]);
+    free(itab);
+    itab = NULL;
+    icap = icount = 0;
+    pthread_mutex_unlock(&intern_lock);
+}
+
+void ta_model_free(ta_an *a)
+{
+    for (int i = 0; i < a->nnotes; i++) { free(a->notes[i].file); free(a->notes[i].text); }
+    free(a->notes);
+    a->notes = NULL;
+    a->nnotes = 0;
+    free(a->mods);
+    a->mods = NULL;
+    a->nmods = 0;
+}
+
 int ta_module_intern(ta_an *a, const char *path, const char *build_id)
 {
     for (int i = 0; i < a->nmods; i++) {

@@ -568,6 +568,7 @@ typedef struct ta_an {
     ta_gcomm *gc; int ngc;
     ta_module *mods; int nmods;
     ta_jgraph *graphs; int ngraphs;   /* the job's CUDA graphs (graphs.c) */
+    struct ta_p2pkey **p2p_idx; int64_t *p2p_n;   /* align.c: each trace's point-to-point calls, sorted */
     /* results */
     struct ta_finding *f; int nf;
     struct ta_clocks *clk;       /* clocks.c: how the ranks' clocks were put on one, NULL before */
@@ -587,6 +588,10 @@ void ta_note_add(ta_an *a, const char *file, int fatal, const char *fmt, ...)
  * places it (ta_markers_place: the rank it names is shown as truncated, not as killed before a write) */
 void ta_note_cut(ta_an *a, const char *file, int64_t bytes, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 const char *ta_intern(const char *s);
+/* every interned string freed: once nothing holds one (the end of an analysis, main.c) */
+void ta_intern_reset(void);
+/* the notes and modules of an analysis freed (each stage frees what it made: ta_load_free...) */
+void ta_model_free(ta_an *a);
 int ta_module_intern(ta_an *a, const char *path, const char *build_id);
 uint64_t ta_hash64(uint64_t h, uint64_t v);
 int64_t ta_median64(int64_t *v, int64_t n);    /* median of v[0..n) (sorts v); n > 0 */

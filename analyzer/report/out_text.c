@@ -197,8 +197,8 @@ static void text_doc(ta_an *a, FILE *o)
     if (!a->nf) fprintf(o, "No problem found: every collective and send/recv matched.\n\n");
     if (a->nf && !nroot)       /* only stragglers: slow, but nothing hung or failed */
         fprintf(o, "Nothing hung or failed.\n\n");
-    for (int i = 0; i < a->nf; i++)
-        if (a->f[i].root) ta_out_finding(a, o, &a->f[i], 0, 1);
+    for (int i = 0, k = 0; i < a->nf; i++)
+        if (a->f[i].root) ta_out_finding(a, o, &a->f[i], 0, ++k);
     char *ab = ta_abort_text(a);
     if (ab) ta_esc_printf(o, "ENDED BY ABORT: %s.\n\n", ab);
     free(ab);

@@ -19,6 +19,7 @@ void ta_out_markdown(ta_an *a, FILE *o);   /* at most TA_MD_LIMIT characters, wh
  * .json, .md; 0, or -1 (a message said so) */
 int ta_out_reports(ta_an *a, const char *prefix, const char *text);
 /* one finding's lines, text (md 0) or Markdown; top: a root cause (out_text.c) */
+/* top: 0 not a root cause, else which root cause (1 the first) */
 void ta_out_finding(ta_an *a, FILE *o, const ta_finding *f, int md, int top);
 /* why this job of several is the one analysed: "this one was asked for with --job" or "this one is
  * the newest (...)" (out_text.c; the header of text, --markdown and --html) */

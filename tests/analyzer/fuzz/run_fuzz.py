@@ -9,7 +9,7 @@ inputs it finds new go to WORKDIR/new, a failing input to WORKDIR/artifacts.
 The seed is random unless TRSHIM_FUZZ_SEED is set (libFuzzer prints "Seed:";
 TRSHIM_FUZZ_SEED=that repeats the run). Passes when libFuzzer ends normally
 after every execution: any sanitizer report, crash, timeout of one input
-(-timeout), memory blow-up (-rss_limit_mb, -malloc_limit_mb), tranalyze
+(-timeout), memory blow-up (-rss_limit_mb, -malloc_limit_mb), a leak, tranalyze
 calling exit(), a status outside 0/1/2 or --json output that is not JSON
 (the harness aborts) fails it, with the input named. Stdlib only."""
 import os
@@ -33,10 +33,11 @@ def main():
     tmp = os.path.join(work, "tmp")
     os.makedirs(tmp)
     env = dict(os.environ, TMPDIR=tmp)
-    # tranalyze is a one-shot program: what it leaves allocated at the end of a run is not a leak
-    env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") + ":detect_leaks=0").lstrip(":")
+    # tranalyze frees all it made at the end of a run (main.c; analyze-twice checks it): what one
+    # input leaves allocated is a leak (-detect_leaks=1), and would pile up over the runs of one process
+    env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") + ":detect_leaks=1").lstrip(":")
     cmd = [fuzzer, "-runs=%d" % runs, "-timeout=30", "-rss_limit_mb=3072", "-malloc_limit_mb=2048",
-           "-detect_leaks=0", "-print_final_stats=1", "-artifact_prefix=" + artifacts + "/"]
+           "-detect_leaks=1", "-print_final_stats=1", "-artifact_prefix=" + artifacts + "/"]
     if os.environ.get("TRSHIM_FUZZ_SEED"):
         cmd.append("-seed=" + os.environ["TRSHIM_FUZZ_SEED"])
     cmd += [new, corpus]
