@@ -138,6 +138,8 @@ static int analyse(ta_an *a, char **paths, int npaths)
     ta_clocks_free(a);               /* a second reading places them anew */
     ta_clocks_align(a);              /* every rank's clock on one (clocks.c) */
     phase("clocks");
+    ta_simulate(a);                  /* what could complete (simulate.c): for the root cause and the timeline */
+    phase("simulate");
     ta_rootcause(a);
     phase("rootcause");
     ta_kinds_detect(a, phase);       /* each kind's detector, in the table's order (ta_kinds.h) */

@@ -1,6 +1,6 @@
 /* Alignment (align.c): the job's communicators (members by global rank),
  * the per-seq tables built (ta_seq.h looks them up), send/recv and
- * signals matched, ring windows, and the completion simulation.
+ * signals matched, ring windows; the completion simulation (simulate.c).
  * align/'s boundary header (with its part ta_clock.h): outside align/, the one to include. */
 #ifndef TA_ALIGN_H
 #define TA_ALIGN_H
@@ -10,8 +10,9 @@
 
 void ta_align(ta_an *a);
 void ta_align_free(ta_an *a);      /* what ta_align made (before the traces are freed) */
-/* completion simulation: per trace, per call: 1 when the call never completed */
-void ta_simulate(ta_an *a, uint8_t ***stuck_calls);
+/* simulate.c: the completion simulation, once per analysis (after ta_align and the clocks):
+ * sets a->never_done */
+void ta_simulate(ta_an *a);
 int64_t ta_p2p_find(const ta_an *a, int t, int lc, int peer, int dir_send, uint32_t seq);
 /* signals (PutSignal/Signal) trace t sent to place peer on its comm lc: the first
  * with seq >= seq (its seq in *got), the last one (its seq in *seq); -1 none */

@@ -44,7 +44,6 @@ typedef struct {
 
 static spoint *P;
 static int nP;
-static uint8_t **ST;
 
 static void iadd(int **v, int *n, int x)
 {
@@ -533,7 +532,7 @@ static void init_expected(ta_an *a, spoint *sp, const int *stuck)
 
 void ta_rootcause(ta_an *a)
 {
-    ta_simulate(a, &ST);
+    uint8_t **ST = a->never_done;     /* the completion simulation's answer (simulate.c) */
     int *stuck = xcalloc((size_t)a->ntr + 1, sizeof(int));
 
     /* stuck points */
@@ -786,8 +785,6 @@ void ta_rootcause(ta_an *a)
 
     ta_findings_no_trace(a);
     ta_diverge_done(a);
-    for (int t = 0; t < a->ntr; t++) free(ST[t]);
-    free(ST);
     free(res); free(order); free(ev);
     for (int k = 0; k < nP; k++) { free(P[k].wt); free(P[k].wf); free(P[k].never); }
     free(P);

@@ -70,12 +70,7 @@ int64_t *ta_tl_stuck(ta_an *a)
     int any = 0;
     for (int t = 0; t < a->ntr; t++) { r[t] = -1; any |= a->stuck && a->stuck[t]; }
     if (!any) return r;
-    /* the replay again (rootcause.c keeps only who is stuck); its notes were given already */
-    int nn = a->nnotes;
-    uint8_t **st = NULL;
-    ta_simulate(a, &st);
-    for (int i = nn; i < a->nnotes; i++) { free(a->notes[i].file); free(a->notes[i].text); }
-    a->nnotes = nn;
+    uint8_t **st = a->never_done;     /* the completion simulation's answer (simulate.c) */
     for (int t = 0; t < a->ntr; t++) {
         const ta_trace *tr = a->tr[t];
         if (a->stuck[t]) {
@@ -86,9 +81,7 @@ int64_t *ta_tl_stuck(ta_an *a)
             for (int k = 0; k < tr->ncomms && r[t] < 0; k++)
                 if (tr->comms[k].init_exit == TA_NULL64 && tr->comms[k].g >= 0) r[t] = -2 - k;
         }
-        free(st[t]);
     }
-    free(st);
     return r;
 }
 
