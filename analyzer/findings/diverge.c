@@ -25,27 +25,24 @@ static int ihas(const int *v, int n, int x)
  * Two ranks are compared on the communicator families they both belong to
  * (a rank of a DP group and a rank outside it see different sequences
  * otherwise); peers with the same families as the culprit are preferred. */
-static int64_t **tokv;
-static int64_t *tokn;
-
 static const int64_t *tokens(ta_an *a, int t, int64_t *n)
 {
-    if (!tokv) {            /* first use in this analysis: freed by ta_diverge_done */
-        tokv = xcalloc((size_t)a->ntr + 1, sizeof *tokv);
-        tokn = xcalloc((size_t)a->ntr + 1, sizeof *tokn);
+    if (!a->coll_idx) {     /* first use in this analysis: freed by ta_diverge_done */
+        a->coll_idx = xcalloc((size_t)a->ntr + 1, sizeof *a->coll_idx);
+        a->coll_n = xcalloc((size_t)a->ntr + 1, sizeof *a->coll_n);
     }
-    if (!tokv[t]) {
+    if (!a->coll_idx[t]) {
         ta_trace *tr = a->tr[t];
-        tokv[t] = xmalloc(sizeof(int64_t) * (size_t)(tr->ncalls + 1));
+        a->coll_idx[t] = xmalloc(sizeof(int64_t) * (size_t)(tr->ncalls + 1));
         int64_t k = 0;
         for (int64_t i = 0; i < tr->ncalls; i++) {
             const ta_call *c = &tr->calls[i];
-            if (ta_op_is_coll(c->op) && c->seq > 0 && c->comm >= 0) tokv[t][k++] = i;
+            if (ta_op_is_coll(c->op) && c->seq > 0 && c->comm >= 0) a->coll_idx[t][k++] = i;
         }
-        tokn[t] = k;
+        a->coll_n[t] = k;
     }
-    *n = tokn[t];
-    return tokv[t];
+    *n = a->coll_n[t];
+    return a->coll_idx[t];
 }
 
 
@@ -376,9 +373,9 @@ int ta_divergence_evidence(ta_an *a, int r, const int *peers, int npeers, int *c
 
 void ta_diverge_done(ta_an *a)
 {
-    if (tokv)
-        for (int t = 0; t < a->ntr; t++) free(tokv[t]);
-    free(tokv); free(tokn);
-    tokv = NULL;
-    tokn = NULL;
+    if (a->coll_idx)
+        for (int t = 0; t < a->ntr; t++) free(a->coll_idx[t]);
+    free(a->coll_idx); free(a->coll_n);
+    a->coll_idx = NULL;
+    a->coll_n = NULL;
 }

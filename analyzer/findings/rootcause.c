@@ -42,8 +42,7 @@ typedef struct {
     int rep_t; int64_t rep_c;
 } spoint;
 
-static spoint *P;
-static int nP;
+typedef struct { spoint *v; int n; } points;   /* the stuck points of one analysis */
 
 static void iadd(int **v, int *n, int x)
 {
@@ -57,14 +56,14 @@ static int ihas(const int *v, int n, int x)
     return 0;
 }
 
-static int find_point(int type, int g, uint32_t seq, int snd, int rcv)
+static int find_point(points *ps, int type, int g, uint32_t seq, int snd, int rcv)
 {
-    for (int i = nP - 1; i >= 0; i--)
-        if (P[i].type == type && P[i].g == g && P[i].seq == seq && P[i].snd == snd && P[i].rcv == rcv) return i;
-    P = xrealloc(P, sizeof *P * (size_t)(nP + 1));
-    memset(&P[nP], 0, sizeof *P);
-    P[nP] = (spoint){.type = type, .g = g, .seq = seq, .snd = snd, .rcv = rcv, .finding = SP_OPEN, .rep_t = -1, .rep_c = -1};
-    return nP++;
+    for (int i = ps->n - 1; i >= 0; i--)
+        if (ps->v[i].type == type && ps->v[i].g == g && ps->v[i].seq == seq && ps->v[i].snd == snd && ps->v[i].rcv == rcv) return i;
+    ps->v = xrealloc(ps->v, sizeof *ps->v * (size_t)(ps->n + 1));
+    memset(&ps->v[ps->n], 0, sizeof *ps->v);
+    ps->v[ps->n] = (spoint){.type = type, .g = g, .seq = seq, .snd = snd, .rcv = rcv, .finding = SP_OPEN, .rep_t = -1, .rep_c = -1};
+    return ps->n++;
 }
 
 /* the site of call ci is used by trace t anywhere? */
@@ -425,14 +424,14 @@ static ta_finding *root_finding(ta_an *a, spoint *sp, const int *stuck)
 #define CYCLE_CANDIDATES_MAX 64
 typedef struct { int done, support, compared; double t; } evidence;   /* per trace, computed once */
 
-static int cycle_roots(ta_an *a, evidence *ev)
+static int cycle_roots(ta_an *a, points *ps, evidence *ev)
 {
     int *near = xmalloc(sizeof(int) * (size_t)(a->ntr + 1));
     int *seen = xcalloc((size_t)a->ntr + 1, sizeof(int));
     struct cand { int k, c, strong; double t; } *cv = xmalloc(sizeof *cv * CYCLE_CANDIDATES_MAX);
     int nc = 0, nstrong = 0, top = -1, top_support = 0, top_tie = 0;
-    for (int k = 0; k < nP && nc < CYCLE_CANDIDATES_MAX; k++) {
-        const spoint *sp = &P[k];
+    for (int k = 0; k < ps->n && nc < CYCLE_CANDIDATES_MAX; k++) {
+        const spoint *sp = &ps->v[k];
         if (sp->finding != SP_OPEN || sp->type != SP_COLL) continue;
         for (int j = 0; j < sp->nnever && nc < CYCLE_CANDIDATES_MAX; j++) {
             int c = sp->never[j];
@@ -461,7 +460,7 @@ static int cycle_roots(ta_an *a, evidence *ev)
     int made = 0;
     for (int i = 0; i < nc; i++) {
         if (nstrong ? !cv[i].strong : (i != top || top_tie)) continue;
-        spoint *sp = &P[cv[i].k];
+        spoint *sp = &ps->v[cv[i].k];
         if (sp->root != 2) {      /* its culprits: the candidates of this point */
             sp->root = 2;
             sp->nwf = 0;
@@ -533,6 +532,7 @@ static void init_expected(ta_an *a, spoint *sp, const int *stuck)
 void ta_rootcause(ta_an *a)
 {
     uint8_t **ST = a->never_done;     /* the completion simulation's answer (simulate.c) */
+    points ps = {0};
     int *stuck = xcalloc((size_t)a->ntr + 1, sizeof(int));
 
     /* stuck points */
@@ -544,26 +544,26 @@ void ta_rootcause(ta_an *a)
             int g = tr->comms[c->comm].g;
             int k;
             if (ta_op_is_coll(c->op)) {
-                k = find_point(SP_COLL, g, c->seq, -1, -1);
+                k = find_point(&ps, SP_COLL, g, c->seq, -1, -1);
             } else if (ta_op_is_onesided(c->op)) {
-                k = find_point(SP_SIG, g, c->seq, c->rp, tr->comms[c->comm].rank);
+                k = find_point(&ps, SP_SIG, g, c->seq, c->rp, tr->comms[c->comm].rank);
             } else {
                 int me = tr->comms[c->comm].rank;
-                k = c->op == OP_SEND ? find_point(SP_P2P, g, c->seq, me, c->rp)
-                                     : find_point(SP_P2P, g, c->seq, c->rp, me);
+                k = c->op == OP_SEND ? find_point(&ps, SP_P2P, g, c->seq, me, c->rp)
+                                     : find_point(&ps, SP_P2P, g, c->seq, c->rp, me);
             }
-            iadd(&P[k].wt, &P[k].nwt, t);
+            iadd(&ps.v[k].wt, &ps.v[k].nwt, t);
             double w = ta_wall(tr, c->enter_ns);
-            if (P[k].rep_t < 0 || w < P[k].t) { P[k].t = w; P[k].rep_t = t; P[k].rep_c = i; }
+            if (ps.v[k].rep_t < 0 || w < ps.v[k].t) { ps.v[k].t = w; ps.v[k].rep_t = t; ps.v[k].rep_c = i; }
             stuck[t] = 1;
         }
         for (int i = 0; i < tr->ncomms; i++) {
             const ta_comm *c = &tr->comms[i];
             if (c->init_exit != TA_NULL64 || c->g < 0) continue;
-            int k = find_point(SP_INIT, c->g, 0, -1, -1);
-            iadd(&P[k].wt, &P[k].nwt, t);
+            int k = find_point(&ps, SP_INIT, c->g, 0, -1, -1);
+            iadd(&ps.v[k].wt, &ps.v[k].nwt, t);
             double w = ta_wall(tr, c->init_enter);
-            if (P[k].rep_t < 0 || w < P[k].t) { P[k].t = w; P[k].rep_t = t; P[k].rep_c = -1; }
+            if (ps.v[k].rep_t < 0 || w < ps.v[k].t) { ps.v[k].t = w; ps.v[k].rep_t = t; ps.v[k].rep_c = -1; }
             stuck[t] = 1;
         }
     }
@@ -574,8 +574,8 @@ void ta_rootcause(ta_an *a)
         for (int64_t i = a->tr[t]->ncalls - 1; i >= 0 && !stuck[t]; i--)
             if (ta_call_waiting(a->tr[t], &a->tr[t]->calls[i])) stuck[t] = 1;
     /* whom each point waits for */
-    for (int k = 0; k < nP; k++) {
-        spoint *sp = &P[k];
+    for (int k = 0; k < ps.n; k++) {
+        spoint *sp = &ps.v[k];
         const ta_gcomm *n = &a->gc[sp->g];
         if (sp->type == SP_COLL) {
             for (int p = 0; p < n->npos; p++) {
@@ -617,8 +617,8 @@ void ta_rootcause(ta_an *a)
      * cannot leave one stuck unless the traces contradict each other (they
      * are checked at load; this is the last line). It has no culprit to
      * name: it is noted and left out, never a finding of its own. */
-    for (int k = 0; k < nP; k++) {
-        spoint *sp = &P[k];
+    for (int k = 0; k < ps.n; k++) {
+        spoint *sp = &ps.v[k];
         if (sp->type != SP_COLL || !sp->nwf || sp->mismatch) continue;
         /* waits only for ranks that have the communicator suspended and were still running: they
          * had not resumed it yet, which is no hang (a rollout phase); not a finding, a note */
@@ -638,8 +638,8 @@ void ta_rootcause(ta_an *a)
                     sp->nwf > 1 ? "their" : "its", sp->nwf > 1 ? "they had" : "it had");
         free(w); free(rt); free(r);
     }
-    for (int k = 0; k < nP; k++) {
-        spoint *sp = &P[k];
+    for (int k = 0; k < ps.n; k++) {
+        spoint *sp = &ps.v[k];
         if (sp->type == SP_INIT || sp->nwf || sp->mismatch || sp->finding != SP_OPEN) continue;
         sp->finding = SP_LEFT_OUT;
         char *w = sp->rep_t >= 0 && sp->rep_c >= 0 ? ta_call_text_replay(a, a->tr[sp->rep_t], sp->rep_c)
@@ -649,8 +649,8 @@ void ta_rootcause(ta_an *a)
         free(w);
     }
     /* root points: mismatches, and waits on ranks that wait for nobody */
-    for (int k = 0; k < nP; k++) {
-        spoint *sp = &P[k];
+    for (int k = 0; k < ps.n; k++) {
+        spoint *sp = &ps.v[k];
         if (sp->finding == SP_LEFT_OUT) continue;
         if (sp->mismatch) { sp->root = 1; continue; }
         if (sp->type == SP_INIT && !sp->nwf) { sp->root = 1; continue; }
@@ -659,30 +659,30 @@ void ta_rootcause(ta_an *a)
     }
     int *res = xmalloc(sizeof(int) * (size_t)(a->ntr + 1));   /* per trace: finding it leads to */
     for (int t = 0; t < a->ntr; t++) res[t] = -1;
-    int *order = xmalloc(sizeof(int) * (size_t)(nP + 1)), nord = 0;   /* points, in resolution order */
+    int *order = xmalloc(sizeof(int) * (size_t)(ps.n + 1)), nord = 0;   /* points, in resolution order */
     int first_root_f = a->nf;
     evidence *ev = xcalloc((size_t)a->ntr + 1, sizeof *ev);
     for (;;) {
         /* root points, earliest first */
         for (;;) {
             int best = -1;
-            for (int k = 0; k < nP; k++)
-                if (P[k].root && P[k].finding == SP_OPEN && (best < 0 || P[k].t < P[best].t)) best = k;
+            for (int k = 0; k < ps.n; k++)
+                if (ps.v[k].root && ps.v[k].finding == SP_OPEN && (best < 0 || ps.v[k].t < ps.v[best].t)) best = k;
             if (best < 0) break;
-            ta_finding *f = root_finding(a, &P[best], stuck);
+            ta_finding *f = root_finding(a, &ps.v[best], stuck);
             f->root = 1;
             /* who issued the stuck collective and waits inside it, who never did */
-            if (P[best].type == SP_COLL) ta_members_at(a, f, P[best].g, P[best].seq, ST);
-            P[best].finding = (int)(f - a->f);
-            for (int j = 0; j < P[best].nwt; j++)
-                if (res[P[best].wt[j]] < 0) res[P[best].wt[j]] = P[best].finding;
+            if (ps.v[best].type == SP_COLL) ta_members_at(a, f, ps.v[best].g, ps.v[best].seq, ST);
+            ps.v[best].finding = (int)(f - a->f);
+            for (int j = 0; j < ps.v[best].nwt; j++)
+                if (res[ps.v[best].wt[j]] < 0) res[ps.v[best].wt[j]] = ps.v[best].finding;
         }
         /* consequences: points waiting for ranks that lead to a finding */
         int changed = 1;
         while (changed) {
             changed = 0;
-            for (int k = 0; k < nP; k++) {
-                spoint *sp = &P[k];
+            for (int k = 0; k < ps.n; k++) {
+                spoint *sp = &ps.v[k];
                 if (sp->finding != SP_OPEN) continue;
                 int fi = -1;
                 for (int j = 0; j < sp->nwf && fi < 0; j++) fi = res[sp->wf[j]];
@@ -695,28 +695,28 @@ void ta_rootcause(ta_an *a)
             }
         }
         /* a cycle of waits: decided by evidence, else broken by rule */
-        if (cycle_roots(a, ev)) continue;
+        if (cycle_roots(a, &ps, ev)) continue;
         int best = -1;
-        for (int k = 0; k < nP; k++) {
-            spoint *sp = &P[k];
+        for (int k = 0; k < ps.n; k++) {
+            spoint *sp = &ps.v[k];
             if (sp->finding != SP_OPEN) continue;
             int pri = (sp->type == SP_P2P || sp->type == SP_SIG) && sp->nnever ? 0 : sp->nnever ? 1 : 2;
             if (best < 0) { best = k; continue; }
-            int bp = (P[best].type == SP_P2P || P[best].type == SP_SIG) && P[best].nnever ? 0 : P[best].nnever ? 1 : 2;
-            if (pri < bp || (pri == bp && sp->t < P[best].t)) best = k;
+            int bp = (ps.v[best].type == SP_P2P || ps.v[best].type == SP_SIG) && ps.v[best].nnever ? 0 : ps.v[best].nnever ? 1 : 2;
+            if (pri < bp || (pri == bp && sp->t < ps.v[best].t)) best = k;
         }
         if (best < 0) break;
-        P[best].root = 2;
-        if (P[best].nnever) {     /* culprits: those that never issued it */
-            free(P[best].wf);
-            P[best].wf = xmalloc(sizeof(int) * (size_t)P[best].nnever);
-            memcpy(P[best].wf, P[best].never, sizeof(int) * (size_t)P[best].nnever);
-            P[best].nwf = P[best].nnever;
+        ps.v[best].root = 2;
+        if (ps.v[best].nnever) {     /* culprits: those that never issued it */
+            free(ps.v[best].wf);
+            ps.v[best].wf = xmalloc(sizeof(int) * (size_t)ps.v[best].nnever);
+            memcpy(ps.v[best].wf, ps.v[best].never, sizeof(int) * (size_t)ps.v[best].nnever);
+            ps.v[best].nwf = ps.v[best].nnever;
         }
     }
     /* consequences onto their root findings */
     for (int o = 0; o < nord; o++) {
-        spoint *sp = &P[order[o]];
+        spoint *sp = &ps.v[order[o]];
         ta_finding *f = &a->f[sp->finding];
         if (parallel_p2p(a, f, sp)) continue;
         f->cons = xrealloc(f->cons, sizeof *f->cons * (size_t)(f->ncons + 1));
@@ -786,8 +786,7 @@ void ta_rootcause(ta_an *a)
     ta_findings_no_trace(a);
     ta_diverge_done(a);
     free(res); free(order); free(ev);
-    for (int k = 0; k < nP; k++) { free(P[k].wt); free(P[k].wf); free(P[k].never); }
-    free(P);
-    P = NULL;
-    nP = 0;
+    for (int k = 0; k < ps.n; k++) { free(ps.v[k].wt); free(ps.v[k].wf); free(ps.v[k].never); }
+    free(ps.v);
 }
+

@@ -569,6 +569,7 @@ typedef struct ta_an {
     ta_module *mods; int nmods;
     ta_jgraph *graphs; int ngraphs;   /* the job's CUDA graphs (graphs.c) */
     struct ta_p2pkey **p2p_idx; int64_t *p2p_n;   /* align.c: each trace's point-to-point calls, sorted */
+    int64_t **coll_idx; int64_t *coll_n;          /* diverge.c: each trace's collectives in its order */
     uint8_t **never_done;        /* simulate.c, per trace, per call: 1 never completed at the head of its
                                     stream, 2 queued behind one that never did, 0 completed or not an operation */
     /* results */

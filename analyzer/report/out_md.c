@@ -278,11 +278,11 @@ typedef struct {
     int64_t peak;
 } rank_info;
 
-static rank_info *g_ri;  /* for the sort below (tranalyze is single-threaded here) */
-static int cmp_alike(const void *x, const void *y)
+static int cmp_alike(const void *x, const void *y, void *ctx)
 {
+    const rank_info *ri = ctx;
     int i = *(const int *)x, j = *(const int *)y;
-    int c = strcmp(g_ri[i].key, g_ri[j].key);
+    int c = strcmp(ri[i].key, ri[j].key);
     return c ? c : (i > j) - (i < j);
 }
 static int cmp_str(const void *x, const void *y) { return strcmp(*(const char *const *)x, *(const char *const *)y); }
@@ -307,13 +307,13 @@ static int cmp_group_first(const void *x, const void *y)
     return (p->first > q->first) - (p->first < q->first);
 }
 
-static char **g_mtext;   /* for cmp_missing */
-static const int *g_mranks;
-static int cmp_missing(const void *x, const void *y)
+typedef struct { char **text; const int *ranks; } missing_sort;
+static int cmp_missing(const void *x, const void *y, void *ctx)
 {
+    const missing_sort *m = ctx;
     int i = *(const int *)x, j = *(const int *)y;
-    int c = strcmp(g_mtext[i], g_mtext[j]);
-    return c ? c : (g_mranks[i] > g_mranks[j]) - (g_mranks[i] < g_mranks[j]);
+    int c = strcmp(m->text[i], m->text[j]);
+    return c ? c : (m->ranks[i] > m->ranks[j]) - (m->ranks[i] < m->ranks[j]);
 }
 typedef struct { int at, n; int *r; } mgroup;   /* ranks without a trace of one text: morder[at, at + n) */
 static int cmp_mgroup(const void *x, const void *y)
@@ -384,10 +384,7 @@ static void ranks_table(ta_an *a, FILE *o)
         ta_md_close(&kb);
         ri[i].key = kb.s;
     }
-    if (!per_rank) {
-        g_ri = ri;
-        qsort(order, (size_t)a->ntr, sizeof *order, cmp_alike);
-    }
+    if (!per_rank) qsort_r(order, (size_t)a->ntr, sizeof *order, cmp_alike, ri);
     for (int i = 0; i < a->ntr;) {
         int j = i + 1;
         if (!per_rank)
@@ -418,9 +415,8 @@ static void ranks_table(ta_an *a, FILE *o)
     char **mtext = xcalloc((size_t)a->nmissing + 1, sizeof *mtext);
     int *morder = xmalloc(sizeof(int) * ((size_t)a->nmissing + 1)), nmg = 0;
     for (int i = 0; i < a->nmissing; i++) mtext[i] = ta_missing_text(a, i), morder[i] = i;
-    g_mtext = mtext;
-    g_mranks = a->missing_ranks;
-    qsort(morder, (size_t)a->nmissing, sizeof *morder, cmp_missing);
+    qsort_r(morder, (size_t)a->nmissing, sizeof *morder, cmp_missing,
+            &(missing_sort){mtext, a->missing_ranks});
     for (int i = 0; i < a->nmissing; i++) nmg += !i || strcmp(mtext[morder[i]], mtext[morder[i - 1]]);
     int missing_rows = nmg < MD_MISSING_ROWS ? nmg : MD_MISSING_ROWS;
     int rows = nshow + missing_rows + (ng > nshow) + (nmg > missing_rows) + !!a->missing_unlisted;
