@@ -173,7 +173,7 @@ static int wants_second_reading(ta_an *a)
     if (!cut) return 0;
     for (int i = 0; i < a->nf; i++) {
         const ta_finding *f = &a->f[i];
-        if (f->kind != K_DIVERGENCE || strcmp(f->subkind, "before_window") || f->g < 0 || f->win_after < 0) continue;
+        if (f->kind != K_DIVERGENCE || f->subkind != SK_BEFORE_WINDOW || f->g < 0 || f->win_after < 0) continue;
         a->anchors = xrealloc(a->anchors, sizeof *a->anchors * (size_t)(a->nanchors + 1));
         a->anchors[a->nanchors++] = (struct ta_anchor){a->gc[f->g].id,
                                                        f->win_after > UINT32_MAX ? UINT32_MAX : (uint32_t)f->win_after};

@@ -299,30 +299,30 @@ int ta_move_earlier(ta_an *a, ta_finding *f, int r, const int *peers, int npeers
             if (rt->comms[i].family == pfam) pg = rt->comms[i].g;
     int g;
     uint32_t seq;
-    char sk[sizeof f->subkind];
+    int sk;
     if (rf.shift == 1) {
         g = rg; seq = rcall->seq;
-        snprintf(sk, sizeof sk, "extra_call");
+        sk = SK_EXTRA_CALL;
     } else if (rf.shift == 2) {
         g = pg; seq = pcall->seq;
-        snprintf(sk, sizeof sk, "skipped_call");
+        sk = SK_SKIPPED_CALL;
     } else if (rfam != pfam && ta_call_at(a, r, pg, pcall->seq) < 0 && ta_comm_local(rt, pg) >= 0) {
         /* r went on to another communicator and never issued the peers'
          * call (a loop left one iteration early): a skipped call */
         g = pg; seq = pcall->seq;
-        snprintf(sk, sizeof sk, "skipped_call");
+        sk = SK_SKIPPED_CALL;
     } else if (rfam != pfam) {
         /* another communicator at this point: report the call r put off */
         if (rfam == stop_fam && pfam != stop_fam) { g = rg; seq = rcall->seq; }
         else { g = pg; seq = pcall->seq; }
-        snprintf(sk, sizeof sk, "order");
+        sk = SK_ORDER;
     } else {
         g = rg; seq = rcall->seq;
-        snprintf(sk, sizeof sk, "different_call");
+        sk = SK_DIFFERENT_CALL;
     }
     /* a communicator not in the job's table (a rank's claim of a place refused at alignment): no move */
     if (g < 0 || g >= a->ngc) return 0;
-    memcpy(f->subkind, sk, sizeof sk);
+    f->subkind = sk;
     if (f->stop_g < 0) { f->stop_g = f->g; f->stop_seq = f->seq; }
     f->kind = K_DIVERGENCE;
     f->g = g;
@@ -353,7 +353,7 @@ int ta_move_earlier(ta_an *a, ta_finding *f, int r, const int *peers, int npeers
     ta_others_of(a, f, g, cult, nc, rep, repc);
     f->t = ta_wall(rt, rcall->enter_ns);
     f->gap_before = f->mis_call = f->mis_prev = f->mis_peer_prev = -1;
-    if (!strcmp(f->subkind, "skipped_call")) skipped_context(a, f, r, rc, g, seq, rep, repc);
+    if (f->subkind == SK_SKIPPED_CALL) skipped_context(a, f, r, rc, g, seq, rep, repc);
     free(cul); free(cult);
     return 1;
 }

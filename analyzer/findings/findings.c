@@ -10,6 +10,9 @@
 
 #define TA_KIND_NAME_(id, name, rank, flags, detect, json, text, drop) [K_##id] = name,
 const char *const ta_kind_names[K_N] = {TA_KINDS(TA_KIND_NAME_)};
+#define TA_SUBKIND_NAME_(id, name) name,
+const char *const ta_subkind_names[SK_N] = {TA_SUBKINDS(TA_SUBKIND_NAME_)};
+#undef TA_SUBKIND_NAME_
 #undef TA_KIND_NAME_
 
 ta_finding *ta_finding_new(ta_an *a, int kind)
@@ -116,19 +119,19 @@ void ta_finding_describe(ta_an *a, ta_finding *f)
     const char *os = f->other.nranks > 1 ? "ranks" : "rank";
     char *ccall = side_call_text(a, &f->culprit), *ocall = side_call_text(a, &f->other);
     free(f->message); free(f->hint);
-    const char *sk = f->subkind;
-    if (f->kind == K_DIVERGENCE && !strcmp(sk, "extra_call")) {
+    int sk = f->subkind;
+    if (f->kind == K_DIVERGENCE && sk == SK_EXTRA_CALL) {
         f->message = xasprintf("%s %s issued %s, a call %s %s never made at this point (an extra collective on %s %s)%s%s",
                                cs, cr, ccall ? ccall : "a collective", os, orr, cs, cr,
                                ocall ? "; they issued instead " : "", ocall ? ocall : "");
         f->hint = xstrdup("make every rank of the communicator issue the same collectives in the same order: move the "
                           "collective out of the rank-specific branch (e.g. `if rank == 0:`), or issue it on every rank");
-    } else if (f->kind == K_DIVERGENCE && !strcmp(sk, "one_sided")) {
+    } else if (f->kind == K_DIVERGENCE && sk == SK_ONE_SIDED) {
         f->message = xasprintf("only %s %s entered %s; %s %s never did",
                                cs, cr, ccall ? ccall : "this collective", os, orr);
         f->hint = xstrdup("a collective inside code that only some ranks run (saving a checkpoint on rank 0, logging): "
                           "run it on every rank of the communicator or use a communicator of only those ranks");
-    } else if (f->kind == K_DIVERGENCE && !strcmp(sk, "skipped_call")) {
+    } else if (f->kind == K_DIVERGENCE && sk == SK_SKIPPED_CALL) {
         char *ctx = skipped_text(a, f, cs, cr, os, orr);
         f->message = xasprintf("%s %s skipped a collective: %s %s issued %s where %s %s issued %s%s",
                                cs, cr, os, orr, ocall ? ocall : "a collective", cs, cr,
@@ -137,11 +140,11 @@ void ta_finding_describe(ta_an *a, ta_finding *f)
         f->hint = xstrdup("this rank took a different path (fewer micro-batches, an early return, a skipped module): "
                           "make all ranks issue the same number of collectives (DistributedSampler with drop_last, "
                           "the same number of micro-batches, no rank-dependent early exit)");
-    } else if (f->kind == K_DIVERGENCE && !strcmp(sk, "order")) {
+    } else if (f->kind == K_DIVERGENCE && sk == SK_ORDER) {
         f->message = xasprintf("%s %s issued %s where %s %s issued %s: the order of calls across communicators differs",
                                cs, cr, ccall ? ccall : "?", os, orr, ocall ? ocall : "?");
         f->hint = xstrdup("issue collectives of different communicators in the same order on every rank");
-    } else if (f->kind == K_DIVERGENCE && !strcmp(sk, "config")) {
+    } else if (f->kind == K_DIVERGENCE && sk == SK_CONFIG) {
         f->message = xasprintf("%s %s issued %s with a configuration that differs from %s %s's %s: NCCL requires the "
                                "same configuration on every rank", cs, cr, ccall ? ccall : "?", os, orr,
                                ocall ? ocall : "?");
@@ -159,7 +162,7 @@ void ta_finding_describe(ta_an *a, ta_finding *f)
         int is_sig = st && f->culprit.call >= 0 && ta_op_sends(st->calls[f->culprit.call].op) &&
                      ta_op_is_onesided(st->calls[f->culprit.call].op);
         char *sent;
-        if (!strcmp(sk, "not_run"))
+        if (sk == SK_NOT_RUN)
             sent = xasprintf("%s %s issued it (%s) but it never ran: it is queued behind an operation of its own that "
                              "never completed", cs, cr, ccall ? ccall : "?");
         else if (f->sig_sent > 0)
@@ -178,7 +181,7 @@ void ta_finding_describe(ta_an *a, ta_finding *f)
                           "this rank, counted per communicator and peer) was sent: the peer skipped a PutSignal/Signal, "
                           "signalled another rank or communicator, or stopped before it; make every wait match the "
                           "peer's signals");
-    } else if (f->kind == K_P2P && !strcmp(sk, "size_mismatch")) {
+    } else if (f->kind == K_P2P && sk == SK_SIZE_MISMATCH) {
         f->message = xasprintf("%s %s sent %s but %s %s received it as %s", cs, cr, ccall ? ccall : "?", os, orr,
                                ocall ? ocall : "?");
         f->hint = xstrdup("the send and the matching receive must have the same count and datatype");

@@ -169,7 +169,7 @@ static void scan_comm(ta_an *a, int g, int nfirst)
 
     /* groups by hash; the smallest first (ties: the one with the lowest rank) */
     ta_finding *f = ta_finding_new(a, K_DIVERGENCE);
-    snprintf(f->subkind, sizeof f->subkind, "before_window");
+    f->subkind = SK_BEFORE_WINDOW;
     f->g = g;
     f->seq = -1;
     f->win_after = (int64_t)A;

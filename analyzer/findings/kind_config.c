@@ -179,7 +179,7 @@ void ta_detect_config(ta_an *a, int look)
     if (!m.n) return;
 
     ta_finding *f = ta_finding_new(a, K_CONFIG);
-    snprintf(f->subkind, sizeof f->subkind, "%s", nversions ? "version" : "env");
+    f->subkind = nversions ? SK_VERSION : SK_ENV;
     f->data = xcalloc(1, sizeof m);
     *(ta_cfgmis *)f->data = m;
     /* culprits: every odd rank of any item */

@@ -55,7 +55,7 @@ static void scan(ta_an *a, const int *covered_g)
                 else { cu[nc++] = a->tr[n->member[p]]->rank; if (ct < 0) ct = p; }
             }
             ta_finding *f = ta_finding_new(a, K_DIVERGENCE);
-            snprintf(f->subkind, sizeof f->subkind, "different_call");
+            f->subkind = SK_DIFFERENT_CALL;
             f->g = g;
             f->seq = s;
             int cti = n->member[ct];
@@ -83,7 +83,7 @@ static void configs(ta_an *a)
     for (int g = 0; g < a->ngc; g++) {
         ta_gcomm *n = &a->gc[g];
         int dup = 0;
-        for (int k = 0; k < nfirst && !dup; k++) dup = a->f[k].kind == K_DIVERGENCE && !strcmp(a->f[k].subkind, "config") && a->f[k].g == g;
+        for (int k = 0; k < nfirst && !dup; k++) dup = a->f[k].kind == K_DIVERGENCE && a->f[k].subkind == SK_CONFIG && a->f[k].g == g;
         if (dup) continue;
         int np = n->npos;
         int *grp = xmalloc(sizeof(int) * (size_t)(np + 1)), *cnt = xcalloc((size_t)np + 1, sizeof(int));
@@ -120,7 +120,7 @@ static void configs(ta_an *a)
                 else { cu[nc++] = a->tr[n->member[p]]->rank; if (ct < 0) ct = p; }
             }
             ta_finding *f = ta_finding_new(a, K_DIVERGENCE);
-            snprintf(f->subkind, sizeof f->subkind, "config");
+            f->subkind = SK_CONFIG;
             f->g = g;
             f->seq = s;
             int cti = n->member[ct];
@@ -171,7 +171,7 @@ static void skipped_json(ta_jw *w, ta_an *a, const ta_finding *f)
 /* --json: skipped_call's calls around the gap; before_window's seqs and fingerprint groups */
 void ta_json_divergence(ta_jw *w, ta_an *a, const ta_finding *f)
 {
-    if (!strcmp(f->subkind, "skipped_call")) skipped_json(w, a, f);
+    if (f->subkind == SK_SKIPPED_CALL) skipped_json(w, a, f);
     if (f->win_upto > 0) {
         jw_key(w, "seq_window");
         fprintf(w->o, "[%lld,%lld]", (long long)f->win_after, (long long)f->win_upto);

@@ -200,7 +200,7 @@ void ta_text_signal(ta_tx *x, const ta_finding *f)
     char *at = xasprintf("signal #%lld", (long long)f->seq);
     ta_tx_head_sides(x, f, at);
     free(at);
-    int queued = !strcmp(f->subkind, "not_run");
+    int queued = f->subkind == SK_NOT_RUN;
     ta_tx_side(x, &f->culprit, queued ? " (the signal, queued)" : f->sig_sent > 0 ?
                " (its last signal to the waiter)" : " (last call)");
     ta_tx_side(x, &f->other, " (waiting in)");

@@ -113,9 +113,9 @@ static char *losses_text(const ta_an *a, const lost_rank *l)
     return s;
 }
 
-static const char *subkind_of(int err)
+static int subkind_of(int err)
 {
-    return err == ENOSPC || err == EDQUOT ? "disk_full" : "write_failed";
+    return err == ENOSPC || err == EDQUOT ? SK_DISK_FULL : SK_WRITE_FAILED;
 }
 
 void ta_detect_lost(ta_an *a, int look)
@@ -140,7 +140,7 @@ void ta_detect_lost(ta_an *a, int look)
     if (!d->n) { free(d->r); free(d); return; }
     ta_finding *f = ta_finding_new(a, K_TRACE_LOST);
     int err = d->r[0].err;
-    snprintf(f->subkind, sizeof f->subkind, "%s", subkind_of(err));
+    f->subkind = subkind_of(err);
     f->data = d;
     int *ranks = xcalloc((size_t)d->n + 1, sizeof *ranks);
     for (int i = 0; i < d->n; i++) ranks[i] = d->r[i].rank;

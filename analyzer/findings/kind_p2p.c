@@ -39,7 +39,7 @@ void ta_detect_p2p(ta_an *a, int look)
                 if (a->f[k].kind == K_P2P && a->f[k].g == g && a->f[k].seq == c->seq) dup = 1;
             if (dup) continue;
             ta_finding *f = ta_finding_new(a, K_P2P);
-            snprintf(f->subkind, sizeof f->subkind, "size_mismatch");
+            f->subkind = SK_SIZE_MISMATCH;
             f->g = g;
             f->seq = c->seq;
             int r1 = t->rank, r2 = a->tr[pt]->rank;
@@ -59,7 +59,7 @@ void ta_text_p2p(ta_tx *x, const ta_finding *f)
     char *at = xasprintf("send/recv #%lld", (long long)f->seq);
     ta_tx_head_sides(x, f, at);
     free(at);
-    int miss = strcmp(f->subkind, "size_mismatch") != 0;
+    int miss = f->subkind != SK_SIZE_MISMATCH;
     ta_tx_side(x, &f->culprit, miss ? " (last call)" : "");
     ta_tx_side(x, &f->other, miss ? " (waiting in)" : "");
 }

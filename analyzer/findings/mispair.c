@@ -107,7 +107,7 @@ void ta_findings_mispair(ta_an *a)
              * an order of independent communicators that differs once is
              * not a mis-pairing */
             int keep = ta_move_earlier(a, &f, r, peers, np, -1) &&
-                       ((!strcmp(f.subkind, "skipped_call") && f.mis_call >= 0) || !strcmp(f.subkind, "extra_call"));
+                       ((f.subkind == SK_SKIPPED_CALL && f.mis_call >= 0) || f.subkind == SK_EXTRA_CALL);
             if (!keep) {
                 free(f.culprit.ranks); free(f.other.ranks);
                 continue;

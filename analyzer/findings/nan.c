@@ -36,7 +36,7 @@
 /* a call the shim checks: a floating-point reduction, numbered */
 static int checkable(const ta_trace *t, const ta_call *c)
 {
-    return (c->op == OP_ALLREDUCE || c->op == OP_REDUCESCATTER || c->op == OP_REDUCE) && ta_nan_dt_float(c->dtype) &&
+    return (c->op == OP_ALLREDUCE || c->op == OP_REDUCESCATTER || c->op == OP_REDUCE) && ta_dtype_is_float(c->dtype) &&
            c->seq > 0 && c->comm >= 0 && t->comms[c->comm].g >= 0;
 }
 static int has_output(const ta_trace *t, const ta_call *c)
@@ -274,7 +274,7 @@ void ta_detect_nan(ta_an *a, int look)
     f->g = ev->g;
     f->seq = ev->seq;
     f->t = ev->t;
-    snprintf(f->subkind, sizeof f->subkind, "%s", ta_nan_cause_names[ev->cause]);
+    f->subkind = ta_nan_cause_subkinds[ev->cause];
     /* the sides: culprits and the others of the communicator */
     int ct = -1, ot = -1;
     int64_t cc = -1, oc = -1;
@@ -361,7 +361,7 @@ void ta_detect_nan(ta_an *a, int look)
             char *rs = ta_ranks_text(e->ranks, e->nranks);
             extra = ta_nan_join(extra, "; ",
                          xasprintf("independently of it, %s #%u on comm %s turned non-finite too (cause %s, rank%s %s)",
-                                   ta_op_names[e->op], e->seq, ta_comm_name(a, e->g), ta_nan_cause_names[e->cause],
+                                   ta_op_names[e->op], e->seq, ta_comm_name(a, e->g), ta_subkind_names[ta_nan_cause_subkinds[e->cause]],
                                    e->nranks > 1 ? "s" : "", rs));
             free(rs);
         }

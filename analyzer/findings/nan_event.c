@@ -10,7 +10,7 @@
 #include "nan_int.h"
 #include "site/ta_site.h"
 
-const char *const ta_nan_cause_names[3] = {"input", "overflow", "unknown"};
+const int ta_nan_cause_subkinds[3] = {SK_INPUT, SK_OVERFLOW, SK_UNKNOWN};
 
 int64_t ta_check_find(const ta_trace *t, int64_t call, int buffer)
 {
@@ -49,11 +49,6 @@ ta_check ta_check_at(const ta_trace *t, int64_t k)
     return r;
 }
 
-int ta_nan_dt_float(int dt)
-{
-    return dt == DT_FLOAT16 || dt == DT_FLOAT32 || dt == DT_FLOAT64 || dt == DT_BFLOAT16 || dt == DT_FP8E4M3 ||
-           dt == DT_FP8E5M2;
-}
 
 double ta_nan_limit(int dt)
 {

@@ -24,7 +24,7 @@ typedef struct { int g; uint32_t from_seq; int64_t count; } ta_nanlater;
 
 /* nan: a non-finite (comm, seq) analysed (the first one, or an independent one) */
 enum { NC_INPUT, NC_OVERFLOW, NC_UNKNOWN };
-extern const char *const ta_nan_cause_names[3];
+extern const int ta_nan_cause_subkinds[3];   /* a cause is its finding's subkind */
 typedef struct ta_nanev {
     int g; uint32_t seq;
     int op, dtype, redop;
@@ -50,7 +50,6 @@ typedef struct {
 /* nan_event.c */
 int64_t ta_check_find(const ta_trace *t, int64_t call, int buffer);   /* index into checks, -1 */
 ta_check ta_check_at(const ta_trace *t, int64_t k);                    /* a check, whole */
-int ta_nan_dt_float(int dt);
 double ta_nan_limit(int dt);                 /* the datatype's largest finite value, 0 */
 const char *ta_nan_limit_text(int dt);
 char *ta_nan_join(char *a, const char *sep, char *b);   /* a sep b, either NULL; frees them */

@@ -36,7 +36,7 @@ static int has_rank(const int *v, int n, int r)
 
 static void nanev_json(ta_jw *w, ta_an *a, const ta_nanev *ev, int full)
 {
-    jw_str(w, "cause", ta_nan_cause_names[ev->cause]);
+    jw_str(w, "cause", ta_subkind_names[ta_nan_cause_subkinds[ev->cause]]);
     jw_str(w, "reason", ev->reason);
     jw_str(w, "op", ta_op_names[ev->op]);
     jw_str(w, "dtype", ev->dtype == DT_NONE ? NULL : ta_dtype_names[ev->dtype]);

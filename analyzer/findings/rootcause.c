@@ -122,7 +122,7 @@ static int parallel_p2p(ta_an *a, ta_finding *f, const spoint *sp)
     const ta_gcomm *n = &a->gc[sp->g];
     int st = n->member[sp->snd], rt = n->member[sp->rcv];
     int waiting_is_recv = ihas(sp->wt, sp->nwt, rt);
-    if (strcmp(f->subkind, waiting_is_recv ? "recv_without_send" : "send_without_recv")) return 0;
+    if (f->subkind != (waiting_is_recv ? SK_RECV_WITHOUT_SEND : SK_SEND_WITHOUT_RECV)) return 0;
     int cu = waiting_is_recv ? st : rt, ot = waiting_is_recv ? rt : st;
     if (ot != sp->rep_t) return 0;
     const ta_trace *x = a->tr[ot], *y = a->tr[f->other.trace];
@@ -201,7 +201,7 @@ static ta_finding *root_finding(ta_an *a, spoint *sp, const int *stuck)
         int rt; int64_t rc;
         int nc = partition_mismatch(a, sp, cul, &rt, &rc);
         f = ta_finding_new(a, K_DIVERGENCE);
-        snprintf(f->subkind, sizeof f->subkind, "different_call");
+        f->subkind = SK_DIFFERENT_CALL;
         f->g = sp->g;
         f->seq = sp->seq;
         ranks_of(a, cul, nc, &cr);
@@ -237,7 +237,7 @@ static ta_finding *root_finding(ta_an *a, spoint *sp, const int *stuck)
         }
         if (foreign) {
             f = ta_finding_new(a, K_DIVERGENCE);
-            snprintf(f->subkind, sizeof f->subkind, "one_sided");
+            f->subkind = SK_ONE_SIDED;
             f->g = sp->g;
             f->seq = sp->seq;
             ranks_of(a, sp->wt, sp->nwt, &cr);
@@ -287,7 +287,7 @@ static ta_finding *root_finding(ta_an *a, spoint *sp, const int *stuck)
             }
             char *su = f->kind == K_MISSING ? suspended_text(a, N, nn, sp->g) : NULL;
             if (su) {
-                snprintf(f->subkind, sizeof f->subkind, "suspended");
+                f->subkind = SK_SUSPENDED;
                 char *m = xasprintf("%s%s", f->message, su);
                 free(f->message);
                 f->message = m;
@@ -306,7 +306,7 @@ static ta_finding *root_finding(ta_an *a, spoint *sp, const int *stuck)
         int r1 = a->tr[st]->rank, r2 = a->tr[wt]->rank;
         uint32_t last_seq = 0;
         int64_t last = ta_sig_last(a, st, n->local[sp->snd], sp->rcv, &last_seq);
-        snprintf(f->subkind, sizeof f->subkind, sp->nnever ? "never_sent" : "not_run");
+        f->subkind = sp->nnever ? SK_NEVER_SENT : SK_NOT_RUN;
         f->sig_sent = last >= 0 ? (int64_t)last_seq : a->tr[st]->ring_lost > 0 ? -1 : 0;
         if (!sp->nnever)       /* it issued the signal, which is queued behind something of its own */
             last = ta_sig_find_from(a, st, n->local[sp->snd], sp->rcv, sp->seq, NULL);
@@ -323,13 +323,13 @@ static ta_finding *root_finding(ta_an *a, spoint *sp, const int *stuck)
         const ta_gcomm *n = &a->gc[sp->g];
         int st = n->member[sp->snd], rt = n->member[sp->rcv];
         if (sp->mismatch) {
-            snprintf(f->subkind, sizeof f->subkind, "size_mismatch");
+            f->subkind = SK_SIZE_MISMATCH;
             int r1 = a->tr[st]->rank, r2 = a->tr[rt]->rank;
             ta_side_set(&f->culprit, &r1, 1, st, ta_p2p_find(a, st, n->local[sp->snd], sp->rcv, 1, sp->seq));
             ta_side_set(&f->other, &r2, 1, rt, ta_p2p_find(a, rt, n->local[sp->rcv], sp->snd, 0, sp->seq));
         } else {
             int waiting_is_recv = ihas(sp->wt, sp->nwt, rt);
-            snprintf(f->subkind, sizeof f->subkind, waiting_is_recv ? "recv_without_send" : "send_without_recv");
+            f->subkind = waiting_is_recv ? SK_RECV_WITHOUT_SEND : SK_SEND_WITHOUT_RECV;
             int cu = waiting_is_recv ? st : rt, ot = waiting_is_recv ? rt : st;
             int r1 = a->tr[cu]->rank, r2 = a->tr[ot]->rank;
             int64_t last = -1;

@@ -60,7 +60,7 @@ typedef struct ta_finding {
     int root;                /* 1: a root cause (top of the list) */
     int g;                   /* global comm, -1 */
     int64_t seq;             /* -1: none */
-    char subkind[24];        /* e.g. "extra_call", "skipped_call", "different_call", "order" */
+    int subkind;             /* SK_* (ta_kinds.h): SK_EXTRA_CALL, SK_SKIPPED_CALL, ...; SK_NONE */
     ta_side culprit, other;
     char *message, *hint;
     ta_conseq *cons; int ncons;

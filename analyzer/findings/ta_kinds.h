@@ -64,6 +64,23 @@ enum { TA_LOOK_CALLS, TA_LOOK_FINDINGS, TA_LOOKS };
 enum { TA_KINDS(TA_KIND_ENUM_) K_N };
 #undef TA_KIND_ENUM_
 
+/* Subkinds: what kind of divergence, hang, loss... a finding is ("subkind"
+ * in --json, after "/" in headings). One table: X(ID, name); SK_NONE, none. */
+#define TA_SUBKINDS(X)                                                                      \
+    X(NONE, "")                                                                             \
+    X(EXTRA_CALL, "extra_call") X(SKIPPED_CALL, "skipped_call") X(DIFFERENT_CALL, "different_call") \
+    X(ORDER, "order") X(ONE_SIDED, "one_sided") X(CONFIG, "config") X(BEFORE_WINDOW, "before_window") \
+    X(SUSPENDED, "suspended") X(NEVER_SENT, "never_sent") X(NOT_RUN, "not_run")            \
+    X(SIZE_MISMATCH, "size_mismatch") X(RECV_WITHOUT_SEND, "recv_without_send")             \
+    X(SEND_WITHOUT_RECV, "send_without_recv") X(VERSION, "version") X(ENV, "env")           \
+    X(DISK_FULL, "disk_full") X(WRITE_FAILED, "write_failed")                                \
+    X(INPUT, "input") X(OVERFLOW, "overflow") X(UNKNOWN, "unknown")
+
+#define TA_SUBKIND_ENUM_(id, name) SK_##id,
+enum { TA_SUBKINDS(TA_SUBKIND_ENUM_) SK_N };
+#undef TA_SUBKIND_ENUM_
+extern const char *const ta_subkind_names[SK_N];   /* findings.c */
+
 struct ta_an;
 struct ta_finding;
 struct ta_jw;

@@ -94,13 +94,13 @@ static void head(ta_tx *x, const ta_finding *f, const char *at, const char *mess
     int md = x->md, top = x->top;
     const char *name = ta_kind_names[f->kind];
     char *w = where(x->a, f, at);
-    if (md) fprintf(o, "%s **%s%s%s**%s\n\n", top ? "####" : "-", name, f->subkind[0] ? " / " : "",
-                    f->subkind, w);
+    if (md) fprintf(o, "%s **%s%s%s**%s\n\n", top ? "####" : "-", name, f->subkind ? " / " : "",
+                    ta_subkind_names[f->subkind], w);
     else if (top) {
         if (top > 1) fprintf(o, "ROOT CAUSE (%d): ", top);
         else fprintf(o, "ROOT CAUSE: ");
-        fprintf(o, "%s%s%s%s\n", name, f->subkind[0] ? " / " : "", f->subkind, w);
-    } else fprintf(o, "- %s%s%s%s\n", name, f->subkind[0] ? " / " : "", f->subkind, w);
+        fprintf(o, "%s%s%s%s\n", name, f->subkind ? " / " : "", ta_subkind_names[f->subkind], w);
+    } else fprintf(o, "- %s%s%s%s\n", name, f->subkind ? " / " : "", ta_subkind_names[f->subkind], w);
     fputs(x->ind, o);       /* the message: its strings as the traces had them (ta_esc.h) */
     ta_esc_puts(o, message ? message : "", md ? TA_ESC_MD : TA_ESC_TEXT);
     fputc('\n', o);

@@ -16,6 +16,25 @@
  * search of the vocabulary (a tenth of the time of a large job's loading) */
 #define MEMO_N 8
 typedef struct { char s[MEMO_N][24]; int64_t v[MEMO_N]; int next; } memo;
+#define FIELD_ROW(id, name, read, since) {name, TRSHIM_FIELD_##read},
+const ta_field ta_call_fields[F_N] = {TRSHIM_CALL_FIELDS(FIELD_ROW)};
+const ta_field ta_check_fields[CF_N] = {TRSHIM_CHECK_FIELDS(FIELD_ROW)};
+#undef FIELD_ROW
+
+int ta_field_find(const ta_field *tab, int n, const char *name)
+{
+    for (int r = 0; r < n; r++)
+        if (!strcmp(name, tab[r].name)) return tab[r].read == TRSHIM_FIELD_UNREAD ? -1 : r;
+    return -1;
+}
+
+const char *ta_field_missing(const ta_field *tab, int n, unsigned have)
+{
+    for (int r = 0; r < n; r++)
+        if (tab[r].read == TRSHIM_FIELD_REQUIRED && !(have & (1u << r))) return tab[r].name;
+    return NULL;
+}
+
 static _Thread_local memo memo_op, memo_dtype, memo_redop, memo_stream, memo_gpu;
 
 static int memo_find(const memo *m, const char *s, int64_t *v)
@@ -153,11 +172,11 @@ static const char *conv(const jv *vals, int nv, const int8_t *role, ta_trace *t,
             if (!ta_scan_num(v, &n) || n < 0 || n > 0xffffffffLL) return "group is not a non-negative integer";
             c->group = (uint32_t)n;
             break;
-        case F_ENTER:
+        case F_ENTER_NS:
             if (!ta_scan_num(v, &n)) return "enter_ns is not an integer";
             c->enter_ns = n;
             break;
-        case F_EXIT:
+        case F_EXIT_NS:
             if (v->type == JV_NULL) break;
             if (!ta_scan_num(v, &n) || n == TA_NULL64) return "exit_ns is not an integer or null";
             c->exit_ns = n;
@@ -171,7 +190,7 @@ static const char *conv(const jv *vals, int nv, const int8_t *role, ta_trace *t,
             if (!ta_scan_num(v, &n) || n < -1 || n > 0x7fffffff) return "stack is not an index";
             c->stack = (int32_t)n;
             break;
-        case F_DONE:
+        case F_DONE_NS:
             if (v->type == JV_NULL) break;
             if (!ta_scan_num(v, &n) || n == TA_NULL64) return "done_ns is not an integer or null";
             c->done_ns = n;
@@ -217,8 +236,7 @@ static const char *conv(const jv *vals, int nv, const int8_t *role, ta_trace *t,
             break;
         }
     }
-    for (int r = 0; r < F_NREQ; r++)
-        if (!(seen & (1 << r))) return "is shorter than call_fields";
+    if ((seen & TA_CALL_REQUIRED) != TA_CALL_REQUIRED) return "is shorter than call_fields";
     if (ta_op_is_p2p(c->op) || ta_op_is_onesided(c->op)) c->rp = peer;
     else if (ta_op_rooted(c->op)) c->rp = root;
     if (c->op == OP_GRAPHLAUNCH) {

@@ -75,7 +75,7 @@ static const char *check_row(void *ctx, const jv *vals, int k, int idx)
             if (v->type != JV_STR || (strcmp(v->s, "nan") && strcmp(v->s, "inf"))) return "first_kind is not \"nan\", \"inf\" or null";
             c.first_kind = v->s[0] == 'n' ? 1 : 2;
             break;
-        case CF_CHECKED: if (!is_count(v, &c.checked)) return "elems_checked is not a count"; break;
+        case CF_ELEMS_CHECKED: if (!is_count(v, &c.checked)) return "elems_checked is not a count"; break;
         case CF_ELEMS: if (!is_count(v, &c.elems)) return "elems is not a count"; break;
         case CF_REASON:
             if (v->type == JV_NULL) break;
@@ -84,8 +84,7 @@ static const char *check_row(void *ctx, const jv *vals, int k, int idx)
             break;
         }
     }
-    for (int r = 0; r < CF_NREQ; r++)
-        if (!(seen & (1 << r))) return "is shorter than check_fields";
+    if ((seen & TA_CHECK_REQUIRED) != TA_CHECK_REQUIRED) return "is shorter than check_fields";
     const ta_call *cl = &t->calls[c.call];
     if (!ta_op_is_coll(cl->op)) return "call is not a collective";
     if (c.status == CK_NONFINITE && c.nan + c.inf == 0 && c.first == TA_NULL64)

@@ -69,11 +69,6 @@ static void arena_release(void)
     arena_head = arena_cur = NULL;
 }
 
-/* ---- calls: see calls.c ---- */
-static const char *const fnames[F_NROLES] = {"op", "comm", "seq", "count", "dtype", "redop", "root",
-    "peer", "stream", "group", "enter_ns", "exit_ns", "rc", "stack",
-    /* optional */ "done_ns", "gpu", "pystack", "config", "signal", "graph", "replay", "lane"};
-
 static char *dup_or(const char *s, const char *d) { return xstrdup(s ? s : d); }
 
 /* The bytes of the JSON trace open at fd (a regular file of n bytes), read
@@ -338,15 +333,16 @@ static ta_trace *parse_file(ta_an *a, const char *path, int fd, const struct sta
         if (!cJSON_IsArray(cf)) { BAD(&x, "field call_fields is not an array"); goto bad; }
         int npos = cJSON_GetArraySize(cf);
         int8_t *role = xmalloc((size_t)npos + 1);
-        int have = 0, p = 0;
+        unsigned have = 0;
+        int p = 0;
         for (const cJSON *e = cf->child; e; e = e->next, p++) {
-            role[p] = -1;
             if (!cJSON_IsString(e)) { free(role); BAD(&x, "field call_fields[%d] is not a string", p); goto bad; }
-            for (int r = 0; r < F_NROLES; r++)
-                if (!strcmp(e->valuestring, fnames[r])) { role[p] = (int8_t)r; have |= 1 << r; }
+            int r = ta_field_find(ta_call_fields, F_N, e->valuestring);
+            role[p] = (int8_t)r;
+            if (r >= 0) have |= 1u << r;
         }
-        for (int r = 0; r < F_NREQ; r++)
-            if (!(have & (1 << r))) { free(role); BAD(&x, "field call_fields lacks \"%s\"", fnames[r]); goto bad; }
+        const char *lacks = ta_field_missing(ta_call_fields, F_N, have);
+        if (lacks) { free(role); BAD(&x, "field call_fields lacks \"%s\"", lacks); goto bad; }
         const cJSON *calls = cJSON_GetObjectItemCaseSensitive(root, "calls");
         if (!have_calls && !(packed ? cJSON_IsObject(calls) : cJSON_IsArray(calls))) {
             free(role);

@@ -434,9 +434,6 @@ int conv_memory(pctx *x, const cJSON *root, ta_trace *t)
     return 0;
 }
 
-static const char *const cfnames[CF_NREQ] = {"call", "buffer", "status", "nan", "inf", "first", "first_kind",
-    "elems_checked", "elems", "reason"};
-
 /* nancheck, check_fields, checks. 0 (problems noted), -1 fatal (a syntax
  * error in checks, in x->err). */
 int conv_nan(pctx *x, const cJSON *root, ta_trace *t, const char *buf, size_t n, int packed, int have_checks,
@@ -483,7 +480,8 @@ int conv_nan(pctx *x, const cJSON *root, ta_trace *t, const char *buf, size_t n,
                     cf ? "not an array" : "missing");
         return 0;
     }
-    int npos = cJSON_GetArraySize(cf), have = 0, p = 0;
+    int npos = cJSON_GetArraySize(cf), p = 0;
+    unsigned have = 0;
     int8_t *role = xmalloc((size_t)npos + 1);
     for (const cJSON *e = cf->child; e; e = e->next, p++) {
         role[p] = -1;
@@ -492,15 +490,16 @@ int conv_nan(pctx *x, const cJSON *root, ta_trace *t, const char *buf, size_t n,
             ta_note_add(a, path, 0, "field check_fields[%d] is not a string; the NaN/Inf checks of this rank are not used", p);
             return 0;
         }
-        for (int r = 0; r < CF_NREQ; r++)
-            if (!strcmp(e->valuestring, cfnames[r])) { role[p] = (int8_t)r; have |= 1 << r; }
+        int r = ta_field_find(ta_check_fields, CF_N, e->valuestring);
+        role[p] = (int8_t)r;
+        if (r >= 0) have |= 1u << r;
     }
-    for (int r = 0; r < CF_NREQ; r++)
-        if (!(have & (1 << r))) {
-            free(role);
-            ta_note_add(a, path, 0, "field check_fields lacks \"%s\"; the NaN/Inf checks of this rank are not used", cfnames[r]);
-            return 0;
-        }
+    const char *lacks = ta_field_missing(ta_check_fields, CF_N, have);
+    if (lacks) {
+        free(role);
+        ta_note_add(a, path, 0, "field check_fields lacks \"%s\"; the NaN/Inf checks of this rank are not used", lacks);
+        return 0;
+    }
     /* (found by the scanner, checks is "[]" in the document cJSON read) */
     const char *form = packed ? "an object (version 2 packs the checks)" : "an array";
     if (!ck || (!have_checks && !(packed ? cJSON_IsObject(ck) : cJSON_IsArray(ck)))) {

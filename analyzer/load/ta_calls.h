@@ -5,12 +5,30 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "model/ta_model.h"
+#include "trshim/trace_format.h"
 
-/* positions of a call, named by call_fields: F_NREQ required ones, then
- * optional ones (absent in older traces) */
-enum { F_OP, F_COMM, F_SEQ, F_COUNT, F_DTYPE, F_REDOP, F_ROOT, F_PEER, F_STREAM, F_GROUP,
-       F_ENTER, F_EXIT, F_RC, F_STACK, F_NREQ,
-       F_DONE = F_NREQ, F_GPU, F_PYSTACK, F_CONFIG, F_SIGNAL, F_GRAPH, F_REPLAY, F_LANE, F_NROLES };
+/* A call's and a check's fields: the table of trshim/trace_format.h (the
+ * writer's too). F_* a call field's number, CF_* a check field's; the
+ * REQUIRED ones as a mask of those numbers. */
+#define TA_FIELD_ID_(id, name, read, since) F_##id,
+enum { TRSHIM_CALL_FIELDS(TA_FIELD_ID_) F_N };
+#undef TA_FIELD_ID_
+#define TA_FIELD_ID_(id, name, read, since) CF_##id,
+enum { TRSHIM_CHECK_FIELDS(TA_FIELD_ID_) CF_N };
+#undef TA_FIELD_ID_
+#define TA_FIELD_REQ_(id, name, read, since) | (TRSHIM_FIELD_##read == TRSHIM_FIELD_REQUIRED ? 1 << F_##id : 0)
+enum { TA_CALL_REQUIRED = 0 TRSHIM_CALL_FIELDS(TA_FIELD_REQ_) };
+#undef TA_FIELD_REQ_
+#define TA_FIELD_REQ_(id, name, read, since) | (TRSHIM_FIELD_##read == TRSHIM_FIELD_REQUIRED ? 1 << CF_##id : 0)
+enum { TA_CHECK_REQUIRED = 0 TRSHIM_CHECK_FIELDS(TA_FIELD_REQ_) };
+#undef TA_FIELD_REQ_
+/* the names and READ of each (load.c, load_fields.c) */
+typedef struct { const char *name; int read; } ta_field;
+extern const ta_field ta_call_fields[F_N], ta_check_fields[CF_N];
+/* the number of tab's field named name; -1 when none is, or it is UNREAD */
+int ta_field_find(const ta_field *tab, int n, const char *name);
+/* the name of the first REQUIRED field of tab not in the mask have; NULL none */
+const char *ta_field_missing(const ta_field *tab, int n, unsigned have);
 
 /* "0x..." (hexadecimal, nothing after it) into *out: 0, -1 when it is not */
 int ta_parse_hex(const char *s, uint64_t *out);
@@ -27,9 +45,6 @@ int ta_find_member(const char *b, size_t n, const char *name, size_t *vs, size_t
  * -3 when the packed calls are damaged (why in err). */
 int ta_parse_calls(const char *b, size_t n, int packed, const int8_t *role, int npos, ta_trace *t, size_t *err_at,
                    char *err, size_t errn, const char **first_why, int *first_i);
-/* positions of a check, named by check_fields (engine is not used) */
-enum { CF_CALL, CF_BUFFER, CF_STATUS, CF_NAN, CF_INF, CF_FIRST, CF_FIRST_KIND, CF_CHECKED, CF_ELEMS, CF_REASON,
-       CF_NREQ };
 
 /* Bounds of several top-level members in one pass over the object: for
  * each name, found[k] = 1 and [vs[k], ve[k]) its value. -1 when the text is

@@ -13,11 +13,19 @@
 #define TA_OP_NAME_(suffix, name, flags, alias) name,
 const char *const ta_op_names[OP_N] = {TR_NCCL_OPS(TA_OP_NAME_)};
 #undef TA_OP_NAME_
-const char *const ta_dtype_names[DT_N] = {
-    "none", "int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32",
-    "float64", "bfloat16", "float8e4m3", "float8e5m2", "invalid"};
-static const int dtype_sizes[DT_N] = {0, 1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1, 0};
-const char *const ta_redop_names[RO_N] = {"none", "sum", "prod", "max", "min", "avg", "premulsum"};
+#define TA_DT_NAME_(suffix, name, bytes, kind) name,
+const char *const ta_dtype_names[DT_N] = {"none", TR_NCCL_DTYPES(TA_DT_NAME_) "invalid"};
+#undef TA_DT_NAME_
+#define TA_DT_BYTES_(suffix, name, bytes, kind) bytes,
+static const int dtype_sizes[DT_N] = {0, TR_NCCL_DTYPES(TA_DT_BYTES_) 0};
+#undef TA_DT_BYTES_
+enum { TA_DTK_INT, TA_DTK_FLOAT };
+#define TA_DT_FLOAT_(suffix, name, bytes, kind) TA_DTK_##kind,
+static const unsigned char dtype_float[DT_N] = {0, TR_NCCL_DTYPES(TA_DT_FLOAT_) 0};
+#undef TA_DT_FLOAT_
+#define TA_RO_NAME_(suffix, name) name,
+const char *const ta_redop_names[RO_N] = {"none", TR_NCCL_REDOPS(TA_RO_NAME_) "premulsum"};
+#undef TA_RO_NAME_
 const char *const ta_ck_status_names[4] = {"clean", "nonfinite", "not_checked", "pending"};
 const char *const ta_nm_names[5] = {NULL, "off", "output", "all", "other"};
 int ta_lane_parse(const char *s)
@@ -143,6 +151,7 @@ int ta_dtype_parse(const char *s)
     return -1;
 }
 int ta_dtype_size(int dt) { return dt >= 0 && dt < DT_N ? dtype_sizes[dt] : 0; }
+int ta_dtype_is_float(int dt) { return dt >= 0 && dt < DT_N && dtype_float[dt]; }
 int ta_redop_parse(const char *s)
 {
     if (!strncmp(s, "premulsum(", 10)) return RO_PREMULSUM;

@@ -97,12 +97,18 @@ static inline int ta_op_reducing(int op) { return ta_op_has(op, TR_OPF_REDUCING)
 /* the operation a call is the same as on the wire (Bcast is Broadcast) */
 static inline int ta_op_norm(int op) { return op >= 0 && op < OP_N ? ta_op_alias_table[op] : op; }
 
-enum { DT_NONE, DT_INT8, DT_UINT8, DT_INT32, DT_UINT32, DT_INT64, DT_UINT64, DT_FLOAT16,
-       DT_FLOAT32, DT_FLOAT64, DT_BFLOAT16, DT_FP8E4M3, DT_FP8E5M2, DT_INVALID, DT_N };
+/* element types and reduction operations: none, those of nccl_calls.h's tables, then
+ * "invalid(N)" and "premulsum(N)" */
+#define TA_DT_ID_(suffix, name, bytes, kind) DT_##suffix,
+enum { DT_NONE, TR_NCCL_DTYPES(TA_DT_ID_) DT_INVALID, DT_N };
+#undef TA_DT_ID_
 extern const char *const ta_dtype_names[DT_N];
 int ta_dtype_parse(const char *s);       /* -1 unknown */
 int ta_dtype_size(int dt);
-enum { RO_NONE, RO_SUM, RO_PROD, RO_MAX, RO_MIN, RO_AVG, RO_PREMULSUM, RO_N };
+int ta_dtype_is_float(int dt);   /* a floating-point type (the table's FLOAT) */
+#define TA_RO_ID_(suffix, name) RO_##suffix,
+enum { RO_NONE, TR_NCCL_REDOPS(TA_RO_ID_) RO_PREMULSUM, RO_N };
+#undef TA_RO_ID_
 extern const char *const ta_redop_names[RO_N];
 int ta_redop_parse(const char *s);
 

@@ -111,7 +111,7 @@ static void diagnosis(ta_an *a, FILE *o)
         fputs("\"><p class=\"head\">ROOT CAUSE", o);
         if (nroot++) fprintf(o, " (%d)", nroot);
         fputs(": ", o);
-        escf(o, "%s%s%s", ta_kind_names[f->kind], f->subkind[0] ? " / " : "", f->subkind);
+        escf(o, "%s%s%s", ta_kind_names[f->kind], f->subkind ? " / " : "", ta_subkind_names[f->subkind]);
         if (f->culprit.nranks) escf(o, ", rank%s %s", f->culprit.nranks > 1 ? "s" : "", r);
         if (f->g >= 0) escf(o, ", comm %s", ta_comm_name(a, f->g));
         if (f->g >= 0 && f->seq > 0) escf(o, ", collective #%lld", (long long)f->seq);

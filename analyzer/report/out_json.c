@@ -140,7 +140,7 @@ void ta_out_json(ta_an *a, FILE *o)
         jw_sep(&w);
         jw_open(&w, '{');
         jw_str(&w, "kind", ta_kind_names[f->kind]);
-        jw_str(&w, "subkind", f->subkind[0] ? f->subkind : NULL);
+        jw_str(&w, "subkind", f->subkind ? ta_subkind_names[f->subkind] : NULL);
         jw_bool(&w, "root_cause", f->root);
         jw_str(&w, "comm", f->g >= 0 ? ta_comm_name(a, f->g) : NULL);
         comm_members(&w, a, "comm_ranks", f->g);

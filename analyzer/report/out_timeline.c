@@ -542,7 +542,7 @@ static void write_roots(tl *x)
             if (t < 0) continue;
             int64_t at = root_time(a, f, t), ci = ta_tl_root_call(a, f, t);
             if (at == INT64_MIN) continue;
-            char *nm = xasprintf("ROOT CAUSE: %s%s%s", ta_kind_names[f->kind], f->subkind[0] ? " / " : "", f->subkind);
+            char *nm = xasprintf("ROOT CAUSE: %s%s%s", ta_kind_names[f->kind], f->subkind ? " / " : "", ta_subkind_names[f->subkind]);
             ev_begin(x, nm, "i", a->tr[t]->rank, 1, at);
             jw_str(w, "s", "p");
             jw_key(w, "args");

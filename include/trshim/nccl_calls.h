@@ -48,6 +48,26 @@
     X(GROUPSIMULATEEND, "GroupSimulateEnd", TR_OPF_GROUP, GROUPSIMULATEEND)                  \
     X(GRAPHLAUNCH, "GraphLaunch", TR_OPF_GRAPH, GRAPHLAUNCH)
 
+/* Element types, in ncclDataType_t's order (a type's value is its row's
+ * place; traces name it): X(ENUM SUFFIX, JSON name, bytes, FLOAT or INT) */
+#define TR_NCCL_DTYPES(X)                 \
+    X(INT8, "int8", 1, INT)               \
+    X(UINT8, "uint8", 1, INT)             \
+    X(INT32, "int32", 4, INT)             \
+    X(UINT32, "uint32", 4, INT)           \
+    X(INT64, "int64", 8, INT)             \
+    X(UINT64, "uint64", 8, INT)           \
+    X(FLOAT16, "float16", 2, FLOAT)       \
+    X(FLOAT32, "float32", 4, FLOAT)       \
+    X(FLOAT64, "float64", 8, FLOAT)       \
+    X(BFLOAT16, "bfloat16", 2, FLOAT)     \
+    X(FP8E4M3, "float8e4m3", 1, FLOAT)    \
+    X(FP8E5M2, "float8e5m2", 1, FLOAT)
+
+/* Reduction operations, in ncclRedOp_t's order (those made by
+ * ncclRedOpCreatePreMulSum come after: "premulsum(N)"): X(ENUM SUFFIX, JSON name) */
+#define TR_NCCL_REDOPS(X) X(SUM, "sum") X(PROD, "prod") X(MAX, "max") X(MIN, "min") X(AVG, "avg")
+
 /* Kinds of NCCL host functions (TR_NCCL_FUNCS' third column) */
 #define TR_NCCL_KINDS(X)                                                                      \
     X(COLL, "collective")        /* records a collective operation */                         \

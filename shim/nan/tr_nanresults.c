@@ -305,9 +305,8 @@ static void reason_text(char *out, size_t cap, const entry_view *e)
         if (*q == '"' || *q == '\\' || (unsigned char)*q < 0x20) *q = '?';
 }
 
-enum { CHECK_FIELDS = 11 };
-static const char *const check_fields[CHECK_FIELDS] = {"call", "buffer", "status", "nan", "inf", "first",
-                                                       "first_kind", "elems_checked", "elems", "engine", "reason"};
+#define CHECK_FIELD_NAME(id, name, read, since) name,
+static const char *const check_fields[TRSHIM_CHECK_FIELD_N] = {TRSHIM_CHECK_FIELDS(CHECK_FIELD_NAME)};
 
 /* the words of a check row (their indices in the section's strings kept
  * by their number: trp_name) */
@@ -364,33 +363,39 @@ void tr_nan_write_json(tr_json *j, tr_nan_snap *s)
         uint32_t st = e->status;
         if (st == ST_NONE || st > ST_NOT_CHECKED) continue;
         const entry_view *d = st == ST_NONFINITE ? e : NULL;
-        if (p - row > (ptrdiff_t)sizeof row - 11 * CHECK_FIELDS - 16) {
+        if (p - row > (ptrdiff_t)sizeof row - 11 * TRSHIM_CHECK_FIELD_N - 16) {
             trp_put(&sec, row, (size_t)(p - row), in_buf);
             p = row;
             in_buf = 0;
         }
-        p = trp_row(w, p, CHECK_FIELDS);
-        p = trp_int(w, p, it->pos);
-        p = word(&sec, p, ix, e->buffer == BUF_INPUT ? SX_INPUT : SX_OUTPUT);
-        p = word(&sec, p, ix, SX_STATUS + (int)st - 1);
-        p = trp_int(w, p, d ? (int64_t)d->nan : 0);
-        p = trp_int(w, p, d ? (int64_t)d->inf : 0);
-        if (d) {
-            p = trp_int(w, p, (int64_t)d->first);
-            p = word(&sec, p, ix, d->first_kind == 1 ? SX_NAN : SX_INF);
-        } else {
-            p = trp_null(w, p);
-            p = trp_null(w, p);
-        }
-        p = trp_int(w, p, st == ST_NOT_CHECKED ? 0 : (int64_t)e->checked);
-        p = trp_int(w, p, (int64_t)e->elems);
-        if (e->engine == ENG_HOST || e->engine == ENG_GPU) p = word(&sec, p, ix, SX_ENGINE + e->engine - 1);
-        else p = trp_null(w, p);
-        if (st == ST_NOT_CHECKED) {
-            reason_text(why_txt, sizeof why_txt, e);
-            p = trp_name(&sec, p, NULL, why_txt);
-        } else {
-            p = trp_null(w, p);
+        p = trp_row(w, p, TRSHIM_CHECK_FIELD_N);
+        for (int f = 0; f < TRSHIM_CHECK_FIELD_N; f++) {   /* the fields in the table's order */
+            switch (f) {
+            case TRSHIM_CHECK_CALL: p = trp_int(w, p, it->pos); break;
+            case TRSHIM_CHECK_BUFFER: p = word(&sec, p, ix, e->buffer == BUF_INPUT ? SX_INPUT : SX_OUTPUT); break;
+            case TRSHIM_CHECK_STATUS: p = word(&sec, p, ix, SX_STATUS + (int)st - 1); break;
+            case TRSHIM_CHECK_NAN: p = trp_int(w, p, d ? (int64_t)d->nan : 0); break;
+            case TRSHIM_CHECK_INF: p = trp_int(w, p, d ? (int64_t)d->inf : 0); break;
+            case TRSHIM_CHECK_FIRST: p = d ? trp_int(w, p, (int64_t)d->first) : trp_null(w, p); break;
+            case TRSHIM_CHECK_FIRST_KIND:
+                p = d ? word(&sec, p, ix, d->first_kind == 1 ? SX_NAN : SX_INF) : trp_null(w, p);
+                break;
+            case TRSHIM_CHECK_ELEMS_CHECKED: p = trp_int(w, p, st == ST_NOT_CHECKED ? 0 : (int64_t)e->checked); break;
+            case TRSHIM_CHECK_ELEMS: p = trp_int(w, p, (int64_t)e->elems); break;
+            case TRSHIM_CHECK_ENGINE:
+                p = e->engine == ENG_HOST || e->engine == ENG_GPU ? word(&sec, p, ix, SX_ENGINE + e->engine - 1)
+                                                                  : trp_null(w, p);
+                break;
+            case TRSHIM_CHECK_REASON:
+                if (st == ST_NOT_CHECKED) {
+                    reason_text(why_txt, sizeof why_txt, e);
+                    p = trp_name(&sec, p, NULL, why_txt);
+                } else {
+                    p = trp_null(w, p);
+                }
+                break;
+            default: p = trp_null(w, p); break;
+            }
         }
         in_buf++;
     }

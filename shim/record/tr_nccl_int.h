@@ -80,7 +80,9 @@ static inline int tr_op_has(int op, int flag) { return op >= 0 && op < TR_OP_N &
 /* a datatype's or reduction's name in the trace: the table's, or
  * "invalid(N)" / "premulsum(N)" formatted into tmp (TR_NAME_TMP bytes);
  * NULL for NONE */
-enum { TR_DTYPE_NAMED = 12, TR_REDOP_NAMED = 5, TR_NAME_TMP = 32 };
+#define TR_COUNT_ROW_(...) +1
+enum { TR_DTYPE_NAMED = 0 TR_NCCL_DTYPES(TR_COUNT_ROW_), TR_REDOP_NAMED = 0 TR_NCCL_REDOPS(TR_COUNT_ROW_), TR_NAME_TMP = 32 };
+#undef TR_COUNT_ROW_
 const char *tr_dtype_name(int32_t dt, char *tmp);
 const char *tr_redop_name(int32_t op, char *tmp);
 char *tr_put_dtype(char *p, int32_t dt);

@@ -26,12 +26,14 @@ const char *const tr_op_names[TR_OP_N] = {TR_NCCL_OPS(OP_NAME_)};
 const unsigned char tr_op_flags[TR_OP_N] = {TR_NCCL_OPS(OP_FLAGS_)};
 #undef OP_FLAGS_
 
-static const char *const dtype_names[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "float16",
-                                          "float32", "float64", "bfloat16", "float8e4m3", "float8e5m2"};
-static const char *const redop_names[] = {"sum", "prod", "max", "min", "avg"};
-_Static_assert(sizeof dtype_names / sizeof dtype_names[0] == TR_DTYPE_NAMED, "dtype names");
-_Static_assert(sizeof redop_names / sizeof redop_names[0] == TR_REDOP_NAMED && TR_REDOP_NAMED == (int)ncclNumOps,
-               "redop names");
+#define DTYPE_NAME_(suffix, name, bytes, kind) name,
+static const char *const dtype_names[TR_DTYPE_NAMED] = {TR_NCCL_DTYPES(DTYPE_NAME_)};
+#undef DTYPE_NAME_
+#define REDOP_NAME_(suffix, name) name,
+static const char *const redop_names[TR_REDOP_NAMED] = {TR_NCCL_REDOPS(REDOP_NAME_)};
+#undef REDOP_NAME_
+_Static_assert(TR_REDOP_NAMED == (int)ncclNumOps && TR_DTYPE_NAMED == (int)ncclNumTypes,
+               "the tables of nccl_calls.h against ncclRedOp_t and ncclDataType_t");
 
 const char *tr_dtype_name(int32_t dt, char *tmp)
 {

@@ -9,8 +9,6 @@
 #include "tr_core.h"
 #include "tr_write_int.h"
 
-enum { TR_CALL_FIELDS = 27 };
-
 /* the window of records the last tr_nccl_write_json wrote (writer thread only) */
 static uint64_t g_win_first, g_win_next;
 
@@ -41,68 +39,77 @@ static uint8_t *put_vocab(trp_rows *w, uint8_t *p, call_strings *cs, int *slots,
     return trp_name(&cs->sec, p, v >= 0 && v < nslots ? &slots[v] : NULL, s);
 }
 
-/* One call as the row call_fields names. */
+/* One call as the row call_fields names: each field of the table
+ * (trshim/trace_format.h) in its order, so a field added there without its
+ * value here is written null, never shifted. */
 static uint8_t *put_call(trp_rows *w, uint8_t *p, call_strings *cs, const trr_record *r, int32_t comm)
 {
     int grp = tr_op_has(r->op, TR_OPF_GROUP);
     int launch = r->op == OP_GRAPHLAUNCH;
     int returned = r->state == TRR_REC_RETURNED;
     int peer = tr_op_has(r->op, TR_OPF_P2P | TR_OPF_ONESIDED | TR_OPF_GRAPH);
-    p = trp_row(w, p, TR_CALL_FIELDS);
-    int op = r->op < TR_OP_N ? r->op : TR_OP_N;
-    p = trp_name(&cs->sec, p, &cs->op[op], op < TR_OP_N ? tr_op_names[op] : "invalid");
-    p = trp_int(w, p, comm);
-    p = trp_int(w, p, (int64_t)r->seq);
-    p = trp_int(w, p, (int64_t)(launch ? r->recvbuff : r->count));
-    p = put_vocab(w, p, cs, cs->dtype, TR_DTYPE_NAMED, grp ? NONE : r->dtype, tr_dtype_name);
-    p = put_vocab(w, p, cs, cs->redop, TR_REDOP_NAMED, launch ? NONE : r->redop, tr_redop_name);
-    p = r->root == NONE || peer ? trp_null(w, p) : trp_int(w, p, r->root);
-    p = r->root == NONE || !peer ? trp_null(w, p) : trp_int(w, p, r->root);
-    if (grp) {
-        for (int k = 0; k < 4; k++) p = trp_null(w, p);
-    } else {
-        /* the buffers the call has: Recv and the waits none to send, one-sided and
-         * Send none to receive into (PutSignal writes into the peer's window) */
-        int no_send = r->op == OP_RECV || r->op == OP_SIGNAL || r->op == OP_WAITSIGNAL;
-        int no_recv = r->op == OP_SEND || launch || tr_op_has(r->op, TR_OPF_ONESIDED);
-        p = no_send ? trp_null(w, p) : trp_addr(w, p, r->sendbuff);
-        p = no_recv ? trp_null(w, p) : trp_addr(w, p, r->recvbuff);
-        p = trp_addr(w, p, r->stream);
-        p = r->capturing == CAPT_YES ? trp_bool(w, p, 1) : r->capturing == CAPT_NO ? trp_bool(w, p, 0) : trp_null(w, p);
-    }
-    p = trp_int(w, p, (int64_t)r->group);
-    p = trp_int(w, p, (int64_t)r->depth);
-    p = trp_int(w, p, (int64_t)r->enter_ns);
-    p = returned ? trp_int(w, p, (int64_t)r->exit_ns) : trp_null(w, p);
-    p = trp_int(w, p, r->tid);
-    p = returned ? trp_int(w, p, r->rc) : trp_null(w, p);
-    p = trp_int(w, p, r->stack);
-    p = r->gpu == TRR_GPU_DONE ? trp_int(w, p, (int64_t)r->done_ns) : trp_null(w, p);
+    /* the buffers the call has: Recv and the waits none to send, one-sided and
+     * Send none to receive into (PutSignal writes into the peer's window) */
+    int no_send = grp || r->op == OP_RECV || r->op == OP_SIGNAL || r->op == OP_WAITSIGNAL;
+    int no_recv = grp || r->op == OP_SEND || launch || tr_op_has(r->op, TR_OPF_ONESIDED);
     static const char *const gpu_names[4] = {"pending", "done", "error", "aborted"};
     int g = r->gpu >= TRR_GPU_PENDING && r->gpu <= TRR_GPU_ABORTED ? r->gpu - TRR_GPU_PENDING : -1;
-    p = g < 0 ? trp_null(w, p) : trp_name(&cs->sec, p, &cs->gpu[g], gpu_names[g]);
-    p = trp_int(w, p, r->pystack);
-    if (tr_op_has(r->op, TR_OPF_COLL) && (r->extra & TRR_EXTRA_CONFIG))
-        p = trp_int(w, p, (int64_t)(r->extra & 0xffffffffu) - 1);
-    else p = trp_null(w, p);
-    if (tr_op_has(r->op, TR_OPF_ONESIDED))
-        p = trp_pair(w, p, (int32_t)(uint32_t)r->extra, (int32_t)(uint32_t)(r->extra >> 32));
-    else p = trp_null(w, p);
-    if (launch) {
-        int lane = r->redop >= 0 && r->redop < TRR_LANE_N ? r->redop : TRR_LANE_N;
-        p = trp_int(w, p, (int64_t)r->extra);
-        p = trp_int(w, p, (int64_t)r->count);
-        p = trp_name(&cs->sec, p, &cs->lane[lane], lane < TRR_LANE_N ? trr_lane_names[lane] : "invalid");
-    } else {
-        for (int k = 0; k < 3; k++) p = trp_null(w, p);
+    int lane = r->redop >= 0 && r->redop < TRR_LANE_N ? r->redop : TRR_LANE_N;
+    int op = r->op < TR_OP_N ? r->op : TR_OP_N;
+    p = trp_row(w, p, TRSHIM_CALL_FIELD_N);
+    for (int f = 0; f < TRSHIM_CALL_FIELD_N; f++) {
+        switch (f) {
+        case TRSHIM_CALL_OP: p = trp_name(&cs->sec, p, &cs->op[op], op < TR_OP_N ? tr_op_names[op] : "invalid"); break;
+        case TRSHIM_CALL_COMM: p = trp_int(w, p, comm); break;
+        case TRSHIM_CALL_SEQ: p = trp_int(w, p, (int64_t)r->seq); break;
+        case TRSHIM_CALL_COUNT: p = trp_int(w, p, (int64_t)(launch ? r->recvbuff : r->count)); break;
+        case TRSHIM_CALL_DTYPE:
+            p = put_vocab(w, p, cs, cs->dtype, TR_DTYPE_NAMED, grp ? NONE : r->dtype, tr_dtype_name);
+            break;
+        case TRSHIM_CALL_REDOP:
+            p = put_vocab(w, p, cs, cs->redop, TR_REDOP_NAMED, launch ? NONE : r->redop, tr_redop_name);
+            break;
+        case TRSHIM_CALL_ROOT: p = r->root == NONE || peer ? trp_null(w, p) : trp_int(w, p, r->root); break;
+        case TRSHIM_CALL_PEER: p = r->root == NONE || !peer ? trp_null(w, p) : trp_int(w, p, r->root); break;
+        case TRSHIM_CALL_SENDBUFF: p = no_send ? trp_null(w, p) : trp_addr(w, p, r->sendbuff); break;
+        case TRSHIM_CALL_RECVBUFF: p = no_recv ? trp_null(w, p) : trp_addr(w, p, r->recvbuff); break;
+        case TRSHIM_CALL_STREAM: p = grp ? trp_null(w, p) : trp_addr(w, p, r->stream); break;
+        case TRSHIM_CALL_CAPTURING:
+            p = !grp && r->capturing == CAPT_YES ? trp_bool(w, p, 1)
+                : !grp && r->capturing == CAPT_NO ? trp_bool(w, p, 0) : trp_null(w, p);
+            break;
+        case TRSHIM_CALL_GROUP: p = trp_int(w, p, (int64_t)r->group); break;
+        case TRSHIM_CALL_DEPTH: p = trp_int(w, p, (int64_t)r->depth); break;
+        case TRSHIM_CALL_ENTER_NS: p = trp_int(w, p, (int64_t)r->enter_ns); break;
+        case TRSHIM_CALL_EXIT_NS: p = returned ? trp_int(w, p, (int64_t)r->exit_ns) : trp_null(w, p); break;
+        case TRSHIM_CALL_THREAD: p = trp_int(w, p, r->tid); break;
+        case TRSHIM_CALL_RC: p = returned ? trp_int(w, p, r->rc) : trp_null(w, p); break;
+        case TRSHIM_CALL_STACK: p = trp_int(w, p, r->stack); break;
+        case TRSHIM_CALL_DONE_NS: p = r->gpu == TRR_GPU_DONE ? trp_int(w, p, (int64_t)r->done_ns) : trp_null(w, p); break;
+        case TRSHIM_CALL_GPU: p = g < 0 ? trp_null(w, p) : trp_name(&cs->sec, p, &cs->gpu[g], gpu_names[g]); break;
+        case TRSHIM_CALL_PYSTACK: p = trp_int(w, p, r->pystack); break;
+        case TRSHIM_CALL_CONFIG:
+            p = tr_op_has(r->op, TR_OPF_COLL) && (r->extra & TRR_EXTRA_CONFIG)
+                    ? trp_int(w, p, (int64_t)(r->extra & 0xffffffffu) - 1) : trp_null(w, p);
+            break;
+        case TRSHIM_CALL_SIGNAL:
+            p = tr_op_has(r->op, TR_OPF_ONESIDED)
+                    ? trp_pair(w, p, (int32_t)(uint32_t)r->extra, (int32_t)(uint32_t)(r->extra >> 32)) : trp_null(w, p);
+            break;
+        case TRSHIM_CALL_GRAPH: p = launch ? trp_int(w, p, (int64_t)r->extra) : trp_null(w, p); break;
+        case TRSHIM_CALL_REPLAY: p = launch ? trp_int(w, p, (int64_t)r->count) : trp_null(w, p); break;
+        case TRSHIM_CALL_LANE:
+            p = launch ? trp_name(&cs->sec, p, &cs->lane[lane], lane < TRR_LANE_N ? trr_lane_names[lane] : "invalid")
+                       : trp_null(w, p);
+            break;
+        default: p = trp_null(w, p); break;
+        }
     }
     return p;
 }
 
-static const char *const call_fields[TR_CALL_FIELDS] = {
-    "op", "comm", "seq", "count", "dtype", "redop", "root", "peer", "sendbuff", "recvbuff", "stream", "capturing",
-    "group", "depth", "enter_ns", "exit_ns", "thread", "rc", "stack", "done_ns", "gpu", "pystack", "config",
-    "signal", "graph", "replay", "lane"};
+#define CALL_FIELD_NAME(id, name, read, since) name,
+static const char *const call_fields[TRSHIM_CALL_FIELD_N] = {TRSHIM_CALL_FIELDS(CALL_FIELD_NAME)};
 
 /* Whether record r belongs to the rank of view. Group calls follow the
  * calls and communicators made inside the group; an empty group, the device
@@ -183,7 +190,7 @@ int tr_nccl_write_json(tr_json *j, const tr_rank_view *view, tr_nan_snap *checks
         const trr_record *r = &rec;
         if (!rec_in_view(r, view, map, ncomm, gm, ng)) continue;
         int32_t comm = r->comm >= 0 && r->comm < ncomm ? map[r->comm] : -1;
-        if (p - buf > (ptrdiff_t)sizeof buf - 11 * TR_CALL_FIELDS - 16) {
+        if (p - buf > (ptrdiff_t)sizeof buf - 11 * TRSHIM_CALL_FIELD_N - 16) {
             trp_put(&cs.sec, buf, (size_t)(p - buf), in_buf);
             p = buf;
             in_buf = 0;

@@ -39,9 +39,8 @@ NONE = -2 ** 31
 BLOB_MODULE, BLOB_STACK, BLOB_PYCODE, BLOB_PYSTACK, BLOB_COLLCONFIG, BLOB_NCCLINFO, BLOB_GRAPH = 1, 2, 3, 4, 5, 6, 7
 LANES = ["send", "recv", "signal", "wait", "coll"]       # TRR_LANE_*
 OPS = vocab.OPS
-DTYPES = ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64", "bfloat16",
-          "float8e4m3", "float8e5m2"]
-REDOPS = ["sum", "prod", "max", "min", "avg"]
+DTYPES = list(vocab.DTYPES)               # ncclDataType_t order (nccl_calls.h's table)
+REDOPS = vocab.REDOPS
 KINDS, ENDS = ring.KINDS, ring.ENDS        # include/trshim/ring_format.h's table
 MASK = (1 << 64) - 1
 MEM_DEVICES, MEM_BYTES = 8, 136           # TRR_MEM_DEVICES, sizeof(trr_mem)

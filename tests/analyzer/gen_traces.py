@@ -21,31 +21,28 @@ import random
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-import vocab  # noqa: E402  (the operations of include/trshim/nccl_calls.h)
+import vocab  # noqa: E402  (the operations of include/trshim/nccl_calls.h, the fields of trace_format.h)
 from trace import pack_rows, pack_trace  # noqa: E402  (tests/common/trace.py: version 2's packed rows)
 
-CALL_FIELDS = ["op", "comm", "seq", "count", "dtype", "redop", "root", "peer",
-               "sendbuff", "recvbuff", "stream", "capturing", "group", "depth",
-               "enter_ns", "exit_ns", "thread", "rc", "stack"]
+# the call fields of the first traces, then those each later trace added (trace_format.h's table)
+CALL_FIELDS = vocab.call_fields("FIRST")
 MODULE = "/opt/trjob/bin/train"
 BUILD_ID = "5f3c2a9e0b7d41c68e2f9a1b3c4d5e6f70819203"
 OPS = vocab.OPS                # ring order: the fingerprint's op numbers
 ROOTED = {op for op in OPS if vocab.op_has(op, "ROOTED")}
 REDUCING = {op for op in OPS if vocab.op_has(op, "REDUCING")}
 COLL = {op for op in OPS if vocab.op_has(op, "COLL")}
-CHECK_FIELDS = ["call", "buffer", "status", "nan", "inf", "first", "first_kind",
-                "elems_checked", "elems", "engine", "reason"]
-FLOATS = {"float16", "float32", "float64", "bfloat16", "float8e4m3", "float8e5m2"}
+CHECK_FIELDS = [f["name"] for f in vocab.CHECK_FIELDS]
+FLOATS = vocab.FLOATS
 # completion on the GPU (issue 6): appended to every call row, null when untracked
-COMPLETION_FIELDS = ["done_ns", "gpu"]
+COMPLETION_FIELDS = vocab.call_fields("COMPLETION", only=True)
 # the newest call fields (issue 13): a *Config collective's config, a signal's [sigIdx, ctx]
-NEW_FIELDS = ["config", "signal"]
+NEW_FIELDS = vocab.call_fields("CONFIG", only=True)
 # CUDA graphs (issue 16): a GraphLaunch entry's graph index, replay number and lane
-GRAPH_FIELDS = ["graph", "replay", "lane"]
+GRAPH_FIELDS = vocab.call_fields("GRAPH", only=True)
 LANES = {"Send": "send", "Recv": "recv", "PutSignal": "signal", "Signal": "signal", "WaitSignal": "wait"}
-NCCL_DTYPES = {"int8": 0, "uint8": 1, "int32": 2, "uint32": 3, "int64": 4, "uint64": 5, "float16": 6, "float32": 7,
-               "float64": 8, "bfloat16": 9, "float8e4m3": 10, "float8e5m2": 11}
-NCCL_REDOPS = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}
+NCCL_DTYPES = {n: i for i, n in enumerate(vocab.DTYPES)}   # ncclDataType_t values
+NCCL_REDOPS = {n: i for i, n in enumerate(vocab.REDOPS)}   # ncclRedOp_t values
 M64 = (1 << 64) - 1
 FP_INTERVAL, FP_CHECKPOINTS = 64, 48
 

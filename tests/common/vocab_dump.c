@@ -1,10 +1,12 @@
-/* trshim-vocab: prints the NCCL vocabulary (include/trshim/nccl_calls.h) as
+/* trshim-vocab: prints the NCCL vocabulary (include/trshim/nccl_calls.h) and
+ * the fields of a trace's rows (include/trshim/trace_format.h) as
  * the C compiler sees it, as JSON (the document tests/common/vocab.py's
  * as_json() builds by parsing the header): tests/nccl/check_vocab.py
  * compares the two, so the Python side cannot drift from the C one. */
 #include <stdio.h>
 
 #include "trshim/nccl_calls.h"
+#include "trshim/trace_format.h"
 
 static void flag_list(unsigned f)
 {
@@ -30,6 +32,12 @@ static const char *const op_names[] = {TR_NCCL_OPS(OP_NAME)};
     if (TR_OP_##op == TR_OP_NONE) printf("null"); else printf("\"%s\"", op_names[TR_OP_##op]);            \
     printf(", \"kind\": \"%s\", \"since\": %d, \"action\": \"%s\"}", #kind, since, #action);
 
+#define DTYPE_ROW(id, name, bytes, kind) \
+    printf("%s\"%s\": {\"bytes\": %d, \"float\": %s}", n++ ? ", " : "", name, bytes, #kind[0] == 'F' ? "true" : "false");
+#define REDOP_ROW(id, name) printf("%s\"%s\"", n++ ? ", " : "", name);
+#define FIELD_ROW(id, name, read, since) \
+    printf("%s{\"name\": \"%s\", \"read\": \"%s\", \"since\": \"%s\"}", n++ ? ", " : "", name, #read, #since);
+
 int main(void)
 {
     int n = 0;
@@ -41,6 +49,18 @@ int main(void)
     printf("}, \"functions\": [");
     n = 0;
     TR_NCCL_FUNCS(FUNC_ROW)
+    printf("], \"dtypes\": {");
+    n = 0;
+    TR_NCCL_DTYPES(DTYPE_ROW)
+    printf("}, \"redops\": [");
+    n = 0;
+    TR_NCCL_REDOPS(REDOP_ROW)
+    printf("], \"call_fields\": [");
+    n = 0;
+    TRSHIM_CALL_FIELDS(FIELD_ROW)
+    printf("], \"check_fields\": [");
+    n = 0;
+    TRSHIM_CHECK_FIELDS(FIELD_ROW)
     printf("]}\n");
     return 0;
 }

@@ -30,11 +30,8 @@ from trace import load_trace, shim_versions  # noqa: E402  (calls and checks of 
 # that issued it (needs shim/stacks/tr_stack.c). Set to False to skip.
 CHECK_CALL_SITES = True
 
-CALL_FIELDS = ["op", "comm", "seq", "count", "dtype", "redop", "root", "peer", "sendbuff", "recvbuff",
-               "stream", "capturing", "group", "depth", "enter_ns", "exit_ns", "thread", "rc", "stack", "done_ns",
-               "gpu", "pystack", "config", "signal", "graph", "replay", "lane"]
-DTYPES = ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64", "bfloat16",
-          "float8e4m3", "float8e5m2"]
+CALL_FIELDS = [f["name"] for f in vocab.CALL_FIELDS]   # include/trshim/trace_format.h's table
+DTYPES = list(vocab.DTYPES)                             # ncclDataType_t order (nccl_calls.h's table)
 IN_PROGRESS = 7
 
 

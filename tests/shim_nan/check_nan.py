@@ -23,14 +23,13 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 from checks import Failure, check, eq, path_of  # noqa: E402
 from trace import load_trace  # noqa: E402  (calls and checks of either version, unpacked)
+import vocab  # noqa: E402  (the fields of a trace's rows: include/trshim/trace_format.h)
 
 
 W = 4
-CALL_FIELDS = ["op", "comm", "seq", "count", "dtype", "redop", "root", "peer", "sendbuff", "recvbuff",
-               "stream", "capturing", "group", "depth", "enter_ns", "exit_ns", "thread", "rc", "stack"]
-CHECK_FIELDS = ["call", "buffer", "status", "nan", "inf", "first", "first_kind", "elems_checked", "elems",
-                "engine", "reason"]
-FLOATS = {"float16", "float32", "float64", "bfloat16", "float8e4m3", "float8e5m2"}
+CALL_FIELDS = [f["name"] for f in vocab.CALL_FIELDS]
+CHECK_FIELDS = [f["name"] for f in vocab.CHECK_FIELDS]
+FLOATS = vocab.FLOATS
 SCRUB = re.compile(r"^(RANK|WORLD_SIZE|LOCAL_RANK|LOCAL_WORLD_SIZE|GROUP_RANK|OMPI_.*|PMI_.*|PMIX_.*|"
                    r"SLURM_.*|TRSHIM.*|TORCHELASTIC_RUN_ID|TRSIM_LAUNCH_TIMEOUT|TRSIM_TIMEOUT_SEC|"
                    r"LD_PRELOAD|LD_LIBRARY_PATH|NCCL_COMM_BLOCKING)$")
@@ -51,6 +50,7 @@ def run_job(tmp, scenario, env_extra, prog="NAN_JOB", nranks=W):
     out = {}
     for name in sorted(glob.glob(os.path.join(traces, "*.json"))):
         t = load_trace(name, Failure)
+        eq(t["call_fields"], CALL_FIELDS, "%s: call_fields, as trace_format.h's table has them" % name)
         t["calls"] = [dict(zip(CALL_FIELDS, c)) for c in t["calls"]]
         check(t["rank"] not in out, "two traces of rank %s" % t["rank"])
         out[t["rank"]] = t

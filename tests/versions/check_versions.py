@@ -4,8 +4,12 @@ every NCCL it must serve, 2.18 to 2.32.
 
     check_versions.py CASE
 
-  vocab-json  the C compiler's view of include/trshim/nccl_calls.h
-              (trshim-vocab) is the Python one (tests/common/vocab.py)
+  vocab-json  the C compiler's view of include/trshim/nccl_calls.h and of
+              trace_format.h's field tables (trshim-vocab) is the Python
+              one (tests/common/vocab.py)
+  fields-docs docs/trace-format.md's call_fields and check_fields (the
+              arrays shown and the tables of fields, in order) are those of
+              trace_format.h's tables
   exports     every host function of NCCL 2.18.3 ... 2.32.3 (the export
               lists in tests/nccl/exports/, taken from PyPI's libraries) and
               of every real libnccl found here is in the vocabulary, with the
@@ -105,6 +109,31 @@ def case_vocab_json(c):
         check(f["kind"] in vocab.KINDS, "%s: unknown kind %s" % (name, f["kind"]))
         check((f["op"] is not None) == (f["kind"] in ("COLL", "P2P", "ONESIDED", "GROUP")),
               "%s: an operation exactly when its kind records one" % name)
+
+
+def doc_fields(text, array):
+    """the names docs/trace-format.md shows for array: its ``` block, and its table's rows"""
+    m = re.search(r"`%s`[^`]*\sis\s+always:" % array, text)
+    check(m, "docs/trace-format.md says what %s always is" % array)
+    start = text.index("```", m.end()) + 3
+    shown = json.loads(text[start:text.index("```", start)])
+    table = text.index("| field | type | meaning |", start)
+    rows = []
+    for line in text[table:].split("\n")[2:]:
+        if not line.startswith("|"):
+            break
+        rows += re.findall(r"`([a-z_]+)`", line.split("|")[1])
+    return shown, rows
+
+
+def case_fields_docs(c):
+    text = open(os.path.join(ROOT, "docs", "trace-format.md")).read()
+    for array, table in (("call_fields", vocab.CALL_FIELDS), ("check_fields", vocab.CHECK_FIELDS)):
+        names = [f["name"] for f in table]
+        eq(len(names), len(set(names)), "%s: names are distinct" % array)
+        shown, rows = doc_fields(text, array)
+        eq(shown, names, "docs/trace-format.md's %s array against trace_format.h" % array)
+        eq(rows, names, "docs/trace-format.md's table of %s against trace_format.h" % array)
 
 
 def case_exports(c):
@@ -222,7 +251,7 @@ def case_real_libs(c):
                          (label, version, len(ops)))
 
 
-CASES = {"vocab-json": case_vocab_json, "exports": case_exports, "abi": case_abi, "build232": case_build232,
+CASES = {"vocab-json": case_vocab_json, "fields-docs": case_fields_docs, "exports": case_exports, "abi": case_abi, "build232": case_build232,
          "real-libs": case_real_libs}
 
 
