@@ -32,8 +32,9 @@
 #endif
 #endif
 #ifdef TWICE_ASAN
-#include <sanitizer/allocator_interface.h>
 #include <sanitizer/common_interface_defs.h>
+/* the sanitizer runtime's (gcc ships no allocator_interface.h: declared here) */
+size_t __sanitizer_get_current_allocated_bytes(void);
 #endif
 
 int ta_twice_main(int argc, char **argv);
