@@ -31,6 +31,7 @@
 
 #include "tr_core.h"
 #include "tr_dlsym.h"
+#include "trshim/cuda_calls.h"
 
 #undef cuGetProcAddress    /* cuda.h: the _v2 name; the shim defines both */
 
@@ -50,35 +51,16 @@ TR_API cudaError_t cudaGetDriverEntryPointByVersion_ptsz(const char *symbol, voi
                                                          unsigned int cudaVersion, unsigned long long flags,
                                                          enum cudaDriverEntryPointQueryResult *driverStatus);
 
-/* The versions of the driver functions the shim wraps (tr_memory.c, and the
- * lookup itself): from which CUDA version the lookup of symbol returns
- * name. A version below every entry of a symbol is one the shim does not
- * wrap. */
+/* The versions of the driver functions the shim wraps: from which CUDA
+ * version the lookup of symbol returns name (trshim/cuda_calls.h). */
 static const struct {
     const char *symbol;
     int since;
     const char *name;
 } drv_versions[] = {
-    {"cuMemAlloc", 3020, "cuMemAlloc_v2"},
-    {"cuMemFree", 3020, "cuMemFree_v2"},
-    {"cuMemCreate", 10020, "cuMemCreate"},
-    {"cuMemRelease", 10020, "cuMemRelease"},
-    {"cuStreamBeginCapture", 10000, "cuStreamBeginCapture"},
-    {"cuStreamBeginCapture", 10010, "cuStreamBeginCapture_v2"},
-    {"cuStreamBeginCaptureToGraph", 12030, "cuStreamBeginCaptureToGraph"},
-    {"cuStreamEndCapture", 10000, "cuStreamEndCapture"},
-    {"cuGraphInstantiate", 10000, "cuGraphInstantiate"},
-    {"cuGraphInstantiate", 11000, "cuGraphInstantiate_v2"},
-    {"cuGraphInstantiate", 12000, "cuGraphInstantiateWithFlags"},
-    {"cuGraphInstantiateWithFlags", 11040, "cuGraphInstantiateWithFlags"},
-    {"cuGraphInstantiateWithParams", 12000, "cuGraphInstantiateWithParams"},
-    {"cuGraphExecUpdate", 10020, "cuGraphExecUpdate"},
-    {"cuGraphExecUpdate", 12000, "cuGraphExecUpdate_v2"},
-    {"cuGraphLaunch", 10000, "cuGraphLaunch"},
-    {"cuGraphDestroy", 10000, "cuGraphDestroy"},
-    {"cuGraphExecDestroy", 10000, "cuGraphExecDestroy"},
-    {"cuGetProcAddress", 11030, "cuGetProcAddress"},
-    {"cuGetProcAddress", 12000, "cuGetProcAddress_v2"},
+#define LOOKUP_ROW(symbol, since, name) {#symbol, since, #name},
+    TR_CUDA_LOOKUPS(LOOKUP_ROW)
+#undef LOOKUP_ROW
 };
 
 /* The wrapped version of symbol whose real function is p, if any. */

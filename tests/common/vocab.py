@@ -12,6 +12,8 @@ fields of a trace's call and check rows (include/trshim/trace_format.h).
     KINDS          {kind: description}
     DTYPES         {name: {"bytes": n, "float": bool}} in ncclDataType_t order; FLOATS the float ones
     REDOPS         reduction names in ncclRedOp_t order
+    CUDA_FUNCS     {name: {"lib": "RT"|"DRV", "about": "MEMORY"...}}: the CUDA functions the shim wraps
+                   (include/trshim/cuda_calls.h)
     CALL_FIELDS    [{"name", "read", "since"}] in "call_fields" order (read: REQUIRED, OPTIONAL, UNREAD)
     CHECK_FIELDS   the same for "check_fields"
     call_fields(since) the call fields that traces as old as `since` had ("FIRST", "COMPLETION", ...),
@@ -22,6 +24,7 @@ import re
 
 HEADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "include", "trshim", "nccl_calls.h")
 TRACE_HEADER = os.path.join(os.path.dirname(HEADER), "trace_format.h")
+CUDA_HEADER = os.path.join(os.path.dirname(HEADER), "cuda_calls.h")
 
 
 def _macro_body(text, name):
@@ -75,6 +78,8 @@ def _fields(table):
 
 
 CALL_FIELDS = _fields("TRSHIM_CALL_FIELDS")
+CUDA_FUNCS = {name: {"lib": lib, "about": about}
+              for name, lib, about in _rows(_macro_body(open(CUDA_HEADER).read(), "TR_CUDA_FUNCS"))}
 CHECK_FIELDS = _fields("TRSHIM_CHECK_FIELDS")
 _ERAS = list(dict.fromkeys(f["since"] for f in CALL_FIELDS))   # oldest first, as the table has them
 
@@ -95,5 +100,5 @@ def as_json():
     return {"ops": [{"name": n, "flags": sorted(OP_FLAGS[n]), "alias": OP_ALIAS[n]} for n in OPS],
             "kinds": KINDS,
             "functions": [dict(name=n, **FUNCS[n]) for n in FUNCS],
-            "dtypes": DTYPES, "redops": REDOPS,
+            "dtypes": DTYPES, "redops": REDOPS, "cuda_functions": CUDA_FUNCS,
             "call_fields": CALL_FIELDS, "check_fields": CHECK_FIELDS}

@@ -7,6 +7,7 @@
 
 #include "trshim/nccl_calls.h"
 #include "trshim/trace_format.h"
+#include "trshim/cuda_calls.h"
 
 static void flag_list(unsigned f)
 {
@@ -34,6 +35,8 @@ static const char *const op_names[] = {TR_NCCL_OPS(OP_NAME)};
 
 #define DTYPE_ROW(id, name, bytes, kind) \
     printf("%s\"%s\": {\"bytes\": %d, \"float\": %s}", n++ ? ", " : "", name, bytes, #kind[0] == 'F' ? "true" : "false");
+#define CUDA_ROW(name, lib, about) \
+    printf("%s\"%s\": {\"lib\": \"%s\", \"about\": \"%s\"}", n++ ? ", " : "", #name, #lib, #about);
 #define REDOP_ROW(id, name) printf("%s\"%s\"", n++ ? ", " : "", name);
 #define FIELD_ROW(id, name, read, since) \
     printf("%s{\"name\": \"%s\", \"read\": \"%s\", \"since\": \"%s\"}", n++ ? ", " : "", name, #read, #since);
@@ -55,7 +58,10 @@ int main(void)
     printf("}, \"redops\": [");
     n = 0;
     TR_NCCL_REDOPS(REDOP_ROW)
-    printf("], \"call_fields\": [");
+    printf("], \"cuda_functions\": {");
+    n = 0;
+    TR_CUDA_FUNCS(CUDA_ROW)
+    printf("}, \"call_fields\": [");
     n = 0;
     TRSHIM_CALL_FIELDS(FIELD_ROW)
     printf("], \"check_fields\": [");

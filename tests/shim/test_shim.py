@@ -1158,6 +1158,10 @@ def case_exports(c):
     eq(sorted(nccl - exported), [], "NCCL wrappers missing")
     eq(sorted(n for n in exported if n.startswith("nccl") and n not in nccl), [], "NCCL functions exported "
        "that the vocabulary does not mark WRAP")
+    # exactly the CUDA functions of include/trshim/cuda_calls.h
+    eq(sorted(set(vocab.CUDA_FUNCS) - exported), [], "CUDA functions of cuda_calls.h without a wrapper")
+    eq(sorted(n for n in exported if n.startswith("cu") and n not in vocab.CUDA_FUNCS), [],
+       "CUDA functions exported that cuda_calls.h does not list")
     dyn = subprocess.run(["readelf", "-d", lib], capture_output=True, text=True, check=True).stdout
     needed = re.findall(r"\(NEEDED\).*\[(.*)\]", dyn)
     bad = [n for n in needed if re.search(r"cuda|nccl|unwind|trsim|stdc\+\+", n)]
