@@ -104,7 +104,7 @@ def test_destdir(tmp):
         check(os.path.isfile(p), "installed: %s" % p)
     for p in (inst.trshim, inst.tranalyze):
         check(os.access(p, os.X_OK), "executable: %s" % p)
-    for h in ("trace_format.h", "ring_format.h", "nccl_calls.h", "nccl_abi.h"):
+    for h in ("trace_format.h", "ring_format.h", "nccl_calls.h", "nccl_abi.h", "cuda_calls.h"):
         check(os.path.isfile(os.path.join(inst.includedir, "trshim", h)), "header %s installed" % h)
     pcdir = os.path.join(inst.libdir, "pkgconfig")
     check(os.path.isfile(os.path.join(pcdir, "trshim.pc")), "trshim.pc in %s" % pcdir)
@@ -153,7 +153,16 @@ def test_destdir(tmp):
                     #include <trshim/ring_format.h>
                     #include <trshim/nccl_calls.h>
                     #include <trshim/nccl_abi.h>
-                    int main(void) { printf("%s\\n", TRSHIM_TRACE_PREFIX); return 0; }
+                    #include <trshim/cuda_calls.h>
+                    #define NAME_(name, lib, about) #name,
+                    static const char *const wrapped[] = {TR_CUDA_FUNCS(NAME_)};
+                    static const char *const fields[] = {
+                    #define FIELD_(id, name, read, since) name,
+                        TRSHIM_CALL_FIELDS(FIELD_)};
+                    int main(void) {
+                        printf("%s %s %s\\n", TRSHIM_TRACE_PREFIX, wrapped[0], fields[TRSHIM_CALL_SEQ]);
+                        return 0;
+                    }
                     """))
             exe = os.path.join(tmp, "uses_headers")
             r = run([cc, "-std=c11", "-D_GNU_SOURCE"] + cflags + (["-isystem", cuda_inc] if cuda_inc else []) +
@@ -161,7 +170,7 @@ def test_destdir(tmp):
             check(r.returncode == 0, "a program compiles and links with pkg-config's flags: %s" % r.stderr[-2000:])
             if r.returncode == 0:
                 out = run([exe], env=dict(os.environ, LD_LIBRARY_PATH=inst.libdir)).stdout.strip()
-                check(out.startswith("trshim"), "the program runs: %r" % out)
+                check(out == "trshim. cudaMalloc seq", "the program runs, with the installed tables: %r" % out)
 
     # the installed library preloaded by its bare name (the loader's search path: LD_LIBRARY_PATH
     # stands in for ldconfig's cache) into a 2-rank simulated job
