@@ -121,31 +121,79 @@ static char *read_trace_bytes(ta_an *a, const char *path, int fd, uint64_t n)
     return buf;
 }
 
-/* The whole file (open at fd, a regular file: st); NULL (with a note) when
- * it is not usable. *ring_next: its ring.next (the ring's head at this
- * write), -1 when it has none. */
-static ta_trace *parse_file(ta_an *a, const char *path, int fd, const struct stat *st, pthread_mutex_t *lk,
-                            int64_t *ring_next)
+/* The calls, their positions by name from call_fields: read from
+ * buf[vs, ve) where the scanner found them (have_calls), else printed back
+ * from cJSON's tree. -1 (why in x->err) when they cannot be read. */
+static int conv_calls(pctx *x, const cJSON *root, ta_trace *t, int packed, const char *buf, size_t n, int have_calls,
+                      size_t vs, size_t ve)
 {
-    *ring_next = -1;
-    pctx x = {a, path, ""};
-    if (st->st_size == 0) { ta_note_cut(a, path, 0, "empty file (the process may have been killed while writing it)"); return NULL; }
-    size_t n = (size_t)st->st_size;
-    char *buf = read_trace_bytes(a, path, fd, (uint64_t)st->st_size);
-    if (!buf) return NULL;
-    arena_reset();
-    /* the calls and checks arrays are read by calls.c; cJSON gets the rest */
-    static const char *const big[2] = {"calls", "checks"};
-    size_t bvs[2] = {0, 0}, bve[2] = {0, 0};
-    int bfound[2] = {0, 0};
-    if (ta_find_members(buf, n, big, 2, bvs, bve, bfound) < 0) bfound[0] = bfound[1] = 0;
-    int have_calls = bfound[0], have_checks = bfound[1];
-    size_t cvs = bvs[0], cve = bve[0];
+    const cJSON *cf = cJSON_GetObjectItemCaseSensitive(root, "call_fields");
+    if (!cJSON_IsArray(cf)) { BAD(x, "field call_fields is not an array"); return -1; }
+    int npos = cJSON_GetArraySize(cf);
+    int8_t *role = xmalloc((size_t)npos + 1);
+    unsigned have = 0;
+    int p = 0;
+    for (const cJSON *e = cf->child; e; e = e->next, p++) {
+        if (!cJSON_IsString(e)) { free(role); BAD(x, "field call_fields[%d] is not a string", p); return -1; }
+        int r = ta_field_find(ta_call_fields, F_N, e->valuestring);
+        role[p] = (int8_t)r;
+        if (r >= 0) have |= 1u << r;
+    }
+    const char *lacks = ta_field_missing(ta_call_fields, F_N, have);
+    if (lacks) { free(role); BAD(x, "field call_fields lacks \"%s\"", lacks); return -1; }
+    const cJSON *calls = cJSON_GetObjectItemCaseSensitive(root, "calls");
+    if (!have_calls && !(packed ? cJSON_IsObject(calls) : cJSON_IsArray(calls))) {
+        free(role);
+        BAD(x, "field calls is not %s", packed ? "an object (version 2 packs the calls)" : "an array");
+        return -1;
+    }
+    const char *first = NULL;
+    int first_i = -1;
+    size_t err_at = 0;
+    char why[200] = "";
+    int r;
+    if (have_calls) {
+        r = ta_parse_calls(buf + vs, ve - vs, packed, role, npos, t, &err_at, why, sizeof why, &first,
+                           &first_i);
+        err_at += vs;
+    } else {   /* found by cJSON only (an escaped key): print it back */
+        char *txt = cJSON_PrintUnformatted(calls);
+        r = txt ? ta_parse_calls(txt, strlen(txt), packed, role, npos, t, &err_at, why, sizeof why, &first,
+                                 &first_i) : -1;
+        cJSON_free(txt);
+    }
+    free(role);
+    if (r == -3) { BAD(x, "%s", why); return -1; }
+    if (r == -1) { BAD(x, "not valid JSON: syntax error at byte %zu of %zu (in calls)", err_at, n); return -1; }
+    if (r < 0) {
+        BAD(x, "field calls is not %s", packed ? "an object (version 2 packs the calls)" : "an array");
+        return -1;
+    }
+    if (t->skipped_records)
+        ta_note_add(x->a, x->file, 0, "%lld call record(s) skipped (first: calls[%d] %s)",
+                    (long long)t->skipped_records, first_i, first);
+    if (t->cfg_badref)
+        ta_note_add(x->a, x->file, 0, "%lld call record(s) name a config that is not in coll_configs: their config is "
+                    "unknown", (long long)t->cfg_badref);
+    if (t->py_badref && t->npycodes)
+        ta_note_add(x->a, x->file, 0, "%lld call record(s) name a Python stack that is not in pystacks: those calls have "
+                    "native call sites", (long long)t->py_badref);
+    return 0;
+}
+
+/* The JSON document of buf[0, n) with the calls and checks arrays (found
+ * at [vs[k], ve[k]) where found[k]) cut to "[]" for cJSON: its tree (the
+ * cut copy, which it points into, in *docp for the caller to free), NULL
+ * with a note naming the file. */
+static cJSON *parse_document(ta_an *a, const char *path, const char *buf, size_t n, const size_t *vs,
+                             const size_t *ve, const int *found, char **docp)
+{
+    *docp = NULL;
     /* cut ranges, in file order */
     size_t cut_s[2], cut_e[2];
     int ncut = 0;
     for (int k = 0; k < 2; k++)
-        if (bfound[k]) { cut_s[ncut] = bvs[k]; cut_e[ncut] = bve[k]; ncut++; }
+        if (found[k]) { cut_s[ncut] = vs[k]; cut_e[ncut] = ve[k]; ncut++; }
     if (ncut == 2 && cut_s[1] < cut_s[0]) {
         size_t ts = cut_s[0], te = cut_e[0];
         cut_s[0] = cut_s[1]; cut_e[0] = cut_e[1];
@@ -185,128 +233,44 @@ static ta_trace *parse_file(ta_an *a, const char *path, int fd, const struct sta
         else
             ta_note_add(a, path, 1, "not valid JSON: syntax error at byte %zu of %zu", pos, n);
         free(doc);
+        return NULL;
+    }
+    *docp = doc;
+    return root;
+}
+
+/* The whole file (open at fd, a regular file: st); NULL (with a note) when
+ * it is not usable. *ring_next: its ring.next (the ring's head at this
+ * write), -1 when it has none. */
+static ta_trace *parse_file(ta_an *a, const char *path, int fd, const struct stat *st, pthread_mutex_t *lk,
+                            int64_t *ring_next)
+{
+    *ring_next = -1;
+    pctx x = {a, path, ""};
+    if (st->st_size == 0) { ta_note_cut(a, path, 0, "empty file (the process may have been killed while writing it)"); return NULL; }
+    size_t n = (size_t)st->st_size;
+    char *buf = read_trace_bytes(a, path, fd, (uint64_t)st->st_size);
+    if (!buf) return NULL;
+    arena_reset();
+    /* the calls and checks arrays are read by calls.c; cJSON gets the rest */
+    static const char *const big[2] = {"calls", "checks"};
+    size_t bvs[2] = {0, 0}, bve[2] = {0, 0};
+    int bfound[2] = {0, 0};
+    if (ta_find_members(buf, n, big, 2, bvs, bve, bfound) < 0) bfound[0] = bfound[1] = 0;
+    int have_calls = bfound[0], have_checks = bfound[1];
+    char *doc = NULL;
+    cJSON *root = parse_document(a, path, buf, n, bvs, bve, bfound, &doc);
+    if (!root) {
         free(buf);
         return NULL;
     }
     ta_trace *t = xcalloc(1, sizeof *t);
     t->file = xstrdup(path);
     t->heartbeat_ns = TA_NULL64;
-    const char *s;
     const cJSON *o;
-    int64_t v;
-    if (!cJSON_IsObject(root)) { BAD(&x, "the top level is not an object"); goto bad; }
-    if (get_str(&x, root, "format", &s, 0, "") < 0) { snprintf(x.err, sizeof x.err, "not a trshim trace (no \"format\": \"trshim-trace\")"); goto bad; }
-    if (strcmp(s, TRSHIM_TRACE_FORMAT) != 0) { BAD(&x, "not a trshim trace (format \"%.60s\")", s); goto bad; }
-    if (get_i64(&x, root, "version", &v, 0, "") < 0) goto bad;
-    if (v < TRSHIM_TRACE_VERSION_MIN || v > TRSHIM_TRACE_VERSION) {
-        BAD(&x, "unknown trace format version %lld (this tranalyze reads versions %d to %d)", (long long)v,
-            TRSHIM_TRACE_VERSION_MIN, TRSHIM_TRACE_VERSION);
-        goto bad;
-    }
-    int packed = v >= 2;     /* version 2: the calls are packed (packed.c) */
-    o = cJSON_GetObjectItemCaseSensitive(root, "job");
-    if (!cJSON_IsObject(o)) { BAD(&x, "field job is not an object"); goto bad; }
-    if (get_str(&x, o, "id", &s, 0, "job.") < 0) goto bad;
-    t->job_id = xstrdup(s);
-    if (get_str(&x, o, "source", &s, 0, "job.") < 0) goto bad;
-    t->job_source = xstrdup(s);
-    if (get_int(&x, root, "rank", &t->rank, 1, "") < 0) goto bad;
-    if (t->rank < 0) { BAD(&x, "the rank is unknown (rank is null): the trace cannot be placed"); goto bad; }
-    if (get_str(&x, root, "rank_source", &s, 0, "") < 0) goto bad;
-    t->rank_source = xstrdup(s);
-    if (get_int(&x, root, "world_size", &t->world_size, 1, "") < 0) goto bad;
-    if (t->world_size > 1 << 24) { BAD(&x, "field world_size is out of range"); goto bad; }
-    if (get_int(&x, root, "local_rank", &t->local_rank, 1, "") < 0) goto bad;
-    if (get_int(&x, root, "device", &t->device, 1, "") < 0) goto bad;
-    if (get_str(&x, root, "host", &s, 0, "") < 0) goto bad;
-    t->host = xstrdup(s);
-    if (get_i64(&x, root, "pid", &t->pid, 0, "") < 0) goto bad;
-    if (get_num(&x, root, "start_time", &t->start_time, "") < 0) goto bad;
-    if (get_num(&x, root, "write_time", &t->write_time, "") < 0) goto bad;
-    o = cJSON_GetObjectItemCaseSensitive(root, "end");
-    if (!cJSON_IsObject(o)) { BAD(&x, "field end is not an object"); goto bad; }
-    if (get_str(&x, o, "reason", &s, 0, "end.") < 0) goto bad;
-    if (!strcmp(s, "exit")) t->end_state = END_EXITED;
-    else if (!strcmp(s, "signal")) t->end_state = END_SIGNAL;
-    else if (!strcmp(s, "comm_end")) t->end_state = END_COMM_END;
-    else if (!strcmp(s, "snapshot")) t->end_state = END_SNAPSHOT;
-    else if (!strcmp(s, "hang")) t->end_state = END_HANG;
-    else { BAD(&x, "field end.reason is \"%.40s\", not exit, signal, comm_end, snapshot or hang", s); goto bad; }
-    if (get_int(&x, o, "signal", &t->end_signal, 1, "end.") < 0) goto bad;
-    if (get_bool(&x, o, "in_call", &t->end_in_call, "end.") < 0) goto bad;
-    o = cJSON_GetObjectItemCaseSensitive(root, "clock");
-    if (!cJSON_IsObject(o) || get_num(&x, o, "realtime", &t->clock_real, "clock.") < 0 ||
-        get_i64(&x, o, "monotonic_ns", &t->clock_mono, 0, "clock.") < 0) {
-        if (!x.err[0]) BAD(&x, "field clock is not an object");
-        goto bad;
-    }
-    o = cJSON_GetObjectItemCaseSensitive(root, "clock_write");     /* optional: the sample of this write */
-    if (cJSON_IsObject(o)) {
-        const cJSON *r = cJSON_GetObjectItemCaseSensitive(o, "realtime"), *m = cJSON_GetObjectItemCaseSensitive(o, "monotonic_ns");
-        if (cJSON_IsNumber(r) && cJSON_IsNumber(m) && isfinite(r->valuedouble) && m->valuedouble >= 0 && m->valuedouble < 9e18) {
-            t->clock_real_w = r->valuedouble;
-            t->clock_mono_w = (int64_t)m->valuedouble;
-            t->has_clock_w = 1;
-        }
-    }
-    /* informative fields: a problem there is noted, the trace still used */
-    o = cJSON_GetObjectItemCaseSensitive(root, "versions");
-    t->v_cuda_rt = t->v_cuda_drv = t->v_nccl = TA_NULL64;
-    if (cJSON_IsObject(o)) {
-        const char *tv = NULL;
-        get_str(&x, o, "trshim", &tv, 1, "");
-        t->v_trshim = tv ? xstrdup(tv) : NULL;
-        get_i64(&x, o, "cuda_runtime", &t->v_cuda_rt, 1, "");
-        get_i64(&x, o, "cuda_driver", &t->v_cuda_drv, 1, "");
-        get_i64(&x, o, "nccl", &t->v_nccl, 1, "");
-        x.err[0] = 0;
-    }
-    o = cJSON_GetObjectItemCaseSensitive(root, "cmdline");
-    if (cJSON_IsArray(o)) {
-        size_t len = 0;
-        for (const cJSON *e = o->child; e; e = e->next) if (cJSON_IsString(e)) len += strlen(e->valuestring) + 1;
-        t->cmdline = xcalloc(len + 1, 1);
-        for (const cJSON *e = o->child; e; e = e->next)
-            if (cJSON_IsString(e)) {
-                if (t->cmdline[0]) strcat(t->cmdline, " ");
-                strcat(t->cmdline, e->valuestring);
-            }
-    }
-    o = cJSON_GetObjectItemCaseSensitive(root, "env");
-    if (cJSON_IsObject(o)) {
-        int ne = cJSON_GetArraySize(o), k = 0;
-        t->env = xcalloc((size_t)ne, sizeof *t->env);
-        for (const cJSON *e = o->child; e; e = e->next)
-            if (cJSON_IsString(e) && e->string) t->env[k++] = xasprintf("%s=%s", e->string, e->valuestring);
-        t->nenv = k;
-    }
-    conv_env_sections(root, t);
-    if (get_i64(&x, root, "dropped", &t->dropped, 0, "") < 0) { t->dropped = 0; x.err[0] = 0; }
-    /* the ring (newer shims; optional): its file, and the window of records
-     * this write holds */
-    o = cJSON_GetObjectItemCaseSensitive(root, "ring");
-    if (o && !cJSON_IsNull(o)) {
-        const char *rf = NULL;
-        int64_t cap, first, next;
-        if (!cJSON_IsObject(o)) {
-            BAD(&x, "field ring is not an object");
-        } else if (get_str(&x, o, "file", &rf, 1, "ring.") >= 0 && get_i64(&x, o, "capacity", &cap, 0, "ring.") >= 0 &&
-                   get_i64(&x, o, "first", &first, 0, "ring.") >= 0 && get_i64(&x, o, "next", &next, 0, "ring.") >= 0) {
-            if (cap < 1 || first < 0 || next < first || next - first > cap)
-                BAD(&x, "field ring: capacity %lld, first %lld and next %lld do not fit together", (long long)cap,
-                    (long long)first, (long long)next);
-            else {
-                t->ring_capacity = cap;
-                t->ring_lost = first;
-                t->ring_file = rf ? xstrdup(rf) : NULL;
-                *ring_next = next;
-            }
-        }
-        if (x.err[0]) {
-            ta_note_add(a, path, 0, "%s; the ring information is not used", x.err);
-            x.err[0] = 0;
-        }
-    }
+    int packed = 0;
+    if (conv_identity(&x, root, t, &packed) < 0) goto bad;
+    conv_informative(&x, root, t, ring_next);
     /* communicators */
     o = cJSON_GetObjectItemCaseSensitive(root, "comms");
     if (!cJSON_IsArray(o)) { BAD(&x, "field comms is not an array"); goto bad; }
@@ -327,60 +291,7 @@ static ta_trace *parse_file(ta_an *a, const char *path, int fd, const struct sta
     conv_nccl(&x, root, t);
     conv_graphs(&x, root, t);        /* CUDA graphs, before calls (load_graphs.c) */
     ta_crash_json(a, path, root, t); /* "crash", "errors" (crash.c), after the stacks */
-    /* calls, positions by name from call_fields */
-    {
-        const cJSON *cf = cJSON_GetObjectItemCaseSensitive(root, "call_fields");
-        if (!cJSON_IsArray(cf)) { BAD(&x, "field call_fields is not an array"); goto bad; }
-        int npos = cJSON_GetArraySize(cf);
-        int8_t *role = xmalloc((size_t)npos + 1);
-        unsigned have = 0;
-        int p = 0;
-        for (const cJSON *e = cf->child; e; e = e->next, p++) {
-            if (!cJSON_IsString(e)) { free(role); BAD(&x, "field call_fields[%d] is not a string", p); goto bad; }
-            int r = ta_field_find(ta_call_fields, F_N, e->valuestring);
-            role[p] = (int8_t)r;
-            if (r >= 0) have |= 1u << r;
-        }
-        const char *lacks = ta_field_missing(ta_call_fields, F_N, have);
-        if (lacks) { free(role); BAD(&x, "field call_fields lacks \"%s\"", lacks); goto bad; }
-        const cJSON *calls = cJSON_GetObjectItemCaseSensitive(root, "calls");
-        if (!have_calls && !(packed ? cJSON_IsObject(calls) : cJSON_IsArray(calls))) {
-            free(role);
-            BAD(&x, "field calls is not %s", packed ? "an object (version 2 packs the calls)" : "an array");
-            goto bad;
-        }
-        const char *first = NULL;
-        int first_i = -1;
-        size_t err_at = 0;
-        char why[200] = "";
-        int r;
-        if (have_calls) {
-            r = ta_parse_calls(buf + cvs, cve - cvs, packed, role, npos, t, &err_at, why, sizeof why, &first,
-                               &first_i);
-            err_at += cvs;
-        } else {   /* found by cJSON only (an escaped key): print it back */
-            char *txt = cJSON_PrintUnformatted(calls);
-            r = txt ? ta_parse_calls(txt, strlen(txt), packed, role, npos, t, &err_at, why, sizeof why, &first,
-                                     &first_i) : -1;
-            cJSON_free(txt);
-        }
-        free(role);
-        if (r == -3) { BAD(&x, "%s", why); goto bad; }
-        if (r == -1) { BAD(&x, "not valid JSON: syntax error at byte %zu of %zu (in calls)", err_at, n); goto bad; }
-        if (r < 0) {
-            BAD(&x, "field calls is not %s", packed ? "an object (version 2 packs the calls)" : "an array");
-            goto bad;
-        }
-        if (t->skipped_records)
-            ta_note_add(a, path, 0, "%lld call record(s) skipped (first: calls[%d] %s)",
-                        (long long)t->skipped_records, first_i, first);
-        if (t->cfg_badref)
-            ta_note_add(a, path, 0, "%lld call record(s) name a config that is not in coll_configs: their config is "
-                        "unknown", (long long)t->cfg_badref);
-        if (t->py_badref && t->npycodes)
-            ta_note_add(a, path, 0, "%lld call record(s) name a Python stack that is not in pystacks: those calls have "
-                        "native call sites", (long long)t->py_badref);
-    }
+    if (conv_calls(&x, root, t, packed, buf, n, have_calls, bvs[0], bve[0]) < 0) goto bad;
     /* NaN/Inf checks: a problem there is noted, the trace still used (a
      * JSON syntax error inside checks makes the file unusable, like any) */
     {

@@ -1,6 +1,6 @@
 /* Field access with type checks, and the conversion of a JSON trace's
- * sections (communicators, stacks, Python stacks, memory, NaN/Inf checks)
- * into the compact model. load.c reads the file, checks its identity and
+ * sections (identity, informative fields, communicators, stacks, Python
+ * stacks, memory, NaN/Inf checks) into the compact model. load.c reads the file, checks its identity and
  * calls these in order; they are apart only to keep each file readable. */
 #include <math.h>
 #include <stdarg.h>
@@ -12,6 +12,7 @@
 #include "load_int.h"
 #include "site/ta_site.h"
 #include "ta_calls.h"
+#include "trshim/trace_format.h"
 
 /* ---- field access with type checks ---- */
 int BAD(pctx *x, const char *fmt, ...)
@@ -271,6 +272,138 @@ int opt_index(const cJSON *o, const char *name, int n)
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
     return v && int_in(v, 0, (double)n - 1) ? (int)v->valuedouble : -1;
 }
+
+/* ---- the sections, in the order load.c converts them ---- */
+/* The trace's identity (format, version, job, rank, host, end, clock):
+ * -1 (why in x->err) when the file cannot be placed. *packed: version 2. */
+int conv_identity(pctx *x, const cJSON *root, ta_trace *t, int *packed)
+{
+    const char *s;
+    const cJSON *o;
+    int64_t v;
+    if (!cJSON_IsObject(root)) { BAD(x, "the top level is not an object"); return -1; }
+    if (get_str(x, root, "format", &s, 0, "") < 0) { snprintf(x->err, sizeof x->err, "not a trshim trace (no \"format\": \"trshim-trace\")"); return -1; }
+    if (strcmp(s, TRSHIM_TRACE_FORMAT) != 0) { BAD(x, "not a trshim trace (format \"%.60s\")", s); return -1; }
+    if (get_i64(x, root, "version", &v, 0, "") < 0) return -1;
+    if (v < TRSHIM_TRACE_VERSION_MIN || v > TRSHIM_TRACE_VERSION) {
+        BAD(x, "unknown trace format version %lld (this tranalyze reads versions %d to %d)", (long long)v,
+            TRSHIM_TRACE_VERSION_MIN, TRSHIM_TRACE_VERSION);
+        return -1;
+    }
+    *packed = v >= 2;     /* version 2: the calls are packed (packed.c) */
+    o = cJSON_GetObjectItemCaseSensitive(root, "job");
+    if (!cJSON_IsObject(o)) { BAD(x, "field job is not an object"); return -1; }
+    if (get_str(x, o, "id", &s, 0, "job.") < 0) return -1;
+    t->job_id = xstrdup(s);
+    if (get_str(x, o, "source", &s, 0, "job.") < 0) return -1;
+    t->job_source = xstrdup(s);
+    if (get_int(x, root, "rank", &t->rank, 1, "") < 0) return -1;
+    if (t->rank < 0) { BAD(x, "the rank is unknown (rank is null): the trace cannot be placed"); return -1; }
+    if (get_str(x, root, "rank_source", &s, 0, "") < 0) return -1;
+    t->rank_source = xstrdup(s);
+    if (get_int(x, root, "world_size", &t->world_size, 1, "") < 0) return -1;
+    if (t->world_size > 1 << 24) { BAD(x, "field world_size is out of range"); return -1; }
+    if (get_int(x, root, "local_rank", &t->local_rank, 1, "") < 0) return -1;
+    if (get_int(x, root, "device", &t->device, 1, "") < 0) return -1;
+    if (get_str(x, root, "host", &s, 0, "") < 0) return -1;
+    t->host = xstrdup(s);
+    if (get_i64(x, root, "pid", &t->pid, 0, "") < 0) return -1;
+    if (get_num(x, root, "start_time", &t->start_time, "") < 0) return -1;
+    if (get_num(x, root, "write_time", &t->write_time, "") < 0) return -1;
+    o = cJSON_GetObjectItemCaseSensitive(root, "end");
+    if (!cJSON_IsObject(o)) { BAD(x, "field end is not an object"); return -1; }
+    if (get_str(x, o, "reason", &s, 0, "end.") < 0) return -1;
+    if (!strcmp(s, "exit")) t->end_state = END_EXITED;
+    else if (!strcmp(s, "signal")) t->end_state = END_SIGNAL;
+    else if (!strcmp(s, "comm_end")) t->end_state = END_COMM_END;
+    else if (!strcmp(s, "snapshot")) t->end_state = END_SNAPSHOT;
+    else if (!strcmp(s, "hang")) t->end_state = END_HANG;
+    else { BAD(x, "field end.reason is \"%.40s\", not exit, signal, comm_end, snapshot or hang", s); return -1; }
+    if (get_int(x, o, "signal", &t->end_signal, 1, "end.") < 0) return -1;
+    if (get_bool(x, o, "in_call", &t->end_in_call, "end.") < 0) return -1;
+    o = cJSON_GetObjectItemCaseSensitive(root, "clock");
+    if (!cJSON_IsObject(o) || get_num(x, o, "realtime", &t->clock_real, "clock.") < 0 ||
+        get_i64(x, o, "monotonic_ns", &t->clock_mono, 0, "clock.") < 0) {
+        if (!x->err[0]) BAD(x, "field clock is not an object");
+        return -1;
+    }
+    o = cJSON_GetObjectItemCaseSensitive(root, "clock_write");     /* optional: the sample of this write */
+    if (cJSON_IsObject(o)) {
+        const cJSON *r = cJSON_GetObjectItemCaseSensitive(o, "realtime"), *m = cJSON_GetObjectItemCaseSensitive(o, "monotonic_ns");
+        if (cJSON_IsNumber(r) && cJSON_IsNumber(m) && isfinite(r->valuedouble) && m->valuedouble >= 0 && m->valuedouble < 9e18) {
+            t->clock_real_w = r->valuedouble;
+            t->clock_mono_w = (int64_t)m->valuedouble;
+            t->has_clock_w = 1;
+        }
+    }
+    return 0;
+}
+
+/* The informative fields (versions, command line, environment, dropped,
+ * the ring's window): a problem there is noted, the trace still used.
+ * *ring_next: the ring's head at this write, when the trace says. */
+void conv_informative(pctx *x, const cJSON *root, ta_trace *t, int64_t *ring_next)
+{
+    const cJSON *o;
+    o = cJSON_GetObjectItemCaseSensitive(root, "versions");
+    t->v_cuda_rt = t->v_cuda_drv = t->v_nccl = TA_NULL64;
+    if (cJSON_IsObject(o)) {
+        const char *tv = NULL;
+        get_str(x, o, "trshim", &tv, 1, "");
+        t->v_trshim = tv ? xstrdup(tv) : NULL;
+        get_i64(x, o, "cuda_runtime", &t->v_cuda_rt, 1, "");
+        get_i64(x, o, "cuda_driver", &t->v_cuda_drv, 1, "");
+        get_i64(x, o, "nccl", &t->v_nccl, 1, "");
+        x->err[0] = 0;
+    }
+    o = cJSON_GetObjectItemCaseSensitive(root, "cmdline");
+    if (cJSON_IsArray(o)) {
+        size_t len = 0;
+        for (const cJSON *e = o->child; e; e = e->next) if (cJSON_IsString(e)) len += strlen(e->valuestring) + 1;
+        t->cmdline = xcalloc(len + 1, 1);
+        for (const cJSON *e = o->child; e; e = e->next)
+            if (cJSON_IsString(e)) {
+                if (t->cmdline[0]) strcat(t->cmdline, " ");
+                strcat(t->cmdline, e->valuestring);
+            }
+    }
+    o = cJSON_GetObjectItemCaseSensitive(root, "env");
+    if (cJSON_IsObject(o)) {
+        int ne = cJSON_GetArraySize(o), k = 0;
+        t->env = xcalloc((size_t)ne, sizeof *t->env);
+        for (const cJSON *e = o->child; e; e = e->next)
+            if (cJSON_IsString(e) && e->string) t->env[k++] = xasprintf("%s=%s", e->string, e->valuestring);
+        t->nenv = k;
+    }
+    conv_env_sections(root, t);
+    if (get_i64(x, root, "dropped", &t->dropped, 0, "") < 0) { t->dropped = 0; x->err[0] = 0; }
+    /* the ring (newer shims; optional): its file, and the window of records
+     * this write holds */
+    o = cJSON_GetObjectItemCaseSensitive(root, "ring");
+    if (o && !cJSON_IsNull(o)) {
+        const char *rf = NULL;
+        int64_t cap, first, next;
+        if (!cJSON_IsObject(o)) {
+            BAD(x, "field ring is not an object");
+        } else if (get_str(x, o, "file", &rf, 1, "ring.") >= 0 && get_i64(x, o, "capacity", &cap, 0, "ring.") >= 0 &&
+                   get_i64(x, o, "first", &first, 0, "ring.") >= 0 && get_i64(x, o, "next", &next, 0, "ring.") >= 0) {
+            if (cap < 1 || first < 0 || next < first || next - first > cap)
+                BAD(x, "field ring: capacity %lld, first %lld and next %lld do not fit together", (long long)cap,
+                    (long long)first, (long long)next);
+            else {
+                t->ring_capacity = cap;
+                t->ring_lost = first;
+                t->ring_file = rf ? xstrdup(rf) : NULL;
+                *ring_next = next;
+            }
+        }
+        if (x->err[0]) {
+            ta_note_add(x->a, x->file, 0, "%s; the ring information is not used", x->err);
+            x->err[0] = 0;
+        }
+    }
+}
+
 
 /* "python", "pycodes", "pystacks" (newer shims; all optional). Damage is
  * named in a note: bad pycodes (or either array not an array) and no

@@ -1,4 +1,4 @@
-/* Internals shared by load.c (reading a trace file, its identity fields,
+/* Internals shared by load.c (reading a trace file,
  * the reader threads, jobs and ranks) and load_fields.c (field access with
  * type checks, and the converters of a trace's sections). */
 #ifndef LOAD_INT_H
@@ -33,6 +33,12 @@ int get_bool(pctx *x, const cJSON *o, const char *name, int *out, const char *wh
 int opt_index(const cJSON *o, const char *name, int n);
 
 /* the sections of a trace, in the order load.c calls them */
+/* format, version, job, rank, host, end, clock: -1 (why in x->err) when the
+ * file cannot be placed; *packed: version 2 */
+int conv_identity(pctx *x, const cJSON *root, ta_trace *t, int *packed);
+/* versions, command line, environment, dropped, the ring's window
+ * (*ring_next): noted, never fatal */
+void conv_informative(pctx *x, const cJSON *root, ta_trace *t, int64_t *ring_next);
 int conv_comm(pctx *x, const cJSON *o, ta_comm *m, int i);
 int conv_stacks(pctx *x, const cJSON *root, ta_trace *t, ta_an *a, pthread_mutex_t *lk);
 void conv_python(pctx *x, const cJSON *root, ta_trace *t);
