@@ -17,8 +17,8 @@
 #define MEMO_N 8
 typedef struct { char s[MEMO_N][24]; int64_t v[MEMO_N]; int next; } memo;
 #define FIELD_ROW(id, name, read, since) {name, TRSHIM_FIELD_##read},
-const ta_field ta_call_fields[F_N] = {TRSHIM_CALL_FIELDS(FIELD_ROW)};
-const ta_field ta_check_fields[CF_N] = {TRSHIM_CHECK_FIELDS(FIELD_ROW)};
+const ta_field ta_call_fields[TRSHIM_CALL_FIELD_N] = {TRSHIM_CALL_FIELDS(FIELD_ROW)};
+const ta_field ta_check_fields[TRSHIM_CHECK_FIELD_N] = {TRSHIM_CHECK_FIELDS(FIELD_ROW)};
 #undef FIELD_ROW
 
 int ta_field_find(const ta_field *tab, int n, const char *name)
@@ -115,46 +115,46 @@ static const char *conv(const jv *vals, int nv, const int8_t *role, ta_trace *t,
         seen |= 1 << r;
         int64_t n = 0;
         switch (r) {
-        case F_OP: {
+        case TRSHIM_CALL_OP: {
             if (v->type != JV_STR) return "op is not a string";
             int op = sid_parse(sm, SID_OP, v, &memo_op, ta_op_parse);
             if (op < 0) return "op is not a known NCCL operation";
             c->op = (uint8_t)op;
             break;
         }
-        case F_COMM:
+        case TRSHIM_CALL_COMM:
             if (!ta_scan_num(v, &n) || n < -1 || n >= t->ncomms) return "comm is not an index into comms";
             c->comm = (int32_t)n;
             break;
-        case F_SEQ:
+        case TRSHIM_CALL_SEQ:
             if (!ta_scan_num(v, &n) || n < 0 || n > 0x7fffffff) return "seq is not a non-negative integer";
             c->seq = (uint32_t)n;
             break;
-        case F_COUNT:
+        case TRSHIM_CALL_COUNT:
             if (!ta_scan_num(v, &n) || n < 0) return "count is not a non-negative integer";
             c->count = n;
             break;
-        case F_DTYPE:
+        case TRSHIM_CALL_DTYPE:
             if (v->type == JV_NULL) break;
             if (v->type != JV_STR) return "dtype is not a string";
             { int d = sid_parse(sm, SID_DTYPE, v, &memo_dtype, ta_dtype_parse); if (d < 0) return "dtype is not a known datatype"; c->dtype = (uint8_t)d; }
             break;
-        case F_REDOP:
+        case TRSHIM_CALL_REDOP:
             if (v->type == JV_NULL) break;
             if (v->type != JV_STR) return "redop is not a string";
             { int d = sid_parse(sm, SID_REDOP, v, &memo_redop, ta_redop_parse); if (d < 0) return "redop is not a known reduction"; c->redop = (uint8_t)d; }
             break;
-        case F_ROOT:
+        case TRSHIM_CALL_ROOT:
             if (v->type == JV_NULL) break;
             if (!ta_scan_num(v, &n) || n < 0 || n > 0x7fffffff) return "root is not a rank";
             root = (int)n;
             break;
-        case F_PEER:
+        case TRSHIM_CALL_PEER:
             if (v->type == JV_NULL) break;
             if (!ta_scan_num(v, &n) || n < 0 || n > 0x7fffffff) return "peer is not a rank";
             peer = (int)n;
             break;
-        case F_STREAM: {
+        case TRSHIM_CALL_STREAM: {
             uint64_t s = ~0ull;
             if (v->type == JV_HEX) s = (uint64_t)v->i;
             else if (v->type != JV_NULL && (v->type != JV_STR || parse_stream(v->s, &s)))
@@ -168,44 +168,44 @@ static const char *conv(const jv *vals, int nv, const int8_t *role, ta_trace *t,
             c->stream = (uint8_t)k;
             break;
         }
-        case F_GROUP:
+        case TRSHIM_CALL_GROUP:
             if (!ta_scan_num(v, &n) || n < 0 || n > 0xffffffffLL) return "group is not a non-negative integer";
             c->group = (uint32_t)n;
             break;
-        case F_ENTER_NS:
+        case TRSHIM_CALL_ENTER_NS:
             if (!ta_scan_num(v, &n)) return "enter_ns is not an integer";
             c->enter_ns = n;
             break;
-        case F_EXIT_NS:
+        case TRSHIM_CALL_EXIT_NS:
             if (v->type == JV_NULL) break;
             if (!ta_scan_num(v, &n) || n == TA_NULL64) return "exit_ns is not an integer or null";
             c->exit_ns = n;
             break;
-        case F_RC:
+        case TRSHIM_CALL_RC:
             if (v->type == JV_NULL) break;
             if (!ta_scan_num(v, &n) || n < -32767 || n > 32767) return "rc is not an integer or null";
             c->rc = (int16_t)n;
             break;
-        case F_STACK:
+        case TRSHIM_CALL_STACK:
             if (!ta_scan_num(v, &n) || n < -1 || n > 0x7fffffff) return "stack is not an index";
             c->stack = (int32_t)n;
             break;
-        case F_DONE_NS:
+        case TRSHIM_CALL_DONE_NS:
             if (v->type == JV_NULL) break;
             if (!ta_scan_num(v, &n) || n == TA_NULL64) return "done_ns is not an integer or null";
             c->done_ns = n;
             break;
-        case F_PYSTACK:
+        case TRSHIM_CALL_PYSTACK:
             if (v->type == JV_NULL) break;
             if (!ta_scan_num(v, &n) || n < -1 || n > 0x7fffffff) return "pystack is not an index";
             c->pystack = (int32_t)n;
             break;
-        case F_CONFIG:
+        case TRSHIM_CALL_CONFIG:
             if (v->type == JV_NULL) break;
             if (!ta_scan_num(v, &n) || n < -1 || n > 0x7fffffff) return "config is not an index into coll_configs, -1 or null";
             cfg = n;
             break;
-        case F_SIGNAL:
+        case TRSHIM_CALL_SIGNAL:
             if (v->type == JV_NULL) break;
             if (v->type != JV_PAIR || v->i < INT32_MIN || v->i > UINT32_MAX || v->i2 < INT32_MIN || v->i2 > INT32_MAX)
                 return "signal is not a [sigIdx, ctx] pair or null";
@@ -214,22 +214,22 @@ static const char *conv(const jv *vals, int nv, const int8_t *role, ta_trace *t,
             x->sig_ctx = (int32_t)v->i2;
             break;
         /* a GraphLaunch's; checked below when the call is one (others' are null) */
-        case F_GRAPH:
+        case TRSHIM_CALL_GRAPH:
             if (v->type == JV_NULL) break;
             if (!ta_scan_num(v, &n) || n < 0 || n > 0x7fffffff) return "graph is not an index into graphs or null";
             graph = n;
             break;
-        case F_REPLAY:
+        case TRSHIM_CALL_REPLAY:
             if (v->type == JV_NULL) break;
             if (!ta_scan_num(v, &n) || n < 1) return "replay is not a replay number (1, 2, ...) or null";
             replay = n;
             break;
-        case F_LANE:
+        case TRSHIM_CALL_LANE:
             if (v->type == JV_NULL) break;
             if (v->type != JV_STR || (lane = ta_lane_parse(v->s)) < 0)
                 return "lane is not \"coll\", \"send\", \"recv\", \"signal\", \"wait\" or null";
             break;
-        case F_GPU:
+        case TRSHIM_CALL_GPU:
             if (v->type == JV_NULL) break;
             if (v->type != JV_STR) return "gpu is not a string or null";
             { int g = sid_parse(sm, SID_GPU, v, &memo_gpu, gpu_parse); if (g < 0) return "gpu is not \"pending\", \"done\", \"error\" or null"; c->gpu = (uint8_t)g; }

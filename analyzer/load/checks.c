@@ -45,18 +45,18 @@ static const char *check_row(void *ctx, const jv *vals, int k, int idx)
         int64_t n = 0;
         seen |= 1 << r;
         switch (r) {
-        case CF_CALL:
+        case TRSHIM_CHECK_CALL:
             if (!ta_scan_num(v, &n) || n < 0 || n >= x->nraw) return "call is not an index into calls";
             c.call = kept_call(t, n);
             if (c.call < 0) return "call refers to a call record that was skipped";
             break;
-        case CF_BUFFER:
+        case TRSHIM_CHECK_BUFFER:
             if (v->type != JV_STR) return "buffer is not a string";
             if (!strcmp(v->s, "input")) c.buffer = BUF_INPUT;
             else if (!strcmp(v->s, "output")) c.buffer = BUF_OUTPUT;
             else return "buffer is not \"input\" or \"output\"";
             break;
-        case CF_STATUS: {
+        case TRSHIM_CHECK_STATUS: {
             if (v->type != JV_STR) return "status is not a string";
             int s;
             for (s = 0; s < 4; s++) if (!strcmp(v->s, ta_ck_status_names[s])) break;
@@ -64,20 +64,20 @@ static const char *check_row(void *ctx, const jv *vals, int k, int idx)
             c.status = (uint8_t)s;
             break;
         }
-        case CF_NAN: if (!is_count(v, &c.nan)) return "nan is not a count"; break;
-        case CF_INF: if (!is_count(v, &c.inf)) return "inf is not a count"; break;
-        case CF_FIRST:
+        case TRSHIM_CHECK_NAN: if (!is_count(v, &c.nan)) return "nan is not a count"; break;
+        case TRSHIM_CHECK_INF: if (!is_count(v, &c.inf)) return "inf is not a count"; break;
+        case TRSHIM_CHECK_FIRST:
             if (v->type == JV_NULL) break;
             if (!is_count(v, &c.first)) return "first is not an index or null";
             break;
-        case CF_FIRST_KIND:
+        case TRSHIM_CHECK_FIRST_KIND:
             if (v->type == JV_NULL) break;
             if (v->type != JV_STR || (strcmp(v->s, "nan") && strcmp(v->s, "inf"))) return "first_kind is not \"nan\", \"inf\" or null";
             c.first_kind = v->s[0] == 'n' ? 1 : 2;
             break;
-        case CF_ELEMS_CHECKED: if (!is_count(v, &c.checked)) return "elems_checked is not a count"; break;
-        case CF_ELEMS: if (!is_count(v, &c.elems)) return "elems is not a count"; break;
-        case CF_REASON:
+        case TRSHIM_CHECK_ELEMS_CHECKED: if (!is_count(v, &c.checked)) return "elems_checked is not a count"; break;
+        case TRSHIM_CHECK_ELEMS: if (!is_count(v, &c.elems)) return "elems is not a count"; break;
+        case TRSHIM_CHECK_REASON:
             if (v->type == JV_NULL) break;
             if (v->type != JV_STR) return "reason is not a string or null";
             c.reason = ta_intern(v->s);

@@ -135,11 +135,11 @@ static int conv_calls(pctx *x, const cJSON *root, ta_trace *t, int packed, const
     int p = 0;
     for (const cJSON *e = cf->child; e; e = e->next, p++) {
         if (!cJSON_IsString(e)) { free(role); BAD(x, "field call_fields[%d] is not a string", p); return -1; }
-        int r = ta_field_find(ta_call_fields, F_N, e->valuestring);
+        int r = ta_field_find(ta_call_fields, TRSHIM_CALL_FIELD_N, e->valuestring);
         role[p] = (int8_t)r;
         if (r >= 0) have |= 1u << r;
     }
-    const char *lacks = ta_field_missing(ta_call_fields, F_N, have);
+    const char *lacks = ta_field_missing(ta_call_fields, TRSHIM_CALL_FIELD_N, have);
     if (lacks) { free(role); BAD(x, "field call_fields lacks \"%s\"", lacks); return -1; }
     const cJSON *calls = cJSON_GetObjectItemCaseSensitive(root, "calls");
     if (!have_calls && !(packed ? cJSON_IsObject(calls) : cJSON_IsArray(calls))) {

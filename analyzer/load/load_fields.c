@@ -623,11 +623,11 @@ int conv_nan(pctx *x, const cJSON *root, ta_trace *t, const char *buf, size_t n,
             ta_note_add(a, path, 0, "field check_fields[%d] is not a string; the NaN/Inf checks of this rank are not used", p);
             return 0;
         }
-        int r = ta_field_find(ta_check_fields, CF_N, e->valuestring);
+        int r = ta_field_find(ta_check_fields, TRSHIM_CHECK_FIELD_N, e->valuestring);
         role[p] = (int8_t)r;
         if (r >= 0) have |= 1u << r;
     }
-    const char *lacks = ta_field_missing(ta_check_fields, CF_N, have);
+    const char *lacks = ta_field_missing(ta_check_fields, TRSHIM_CHECK_FIELD_N, have);
     if (lacks) {
         free(role);
         ta_note_add(a, path, 0, "field check_fields lacks \"%s\"; the NaN/Inf checks of this rank are not used", lacks);

@@ -7,24 +7,18 @@
 #include "model/ta_model.h"
 #include "trshim/trace_format.h"
 
-/* A call's and a check's fields: the table of trshim/trace_format.h (the
- * writer's too). F_* a call field's number, CF_* a check field's; the
- * REQUIRED ones as a mask of those numbers. */
-#define TA_FIELD_ID_(id, name, read, since) F_##id,
-enum { TRSHIM_CALL_FIELDS(TA_FIELD_ID_) F_N };
-#undef TA_FIELD_ID_
-#define TA_FIELD_ID_(id, name, read, since) CF_##id,
-enum { TRSHIM_CHECK_FIELDS(TA_FIELD_ID_) CF_N };
-#undef TA_FIELD_ID_
-#define TA_FIELD_REQ_(id, name, read, since) | (TRSHIM_FIELD_##read == TRSHIM_FIELD_REQUIRED ? 1 << F_##id : 0)
+/* A call's and a check's fields: the tables of trshim/trace_format.h (the
+ * writer's too), numbered TRSHIM_CALL_* and TRSHIM_CHECK_*; the REQUIRED
+ * ones as a mask of those numbers (a row's scanner checks it). */
+#define TA_FIELD_REQ_(id, name, read, since) | (TRSHIM_FIELD_##read == TRSHIM_FIELD_REQUIRED ? 1 << TRSHIM_CALL_##id : 0)
 enum { TA_CALL_REQUIRED = 0 TRSHIM_CALL_FIELDS(TA_FIELD_REQ_) };
 #undef TA_FIELD_REQ_
-#define TA_FIELD_REQ_(id, name, read, since) | (TRSHIM_FIELD_##read == TRSHIM_FIELD_REQUIRED ? 1 << CF_##id : 0)
+#define TA_FIELD_REQ_(id, name, read, since) | (TRSHIM_FIELD_##read == TRSHIM_FIELD_REQUIRED ? 1 << TRSHIM_CHECK_##id : 0)
 enum { TA_CHECK_REQUIRED = 0 TRSHIM_CHECK_FIELDS(TA_FIELD_REQ_) };
 #undef TA_FIELD_REQ_
 /* the names and READ of each (load.c, load_fields.c) */
 typedef struct { const char *name; int read; } ta_field;
-extern const ta_field ta_call_fields[F_N], ta_check_fields[CF_N];
+extern const ta_field ta_call_fields[TRSHIM_CALL_FIELD_N], ta_check_fields[TRSHIM_CHECK_FIELD_N];
 /* the number of tab's field named name; -1 when none is, or it is UNREAD */
 int ta_field_find(const ta_field *tab, int n, const char *name);
 /* the name of the first REQUIRED field of tab not in the mask have; NULL none */

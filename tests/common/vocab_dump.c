@@ -41,32 +41,24 @@ static const char *const op_names[] = {TR_NCCL_OPS(OP_NAME)};
 #define FIELD_ROW(id, name, read, since) \
     printf("%s{\"name\": \"%s\", \"read\": \"%s\", \"since\": \"%s\"}", n++ ? ", " : "", name, #read, #since);
 
+/* one member of the document: key, then the table's rows inside open ... close */
+#define MEMBER(first, key, open, table, row) \
+    printf("%s\"%s\": %c", first ? "{" : ", ", key, open); \
+    n = 0;                                                  \
+    table(row)                                              \
+    putchar(open == '[' ? ']' : '}');
+
 int main(void)
 {
     int n = 0;
-    printf("{\"ops\": [");
-    TR_NCCL_OPS(OP_ROW)
-    printf("], \"kinds\": {");
-    n = 0;
-    TR_NCCL_KINDS(KIND_ROW)
-    printf("}, \"functions\": [");
-    n = 0;
-    TR_NCCL_FUNCS(FUNC_ROW)
-    printf("], \"dtypes\": {");
-    n = 0;
-    TR_NCCL_DTYPES(DTYPE_ROW)
-    printf("}, \"redops\": [");
-    n = 0;
-    TR_NCCL_REDOPS(REDOP_ROW)
-    printf("], \"cuda_functions\": {");
-    n = 0;
-    TR_CUDA_FUNCS(CUDA_ROW)
-    printf("}, \"call_fields\": [");
-    n = 0;
-    TRSHIM_CALL_FIELDS(FIELD_ROW)
-    printf("], \"check_fields\": [");
-    n = 0;
-    TRSHIM_CHECK_FIELDS(FIELD_ROW)
-    printf("]}\n");
+    MEMBER(1, "ops", '[', TR_NCCL_OPS, OP_ROW)
+    MEMBER(0, "kinds", '{', TR_NCCL_KINDS, KIND_ROW)
+    MEMBER(0, "functions", '[', TR_NCCL_FUNCS, FUNC_ROW)
+    MEMBER(0, "dtypes", '{', TR_NCCL_DTYPES, DTYPE_ROW)
+    MEMBER(0, "redops", '[', TR_NCCL_REDOPS, REDOP_ROW)
+    MEMBER(0, "cuda_functions", '{', TR_CUDA_FUNCS, CUDA_ROW)
+    MEMBER(0, "call_fields", '[', TRSHIM_CALL_FIELDS, FIELD_ROW)
+    MEMBER(0, "check_fields", '[', TRSHIM_CHECK_FIELDS, FIELD_ROW)
+    printf("}\n");
     return 0;
 }
